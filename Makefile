@@ -1,0 +1,151 @@
+# Once — build, test and run the operator on a local control plane built
+# from source. `make help` lists the targets.
+
+# Setting SHELL to bash allows bash commands to be executed by recipes.
+# Options are set to exit when a recipe line exits non-zero or a piped command fails.
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+# YEAR is stamped into generated files' licence headers.
+YEAR ?= $(shell date +%Y)
+# IMG is the manager's container image, for deploying to a real cluster.
+IMG ?= once-manager:latest
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate the CRDs and the ClusterRole.
+	"$(CONTROLLER_GEN)" rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: controller-gen ## Generate DeepCopy methods.
+	"$(CONTROLLER_GEN)" object:headerFile="hack/boilerplate.go.txt",year=$(YEAR) paths="./..."
+
+.PHONY: fmt
+fmt: ## Run go fmt against code.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet against code, also with the failpoints and e2e build tags.
+	go vet ./...
+	go vet -tags failpoints,e2e ./...
+
+# Controller tests run with failpoints compiled in, to stop a manager at the
+# protocol's crash windows; the production binary (make build) has none.
+TEST_TAGS ?= failpoints
+
+.PHONY: test
+test: manifests generate fmt vet controlplane-binaries ## Run all tests: unit, envtest (real API server) and end-to-end.
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags $(TEST_TAGS) $$(go list ./... | grep -v /test/e2e) -coverprofile cover.out
+	$(MAKE) test-e2e
+
+.PHONY: test-e2e
+test-e2e: build controlplane-binaries ## Run the end-to-end tests: manager and sandbox binaries, local control plane, kubectl.
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags e2e ./test/e2e/ -v -timeout 30m -ginkgo.v
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint.
+	"$(GOLANGCI_LINT)" run --build-tags failpoints,e2e
+
+##@ Build
+
+.PHONY: build
+build: manifests generate fmt vet ## Build the manager, the failpoint-enabled manager for tests, and the sandbox tool.
+	go build -o bin/manager ./cmd
+	go build -tags failpoints -o bin/manager-failpoints ./cmd
+	go build -o bin/sandbox-tool ./cmd/sandbox-tool
+
+.PHONY: run
+run: manifests generate fmt vet ## Run the manager from your host against the current kubeconfig.
+	go run ./cmd --health-probe-bind-address=0
+
+.PHONY: docker-build
+docker-build: ## Build the manager's container image (needs a Docker engine).
+	docker build -t $(IMG) .
+
+##@ Local control plane
+
+.PHONY: controlplane-binaries
+controlplane-binaries: ## Build kube-apiserver, etcd and kubectl from source into the cache, once per machine.
+	@hack/controlplane-binaries.sh >/dev/null
+
+.PHONY: controlplane-up
+controlplane-up: manifests controlplane-binaries ## Start the local control plane with the CRDs; prints its kubeconfig path.
+	hack/controlplane.sh start
+
+.PHONY: controlplane-down
+controlplane-down: ## Stop the local control plane and remove its state.
+	hack/controlplane.sh stop
+
+.PHONY: demo
+demo: build controlplane-binaries ## Run the main job: control plane, manager, sandbox tool, one operation committed once.
+	hack/demo.sh
+
+##@ Deployment
+
+.PHONY: install
+install: manifests ## Install the CRDs into the cluster of the current kubeconfig.
+	"$(KUBECTL)" apply -k config/crd
+
+.PHONY: uninstall
+uninstall: manifests ## Uninstall the CRDs from the cluster of the current kubeconfig.
+	"$(KUBECTL)" delete --ignore-not-found -k config/crd
+
+.PHONY: deploy
+deploy: manifests ## Deploy the manager to the cluster of the current kubeconfig (image IMG).
+	"$(KUBECTL)" kustomize config/default | sed 's|image: controller:latest|image: $(IMG)|' | "$(KUBECTL)" apply -f -
+
+.PHONY: undeploy
+undeploy: ## Remove the manager from the cluster of the current kubeconfig.
+	"$(KUBECTL)" kustomize config/default | "$(KUBECTL)" delete --ignore-not-found -f -
+
+##@ Dependencies
+
+## Location to install dependencies to
+LOCALBIN ?= $(shell pwd)/bin
+$(LOCALBIN):
+	mkdir -p "$(LOCALBIN)"
+
+# The control plane's binaries, built from Go modules pinned in hack/tools.
+ASSETS = $(shell hack/controlplane-binaries.sh)
+KUBECTL ?= $(ASSETS)/kubectl
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+GOLANGCI_LINT = $(LOCALBIN)/golangci-lint
+
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.13.1
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN) ## Install controller-gen locally if necessary.
+$(CONTROLLER_GEN): $(LOCALBIN)
+	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT) ## Install golangci-lint locally if necessary.
+$(GOLANGCI_LINT): $(LOCALBIN)
+	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+# go-install-tool will 'go install' any package with custom target and name of binary, if it doesn't exist
+# $1 - target path with name of binary
+# $2 - package url which can be installed
+# $3 - specific version of package
+define go-install-tool
+@[ -f "$(1)-$(3)" ] && [ "$$(readlink -- "$(1)" 2>/dev/null)" = "$(1)-$(3)" ] || { \
+set -e; \
+package=$(2)@$(3) ;\
+echo "Installing $${package}" ;\
+rm -f "$(1)" ;\
+GOBIN="$(LOCALBIN)" go install $${package} ;\
+mv "$(LOCALBIN)/$$(basename "$(1)")" "$(1)-$(3)" ;\
+} ;\
+ln -sf "$$(realpath "$(1)-$(3)")" "$(1)"
+endef

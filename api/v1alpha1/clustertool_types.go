@@ -1,0 +1,66 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=once
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.idempotency.mode`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.http.url`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ClusterTool is an external system that performs side effects, shared by
+// all namespaces. Its Secrets live in the manager's cluster resource
+// namespace.
+type ClusterTool struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is a standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitzero"`
+
+	// spec describes the tool.
+	// +required
+	Spec ToolSpec `json:"spec"`
+
+	// status is what Once observed about the definition.
+	// +optional
+	Status ToolStatus `json:"status,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// ClusterToolList contains a list of ClusterTool.
+type ClusterToolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitzero"`
+	Items           []ClusterTool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(SchemeGroupVersion, &ClusterTool{}, &ClusterToolList{})
+		return nil
+	})
+}

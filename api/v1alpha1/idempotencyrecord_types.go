@@ -1,0 +1,166 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// IdempotencyRecordSpec binds one idempotency scope (namespace, tool,
+// operation, key) to one request and one owning operation, and keeps that
+// operation's outcome after the operation is deleted, until it expires.
+//
+// The record is named after the SHA-256 of its scope and created with an
+// atomic create, so it is the unique index over a scope: two operations with
+// different names and the same scope cannot both own it. Once writes it;
+// people read it.
+type IdempotencyRecordSpec struct {
+	// toolRef, operation and idempotencyKey are the scope, with the record's
+	// namespace.
+	// +required
+	ToolRef ToolReference `json:"toolRef"`
+
+	// operation of the scope.
+	// +required
+	Operation string `json:"operation"`
+
+	// idempotencyKey of the scope.
+	// +required
+	IdempotencyKey string `json:"idempotencyKey"`
+
+	// requestHash is the request the key is bound to.
+	// +required
+	RequestHash string `json:"requestHash"`
+
+	// owner is the SideEffectOperation that executes for the scope.
+	// +required
+	Owner RecordOwner `json:"owner"`
+
+	// retention is the owner's spec.retention.
+	// +required
+	Retention metav1.Duration `json:"retention"`
+
+	// outcome is the owner's outcome, written when it reaches a terminal
+	// state; empty while it is in progress.
+	// +optional
+	Outcome *RecordOutcome `json:"outcome,omitempty"`
+}
+
+// RecordOwner names the operation that owns a scope.
+type RecordOwner struct {
+	// name of the SideEffectOperation.
+	// +required
+	Name string `json:"name"`
+
+	// uid of the SideEffectOperation, so that a re-created object of the
+	// same name is told apart.
+	// +required
+	UID types.UID `json:"uid"`
+}
+
+// RecordOutcome is the terminal outcome of a scope's owner.
+type RecordOutcome struct {
+	// state is Committed, FailedFinal or Compensated.
+	// +required
+	State OperationState `json:"state"`
+
+	// attempts the owner made.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// externalObjectID of the effect.
+	// +optional
+	ExternalObjectID string `json:"externalObjectID,omitempty"`
+
+	// externalRequestID of the effect.
+	// +optional
+	ExternalRequestID string `json:"externalRequestID,omitempty"`
+
+	// result of the effect, capped like status.result.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	Result *runtime.RawExtension `json:"result,omitempty"`
+
+	// resultDigest identifies the result.
+	// +optional
+	ResultDigest string `json:"resultDigest,omitempty"`
+
+	// errorClass of a failed owner.
+	// +optional
+	ErrorClass ErrorClass `json:"errorClass,omitempty"`
+
+	// reason of a failed owner: its Ready condition's reason.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// errorMessage of a failed owner.
+	// +optional
+	ErrorMessage string `json:"errorMessage,omitempty"`
+
+	// completionTime is when the owner reached its terminal state.
+	// +required
+	CompletionTime metav1.Time `json:"completionTime"`
+
+	// expiryTime is completionTime plus retention: the record is collected
+	// after it, once its owner is gone.
+	// +required
+	ExpiryTime metav1.Time `json:"expiryTime"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=idr,categories=once
+// +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.toolRef.name`
+// +kubebuilder:printcolumn:name="Operation",type=string,JSONPath=`.spec.operation`
+// +kubebuilder:printcolumn:name="Key",type=string,JSONPath=`.spec.idempotencyKey`
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.spec.owner.name`
+// +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.spec.outcome.state`
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.spec.outcome.expiryTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// IdempotencyRecord is the unique index over an idempotency scope and the
+// memory of its outcome, which outlives the operation that owned it for the
+// operation's retention.
+type IdempotencyRecord struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is a standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitzero"`
+
+	// spec is the record.
+	// +required
+	Spec IdempotencyRecordSpec `json:"spec"`
+}
+
+// +kubebuilder:object:root=true
+
+// IdempotencyRecordList contains a list of IdempotencyRecord.
+type IdempotencyRecordList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitzero"`
+	Items           []IdempotencyRecord `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(SchemeGroupVersion, &IdempotencyRecord{}, &IdempotencyRecordList{})
+		return nil
+	})
+}

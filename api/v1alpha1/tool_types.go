@@ -1,0 +1,369 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ToolSpec describes an external system that performs side effects, and what
+// it promises about idempotency. Tool and ClusterTool share it.
+// +kubebuilder:validation:XValidation:rule="self.idempotency.mode != 'Lookup' || self.operations.all(o, has(o.lookup))",message="every operation of a tool in Lookup mode needs a lookup request"
+type ToolSpec struct {
+	// http calls the tool over HTTP.
+	// +required
+	HTTP HTTPBackend `json:"http"`
+
+	// idempotency is what the tool promises about repeated requests, and so
+	// how Once resolves an attempt whose outcome is unknown.
+	// +required
+	Idempotency ToolIdempotency `json:"idempotency"`
+
+	// timeout bounds one call, unless the operation sets its own.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be positive"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// operations the tool offers, by name.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Operations []ToolOperation `json:"operations"`
+
+	// retryBudget limits retries across all operations of this tool, so that
+	// an outage of the tool does not turn into a retry storm.
+	// +optional
+	// +kubebuilder:default={}
+	RetryBudget *RetryBudget `json:"retryBudget,omitempty"`
+}
+
+// HTTPBackend is the base of every request to the tool.
+type HTTPBackend struct {
+	// url is the base URL; an operation's path is appended to it.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="url must be an http or https URL"
+	URL string `json:"url"`
+
+	// headers sent with every request. Values from Secrets are read at call
+	// time and never copied into status, events or logs.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Headers []HTTPHeader `json:"headers,omitempty"`
+}
+
+// HTTPHeader is one request header, given literally or read from a Secret.
+// +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.valueFrom)",message="a header needs exactly one of value and valueFrom"
+type HTTPHeader struct {
+	// name of the header.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	Name string `json:"name"`
+
+	// value of the header, for values that are not secret.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Value string `json:"value,omitempty"`
+
+	// valueFrom reads the value from a Secret: in the Tool's namespace, or
+	// for a ClusterTool in the manager's cluster resource namespace.
+	// +optional
+	ValueFrom *HeaderSource `json:"valueFrom,omitempty"`
+}
+
+// HeaderSource is where a header's value comes from.
+type HeaderSource struct {
+	// secretKeyRef selects a key of a Secret.
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+}
+
+// SecretKeySelector selects a key of a Secret.
+type SecretKeySelector struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key within the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// IdempotencyMode is what a tool promises about repeated requests.
+// +kubebuilder:validation:Enum=Native;Lookup;None
+type IdempotencyMode string
+
+const (
+	// IdempotencyNative: the tool dedupes requests on the idempotency key
+	// header and answers a repeat with the first result (409 while the first
+	// is still in flight). An unknown outcome is resolved by re-sending.
+	IdempotencyNative IdempotencyMode = "Native"
+	// IdempotencyLookup: the tool does not dedupe, but can be asked by key
+	// whether an effect exists. An unknown outcome is resolved by asking.
+	IdempotencyLookup IdempotencyMode = "Lookup"
+	// IdempotencyNone: the tool neither dedupes nor answers questions. An
+	// unknown outcome goes to a person (NeedsReview).
+	IdempotencyNone IdempotencyMode = "None"
+)
+
+// ToolIdempotency is what the tool promises about repeated requests.
+type ToolIdempotency struct {
+	// mode is Native, Lookup or None.
+	// +required
+	Mode IdempotencyMode `json:"mode"`
+
+	// header carries the idempotency key on every request, in every mode.
+	// +optional
+	// +kubebuilder:default="Idempotency-Key"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	Header string `json:"header,omitempty"`
+
+	// replayWindow is the longest time after which a request for the same
+	// business operation may still arrive (a redelivered message, a GitOps
+	// re-apply, a client retry). Operations against this tool must keep
+	// their records at least this long: a shorter spec.retention is refused.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="replayWindow must not be negative"
+	ReplayWindow *metav1.Duration `json:"replayWindow,omitempty"`
+
+	// lookupDelay is, in Lookup mode, how long after an attempt was sent a
+	// lookup can prove that the attempt had no effect. A request may still
+	// be in flight at the tool after Once stopped waiting for it; a lookup
+	// before it lands finds nothing and would allow a second attempt. Set it
+	// to the longest time the tool may take to process a request. Defaults
+	// to the call's timeout.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="lookupDelay must not be negative"
+	LookupDelay *metav1.Duration `json:"lookupDelay,omitempty"`
+
+	// reconcileLimit bounds the questions asked about one unknown attempt
+	// (re-sends in Native mode, lookups in Lookup mode) before the operation
+	// goes to NeedsReview.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	ReconcileLimit int32 `json:"reconcileLimit,omitempty"`
+}
+
+// ToolOperation is one operation the tool offers.
+type ToolOperation struct {
+	// name of the operation, as SideEffectOperations name it in
+	// spec.operation.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`
+	Name string `json:"name"`
+
+	// method of the request.
+	// +optional
+	// +kubebuilder:default=POST
+	// +kubebuilder:validation:Enum=POST;PUT;PATCH;DELETE
+	Method string `json:"method,omitempty"`
+
+	// path appended to the tool's URL. {idempotencyKey} is replaced by the
+	// path-escaped key sent to the tool.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Path string `json:"path,omitempty"`
+
+	// lookup asks the tool whether the effect of a key exists; required in
+	// Lookup mode.
+	// +optional
+	Lookup *LookupRequest `json:"lookup,omitempty"`
+
+	// response maps the tool's answer to an outcome, an external object id
+	// and a result.
+	// +optional
+	Response ResponseMapping `json:"response,omitempty"`
+}
+
+// LookupRequest asks the tool whether the effect of an idempotency key
+// exists. Expressions are CEL over `response` (status, headers, body).
+type LookupRequest struct {
+	// method of the lookup request.
+	// +optional
+	// +kubebuilder:default=GET
+	// +kubebuilder:validation:Enum=GET;POST
+	Method string `json:"method,omitempty"`
+
+	// path appended to the tool's URL; {idempotencyKey} is replaced by the
+	// query-escaped key sent to the tool.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Path string `json:"path"`
+
+	// found is true when the answer proves the effect exists.
+	// +optional
+	// +kubebuilder:default="response.status == 200"
+	// +kubebuilder:validation:MaxLength=4096
+	Found string `json:"found,omitempty"`
+
+	// absent is true when the answer proves the effect does not exist. An
+	// answer that is neither found nor absent is undecidable: Once asks
+	// again later, and a person decides when the limit is reached.
+	// +optional
+	// +kubebuilder:default="response.status == 404"
+	// +kubebuilder:validation:MaxLength=4096
+	Absent string `json:"absent,omitempty"`
+}
+
+// ResponseMapping turns the tool's answer into an outcome, an external object
+// id and a result. Expressions are CEL over `response`: `response.status`
+// (int), `response.headers` (map of lower-case names to values) and
+// `response.body` (the decoded JSON, or the text when it is not JSON).
+type ResponseMapping struct {
+	// outcomes are rules evaluated in order before the default
+	// classification; the first whose `when` is true decides.
+	// By default 2xx succeeds; 408, 429, 502, 503 and 504 are retryable (and
+	// 409 for a Native tool, "same key in flight"); 500 and other 5xx have
+	// an unknown outcome; other 4xx are permanent.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Outcomes []OutcomeRule `json:"outcomes,omitempty"`
+
+	// externalObjectID extracts the id of the effect, for example
+	// `response.body.id`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	ExternalObjectID string `json:"externalObjectID,omitempty"`
+
+	// externalRequestID extracts the tool's id for the request, for example
+	// `response.headers['request-id']`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	ExternalRequestID string `json:"externalRequestID,omitempty"`
+
+	// result extracts what is kept in status.result.
+	// +optional
+	// +kubebuilder:default="response.body"
+	// +kubebuilder:validation:MaxLength=4096
+	Result string `json:"result,omitempty"`
+}
+
+// Outcome is the class of a tool's answer.
+// +kubebuilder:validation:Enum=Succeeded;Retryable;Permanent;Unknown
+type Outcome string
+
+const (
+	// OutcomeSucceeded: the effect happened.
+	OutcomeSucceeded Outcome = "Succeeded"
+	// OutcomeRetryable: the effect provably did not happen; try again later.
+	OutcomeRetryable Outcome = "Retryable"
+	// OutcomePermanent: the tool refused for good; the effect did not happen.
+	OutcomePermanent Outcome = "Permanent"
+	// OutcomeUnknown: the effect may or may not have happened.
+	OutcomeUnknown Outcome = "Unknown"
+)
+
+// OutcomeRule classifies the answers for which `when` is true.
+type OutcomeRule struct {
+	// when is a CEL expression over `response`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when"`
+
+	// outcome of the answers that match.
+	// +required
+	Outcome Outcome `json:"outcome"`
+}
+
+// RetryBudget limits retries across all operations of a tool, per manager.
+type RetryBudget struct {
+	// retriesPerMinute is the steady rate of retries allowed; first attempts
+	// are never limited. When the budget is spent, retries wait.
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	RetriesPerMinute int32 `json:"retriesPerMinute,omitempty"`
+}
+
+// ToolStatus is what Once observed about a tool's definition.
+type ToolStatus struct {
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready is True when the definition is valid (expressions
+	// compile, referenced Secret keys exist); Stalled is True when it is not.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=once
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.idempotency.mode`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.http.url`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Tool is an external system, in the operations' namespace, that performs
+// side effects.
+type Tool struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is a standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitzero"`
+
+	// spec describes the tool.
+	// +required
+	Spec ToolSpec `json:"spec"`
+
+	// status is what Once observed about the definition.
+	// +optional
+	Status ToolStatus `json:"status,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// ToolList contains a list of Tool.
+type ToolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitzero"`
+	Items           []Tool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(SchemeGroupVersion, &Tool{}, &ToolList{})
+		return nil
+	})
+}

@@ -1,0 +1,187 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command manager runs the Once controllers.
+package main
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	// Import all Kubernetes client auth plugins (e.g. Azure, GCP, OIDC, etc.)
+	// to ensure that exec-entrypoint and run can make use of them.
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	effectsv1alpha1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/controller"
+	httpeffects "github.com/once-dev/once/internal/effects/http"
+	"github.com/once-dev/once/internal/metrics"
+	// +kubebuilder:scaffold:imports
+)
+
+var (
+	scheme   = runtime.NewScheme()
+	setupLog = ctrl.Log.WithName("setup")
+)
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(effectsv1alpha1.AddToScheme(scheme))
+	// +kubebuilder:scaffold:scheme
+}
+
+// options are the manager's flags.
+type options struct {
+	metricsAddr, probeAddr   string
+	secureMetrics, http2     bool
+	leaderElect              bool
+	holder                   string
+	clusterResourceNamespace string
+	maxConcurrentReconciles  int
+	maxClaim, claimGrace     time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to. "+
+		"Use :8443 for HTTPS or :8080 for HTTP, or leave as 0 to disable the metrics service.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to; 0 disables it.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election. Once is safe without it: "+
+		"claims are fenced per operation; leader election only saves duplicate work.")
+	flag.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve the metrics endpoint over HTTPS with authn/authz.")
+	flag.BoolVar(&o.http2, "enable-http2", false, "Enable HTTP/2 for the metrics server.")
+	flag.StringVar(&o.holder, "holder-identity", "", "This process's identity in claims; "+
+		"defaults to the host name and a random suffix, unique per process.")
+	flag.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", "once-system",
+		"The namespace that holds the Secrets ClusterTools refer to.")
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 10,
+		"How many operations are handled at once; each may hold a call to a tool.")
+	flag.DurationVar(&o.maxClaim, "max-claim", time.Minute,
+		"The longest claim taken without renewal; calls with longer timeouts renew their claim while they run.")
+	flag.DurationVar(&o.claimGrace, "claim-grace", 10*time.Second,
+		"Added to every claim, for writing the outcome after the call's timeout.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(o); err != nil {
+		setupLog.Error(err, "Manager failed")
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	if o.holder == "" {
+		o.holder = defaultHolder()
+	}
+	var tlsOpts []func(*tls.Config)
+	if !o.http2 {
+		// HTTP/2 stream cancellation and rapid reset (CVE-2023-44487,
+		// CVE-2023-39325) are avoided by serving HTTP/1.1 only.
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics, TLSOpts: tlsOpts}
+	if o.secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: o.probeAddr,
+		LeaderElection:         o.leaderElect,
+		LeaderElectionID:       "once-manager.once.dev",
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	ctx := ctrl.SetupSignalHandler()
+
+	compiler, err := httpeffects.NewCompiler()
+	if err != nil {
+		return err
+	}
+	clk := clock.RealClock{}
+	if err := (&controller.SideEffectOperationReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("once"),
+		Connector: &httpeffects.Connector{
+			Secrets:                  mgr.GetAPIReader(),
+			ClusterResourceNamespace: o.clusterResourceNamespace,
+			Compiler:                 compiler,
+			Transport:                httpeffects.NewTransport(),
+		},
+		Validator:               compiler,
+		Budgets:                 controller.NewRetryBudgets(),
+		Clock:                   clk,
+		Holder:                  o.holder,
+		MaxClaim:                o.maxClaim,
+		ClaimGrace:              o.claimGrace,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+	}).SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the sideeffectoperation controller: %w", err)
+	}
+	if err := (&controller.IdempotencyRecordReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clk,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the idempotencyrecord controller: %w", err)
+	}
+	if err := controller.SetupToolReconcilers(mgr, controller.ToolReconciler{
+		Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Validator: compiler, Clock: clk,
+		ClusterResourceNamespace: o.clusterResourceNamespace,
+	}); err != nil {
+		return fmt.Errorf("setting up the tool controllers: %w", err)
+	}
+	// +kubebuilder:scaffold:builder
+	metrics.Register(mgr.GetClient())
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("setting up the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("setting up the ready check: %w", err)
+	}
+	setupLog.Info("Starting manager", "holder", o.holder)
+	return mgr.Start(ctx)
+}
+
+// defaultHolder is unique per process: a restarted manager must not take
+// its predecessor's claims for its own.
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "once"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}

@@ -1,0 +1,198 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/effects"
+	"github.com/once-dev/once/internal/failpoint"
+	"github.com/once-dev/once/internal/metrics"
+	"github.com/once-dev/once/internal/protocol"
+)
+
+// answer is what the tool said to one call, and the claim the call ran
+// under.
+type answer struct {
+	action  protocol.Action
+	attempt int32
+	state   v1.OperationState
+	call    protocol.CallResult
+	lookup  protocol.LookupResult
+}
+
+// apply is the decision the answer leads to from st.
+func (a *answer) apply(st v1.SideEffectOperationStatus, p protocol.Policy, env protocol.Env) protocol.Decision {
+	switch a.action {
+	case protocol.ActionResend:
+		return protocol.AfterResend(st, p, env, a.call)
+	case protocol.ActionLookup:
+		return protocol.AfterLookup(st, p, env, a.lookup)
+	default:
+		return protocol.AfterCall(st, p, env, a.call)
+	}
+}
+
+// claimHeld reports whether st still shows the claim the call ran under.
+func (a *answer) claimHeld(st v1.SideEffectOperationStatus, holder string) bool {
+	return st.State == a.state && st.Claim != nil && st.Claim.Holder == holder && st.Claim.Attempt == a.attempt
+}
+
+func (a *answer) observation(env protocol.Env) v1.Observation {
+	if a.action == protocol.ActionLookup {
+		return protocol.LookupObservation(env, a.attempt, a.lookup)
+	}
+	return protocol.CallObservation(env, v1.ObservationCall, a.attempt, a.call)
+}
+
+// call asks the tool what the claimed decision wants, renewing the claim
+// while a long call runs. abandoned is true when a failpoint stopped the
+// pass, as a crash would.
+func (r *SideEffectOperationReconciler) call(p *pass, action protocol.Action) (a *answer, abandoned bool) {
+	before, after := failpoint.ReconcileAfterClaim, failpoint.ReconcileAfterAnswer
+	if action == protocol.ActionExecute {
+		before, after = failpoint.ExecuteAfterClaim, failpoint.ExecuteAfterAnswer
+	}
+	if failpoint.Hit(p.ctx, before) {
+		return nil, true
+	}
+	a = &answer{action: action, attempt: p.st.Claim.Attempt, state: p.st.State}
+	req := effects.Request{Operation: p.op.Spec.Operation, Key: p.st.ToolIdempotencyKey,
+		Parameters: p.params, Timeout: p.timeout}
+
+	ctx, stop := r.keepClaim(p, a)
+	outcome := ""
+	switch action {
+	case protocol.ActionLookup:
+		a.lookup = p.client.Lookup(ctx, req)
+		outcome = string(a.lookup.Verdict)
+		metrics.Reconciliations.WithLabelValues(string(p.policy.Mode), lowerFirst(outcome)).Inc()
+	case protocol.ActionResend:
+		a.call = p.client.Execute(ctx, req)
+		outcome = string(a.call.Outcome)
+		verdict := "undecidable"
+		if a.call.Outcome == v1.OutcomeSucceeded || a.call.Outcome == v1.OutcomePermanent {
+			verdict = "found"
+		}
+		metrics.Reconciliations.WithLabelValues(string(p.policy.Mode), verdict).Inc()
+	default:
+		a.call = p.client.Execute(ctx, req)
+		outcome = string(a.call.Outcome)
+	}
+	stop()
+	metrics.ToolCalls.WithLabelValues(p.tool.GetName(), lowerFirst(string(action)), outcome).Inc()
+	if failpoint.Hit(p.ctx, after) {
+		return nil, true
+	}
+	return a, false
+}
+
+// keepClaim renews the claim while a call that may outlive it runs. If the
+// claim is lost meanwhile, the call's context is cancelled: its outcome is
+// someone else's to reconcile now. stop ends the renewals and waits for
+// them, after which the pass owns p.op again.
+func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(p.ctx)
+	if p.timeout <= r.MaxClaim {
+		return ctx, cancel
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(p.policy.ClaimDuration / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if !r.renew(p, a) {
+					cancel()
+					return
+				}
+			}
+		}
+	})
+	return ctx, func() {
+		close(done)
+		wg.Wait()
+		cancel()
+	}
+}
+
+// renew extends the claim; false means the claim is no longer this
+// worker's.
+func (r *SideEffectOperationReconciler) renew(p *pass, a *answer) bool {
+	for range fencedRetries {
+		env := p.env
+		env.Now = r.Clock.Now()
+		st := protocol.Renew(p.op.Status, p.policy, env)
+		prev := p.op.Status
+		p.op.Status = st
+		err := r.Status().Update(p.ctx, p.op)
+		if err == nil {
+			p.st = *p.op.Status.DeepCopy()
+			return true
+		}
+		p.op.Status = prev
+		if !apierrors.IsConflict(err) {
+			// Keep calling; the claim holds until it expires.
+			p.log.Error(err, "Renewing the claim failed")
+			return true
+		}
+		fresh := &v1.SideEffectOperation{}
+		if err := r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(p.op), fresh); err != nil {
+			return true
+		}
+		if !a.claimHeld(fresh.Status, r.Holder) {
+			return false
+		}
+		p.op = fresh
+	}
+	return true
+}
+
+// keepPending remembers an answer whose write failed for a reason other
+// than a conflict (the API server was unreachable, say), so that the next
+// pass records it rather than treating the attempt as unknown.
+func (r *SideEffectOperationReconciler) keepPending(p *pass, a *answer) {
+	r.pending.Store(p.op.UID, a)
+}
+
+// takePending returns the remembered answer for the claim the record still
+// shows, and forgets it.
+func (r *SideEffectOperationReconciler) takePending(p *pass) (*answer, bool) {
+	v, ok := r.pending.LoadAndDelete(p.op.UID)
+	if !ok {
+		return nil, false
+	}
+	a := v.(*answer)
+	return a, a.claimHeld(p.st, r.Holder)
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(s[0]|0x20) + s[1:]
+}

@@ -1,0 +1,186 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/effects"
+)
+
+// Field indexes over SideEffectOperations.
+const (
+	// indexToolRef holds "Kind/namespace/name" of the referenced tool, so a
+	// tool's change reaches the operations waiting for it.
+	indexToolRef = "spec.toolRef"
+	// indexDuplicateOf holds the operation a duplicate waits for.
+	indexDuplicateOf = "status.duplicateOf"
+)
+
+// ToolValidator checks a tool's definition beyond what the API server can.
+type ToolValidator interface {
+	Validate(spec *v1.ToolSpec) error
+}
+
+// SideEffectOperationReconciler drives SideEffectOperations through the
+// idempotency protocol: it loads the operation and its tool, binds the
+// scope, asks the protocol what to do, claims, calls the tool, and records
+// the outcome with conditional writes.
+type SideEffectOperationReconciler struct {
+	client.Client
+	// APIReader reads past the cache, where a stale view would be wrong.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Connector effects.Connector
+	Validator ToolValidator
+	Budgets   *RetryBudgets
+	Clock     clock.Clock
+
+	// Holder identifies this manager process in claims; it must differ
+	// between processes, also across restarts.
+	Holder string
+	// MaxClaim bounds a claim's duration before renewal; a call whose
+	// timeout is longer renews its claim while it runs.
+	MaxClaim time.Duration
+	// ClaimGrace is added to a claim's duration, for the outcome write.
+	ClaimGrace time.Duration
+	// MaxConcurrentReconciles bounds the operations handled at once.
+	MaxConcurrentReconciles int
+
+	// pending keeps answers whose write failed for a reason other than a
+	// conflict, so the next pass records them instead of reconciling.
+	pending sync.Map // types.UID → pendingAnswer
+}
+
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=effects.once.dev,resources=idempotencyrecords,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=effects.once.dev,resources=tools;clustertools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile moves one operation as far as it can go now.
+func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	op := &v1.SideEffectOperation{}
+	if err := r.Get(ctx, req.NamespacedName, op); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !op.DeletionTimestamp.IsZero() {
+		// The scope's record outlives the object; nothing to clean up.
+		return ctrl.Result{}, nil
+	}
+	p := r.newPass(ctx, op)
+	if op.Status.State.IsTerminal() {
+		return p.result(ctrl.Result{}, r.recordOutcome(p))
+	}
+	if err := p.identify(); err != nil {
+		return p.result(r.fail(p, v1.ErrorInvalid, v1.ReasonInvalidSpec, err.Error()))
+	}
+	return p.result(r.drive(p))
+}
+
+// SetupWithManager registers the controller, its indexes and its watches.
+func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1.SideEffectOperation{}, indexToolRef, func(o client.Object) []string {
+		op := o.(*v1.SideEffectOperation)
+		return []string{toolKey(op.Spec.ToolRef, op.Namespace)}
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &v1.SideEffectOperation{}, indexDuplicateOf, func(o client.Object) []string {
+		if d := o.(*v1.SideEffectOperation).Status.DuplicateOf; d != "" {
+			return []string{d}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.SideEffectOperation{}).
+		Watches(&v1.SideEffectOperation{}, handler.EnqueueRequestsFromMapFunc(r.duplicatesOf)).
+		Watches(&v1.Tool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
+		Watches(&v1.ClusterTool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		Named("sideeffectoperation").
+		Complete(r)
+}
+
+// duplicatesOf wakes the duplicates that wait for an operation.
+func (r *SideEffectOperationReconciler) duplicatesOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1.SideEffectOperationList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()),
+		client.MatchingFields{indexDuplicateOf: o.GetName()}); err != nil {
+		return nil
+	}
+	return requestsFor(list.Items, func(op *v1.SideEffectOperation) bool { return !op.Status.State.IsTerminal() })
+}
+
+// operationsOfTool wakes the unfinished operations that use a tool.
+func (r *SideEffectOperationReconciler) operationsOfTool(ctx context.Context, o client.Object) []reconcile.Request {
+	t := o.(v1.GenericTool)
+	ref := v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}
+	var list v1.SideEffectOperationList
+	if err := r.List(ctx, &list, client.MatchingFields{indexToolRef: toolKey(ref, t.GetNamespace())}); err != nil {
+		return nil
+	}
+	return requestsFor(list.Items, func(op *v1.SideEffectOperation) bool { return !op.Status.State.IsTerminal() })
+}
+
+func requestsFor(ops []v1.SideEffectOperation, keep func(*v1.SideEffectOperation) bool) []reconcile.Request {
+	var reqs []reconcile.Request
+	for i := range ops {
+		if keep(&ops[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{
+				Namespace: ops[i].Namespace, Name: ops[i].Name}})
+		}
+	}
+	return reqs
+}
+
+// toolKey names a tool for the index: ClusterTools have no namespace.
+func toolKey(ref v1.ToolReference, namespace string) string {
+	kind := ref.Kind
+	if kind == "" {
+		kind = v1.ToolKindTool
+	}
+	if kind == v1.ToolKindClusterTool {
+		namespace = ""
+	}
+	return string(kind) + "/" + namespace + "/" + ref.Name
+}
+
+// jitter draws a uniform duration in [0, d]: full jitter.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d + 1)
+}

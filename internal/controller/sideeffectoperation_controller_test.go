@@ -1,0 +1,274 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"net"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+var _ = Describe("SideEffectOperation", func() {
+	var ns string
+	BeforeEach(func() {
+		ns = newNamespace()
+		DeferCleanup(startManager(managerOptions{}))
+	})
+
+	It("commits once against a tool that dedupes natively", func() {
+		newTool(ns, "payments", v1.IdempotencyNative)
+		create(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100, "currency": "eur"}))
+
+		op := waitFor(ns, "charge-1", v1.StateCommitted)
+		Expect(op.Status.ExternalObjectID).To(HavePrefix("ch_"))
+		Expect(op.Status.Attempts).To(BeEquivalentTo(1))
+		Expect(op.Status.IdempotencyKey).To(Equal("charge-1"))
+		Expect(op.Status.ToolIdempotencyKey).To(Equal(ns + "/charge.create/charge-1"))
+		Expect(op.Status.RequestHash).To(MatchRegexp(`^sha256:[0-9a-f]{64}$`))
+		Expect(op.Status.StartedTime).NotTo(BeNil())
+		Expect(op.Status.CommittedTime).NotTo(BeNil())
+		Expect(op.Status.ExpiryTime.Sub(op.Status.CompletionTime.Time)).To(Equal(24 * time.Hour))
+		Expect(op.Status.Claim).To(BeNil())
+		Expect(string(op.Status.Result.Raw)).To(ContainSubstring(`"amount":100`))
+		Expect(op.Status.ObservedGeneration).To(Equal(op.Generation))
+		Expect(condition(op, v1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		Expect(condition(op, v1.ConditionSucceeded).Status).To(Equal(metav1.ConditionTrue))
+		Expect(condition(op, v1.ConditionReconciling).Status).To(Equal(metav1.ConditionFalse))
+		Expect(condition(op, v1.ConditionStalled).Status).To(Equal(metav1.ConditionFalse))
+		Expect(effectsOf(v1.IdempotencyNative, ns, "charge-1")).To(Equal(1))
+
+		By("keeping the outcome in the scope's record")
+		rec := &v1.IdempotencyRecord{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: op.Status.RecordName}, rec)).To(Succeed())
+		Expect(rec.Spec.Owner.UID).To(Equal(op.UID))
+		Eventually(func() *v1.RecordOutcome {
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: op.Status.RecordName}, rec)).To(Succeed())
+			return rec.Spec.Outcome
+		}).ShouldNot(BeNil())
+		Expect(rec.Spec.Outcome.ExternalObjectID).To(Equal(op.Status.ExternalObjectID))
+
+		By("recording the transitions as events")
+		Eventually(func() []string {
+			var list corev1.EventList
+			Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			var reasons []string
+			for _, e := range list.Items {
+				reasons = append(reasons, e.Reason)
+			}
+			return reasons
+		}).Should(ContainElements("Claimed", v1.ReasonCommitted))
+
+		By("staying committed, with no second call, when reconciled again")
+		Consistently(func() int { return effectsOf(v1.IdempotencyNative, ns, "charge-1") }, 2*time.Second).Should(Equal(1))
+	})
+
+	It("uses spec.idempotencyKey when given, and fails for good on a rejection", func() {
+		newTool(ns, "payments", v1.IdempotencyLookup)
+		op := newOp(ns, "declined", "payments", map[string]any{"amount": 100, "reject": "card_declined"})
+		op.Spec.IdempotencyKey = "order-42"
+		create(op)
+		op = waitFor(ns, "declined", v1.StateFailedFinal)
+		Expect(op.Status.IdempotencyKey).To(Equal("order-42"))
+		Expect(op.Status.ErrorClass).To(Equal(v1.ErrorPermanent))
+		Expect(condition(op, v1.ConditionReady).Reason).To(Equal(v1.ReasonRejected))
+		Expect(op.Status.ErrorMessage).To(ContainSubstring("card_declined"))
+		Expect(condition(op, v1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
+		Expect(condition(op, v1.ConditionSucceeded).Status).To(Equal(metav1.ConditionFalse))
+		Expect(effectsIn(ns)).To(BeZero())
+	})
+
+	Context("its spec is immutable, checked by the API server", func() {
+		It("refuses new parameters for the same key, with a message that says why", func() {
+			newTool(ns, "payments", v1.IdempotencyNative)
+			create(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100}))
+			op := waitFor(ns, "charge-1", v1.StateCommitted)
+
+			op.Spec.Parameters = &runtime.RawExtension{Raw: []byte(`{"amount":1000}`)}
+			err := k8sClient.Update(ctx, op)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring("an idempotency key cannot be bound to different parameters"))
+
+			for field, mutate := range map[string]func(*v1.SideEffectOperation){
+				"spec.operation":               func(o *v1.SideEffectOperation) { o.Spec.Operation = "refund.create" },
+				"spec.toolRef":                 func(o *v1.SideEffectOperation) { o.Spec.ToolRef.Name = "other" },
+				"spec is immutable":            func(o *v1.SideEffectOperation) { o.Spec.IdempotencyKey = "another" },
+				"spec.retryPolicy.maxAttempts": func(o *v1.SideEffectOperation) { o.Spec.RetryPolicy.MaxAttempts = 9 },
+				"spec.retention":               func(o *v1.SideEffectOperation) { o.Spec.Retention = &metav1.Duration{Duration: time.Hour} },
+				"spec.parameters are": func(o *v1.SideEffectOperation) {
+					o.Spec.Parameters = &runtime.RawExtension{Raw: []byte(`{"amount":100,"extra":true}`)}
+				},
+				"an idempotency key cannot be bound": func(o *v1.SideEffectOperation) { o.Spec.Parameters = nil },
+			} {
+				op := get(ns, "charge-1")
+				mutate(op)
+				err := k8sClient.Update(ctx, op)
+				Expect(err).To(HaveOccurred(), field)
+				Expect(err.Error()).To(ContainSubstring(field))
+			}
+			Expect(effectsIn(ns)).To(Equal(1))
+		})
+
+		It("lets spec.resolution change, also through a full update from a typed client", func() {
+			newTool(ns, "payments", v1.IdempotencyNative)
+			create(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100}))
+			op := waitFor(ns, "charge-1", v1.StateCommitted)
+			// The typed client writes durations as "24h0m0s", the API
+			// server stored "24h": the rules compare durations, not text.
+			op.Spec.Resolution = &v1.Resolution{Action: v1.ResolutionFail, By: "alice"}
+			Expect(k8sClient.Update(ctx, op)).To(Succeed())
+			By("and ignores it outside NeedsReview: terminal stays terminal")
+			Consistently(state(ns, "charge-1"), 2*time.Second).Should(Equal(v1.StateCommitted))
+		})
+	})
+
+	Context("refuses bad input before any call", func() {
+		It("rejects an unknown tool kind and a negative retention at the API server", func() {
+			op := newOp(ns, "bad-kind", "payments", map[string]any{})
+			op.Spec.ToolRef.Kind = "Webhook"
+			err := k8sClient.Create(ctx, op)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(`Unsupported value: "Webhook"`))
+
+			op = newOp(ns, "bad-retention", "payments", map[string]any{})
+			op.Spec.Retention = &metav1.Duration{Duration: -time.Hour}
+			err = k8sClient.Create(ctx, op)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring("spec.retention must be positive"))
+
+			op = newOp(ns, "bad-resolution", "payments", map[string]any{})
+			op.Spec.Resolution = &v1.Resolution{Action: v1.ResolutionMarkCommitted, By: "alice"}
+			err = k8sClient.Create(ctx, op)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring("needs the externalObjectID"))
+		})
+
+		It("waits, stalled, for a missing tool, and proceeds once it exists", func() {
+			create(newOp(ns, "early", "payments", map[string]any{"amount": 1}))
+			Eventually(func() string {
+				return condition(get(ns, "early"), v1.ConditionStalled).Reason
+			}).Should(Equal(v1.ReasonToolNotFound))
+			op := get(ns, "early")
+			Expect(op.Status.State).To(Equal(v1.StatePlanned))
+			Expect(condition(op, v1.ConditionStalled).Message).To(Equal("Tool payments does not exist"))
+			Expect(condition(op, v1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+
+			newTool(ns, "payments", v1.IdempotencyNative)
+			waitFor(ns, "early", v1.StateCommitted)
+			Expect(effectsIn(ns)).To(Equal(1))
+		})
+
+		It("waits, stalled, for an operation the tool does not offer", func() {
+			newTool(ns, "payments", v1.IdempotencyNative)
+			op := newOp(ns, "refund", "payments", map[string]any{})
+			op.Spec.Operation = "refund.create"
+			create(op)
+			Eventually(func() string {
+				return condition(get(ns, "refund"), v1.ConditionStalled).Reason
+			}).Should(Equal(v1.ReasonOperationNotDeclared))
+			Expect(effectsIn(ns)).To(BeZero())
+		})
+
+		It("waits, stalled, for a tool whose expressions do not compile, and says so on the tool", func() {
+			newTool(ns, "broken", v1.IdempotencyNative, func(s *v1.ToolSpec) {
+				s.Operations[0].Response.ExternalObjectID = "response.body.id +"
+			})
+			create(newOp(ns, "op", "broken", map[string]any{}))
+			Eventually(func() string {
+				return condition(get(ns, "op"), v1.ConditionStalled).Reason
+			}).Should(Equal(v1.ReasonToolInvalid))
+			Eventually(func() string {
+				t := &v1.Tool{}
+				Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "broken"}, t)).To(Succeed())
+				if c := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionReady); c != nil {
+					return c.Message
+				}
+				return ""
+			}).Should(ContainSubstring("spec.operations[0].response.externalObjectID"))
+			Expect(effectsIn(ns)).To(BeZero())
+		})
+
+		It("fails parameters over 64 KiB without calling the tool", func() {
+			newTool(ns, "payments", v1.IdempotencyNative)
+			create(newOp(ns, "huge", "payments", map[string]any{"blob": strings.Repeat("x", v1.MaxParametersBytes)}))
+			op := waitFor(ns, "huge", v1.StateFailedFinal)
+			Expect(condition(op, v1.ConditionReady).Reason).To(Equal(v1.ReasonParametersTooLarge))
+			Expect(op.Status.ErrorClass).To(Equal(v1.ErrorInvalid))
+			Expect(op.Status.Attempts).To(BeZero())
+			Expect(effectsIn(ns)).To(BeZero())
+		})
+
+		It("fails a retention shorter than the tool's replay window without calling the tool", func() {
+			newTool(ns, "payments", v1.IdempotencyNative, func(s *v1.ToolSpec) {
+				s.Idempotency.ReplayWindow = &metav1.Duration{Duration: 48 * time.Hour}
+			})
+			create(newOp(ns, "short", "payments", map[string]any{"amount": 1}))
+			op := waitFor(ns, "short", v1.StateFailedFinal)
+			Expect(condition(op, v1.ConditionReady).Reason).To(Equal(v1.ReasonRetentionTooShort))
+			Expect(op.Status.ErrorMessage).To(ContainSubstring("shorter than the replay window"))
+			Expect(effectsIn(ns)).To(BeZero())
+		})
+
+		It("retries an unreachable tool, which never saw the request, then fails for good", func() {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			Expect(err).NotTo(HaveOccurred())
+			unreachable := "http://" + l.Addr().String()
+			Expect(l.Close()).To(Succeed())
+			newTool(ns, "gone", v1.IdempotencyNone, func(s *v1.ToolSpec) { s.HTTP.URL = unreachable })
+			op := newOp(ns, "op", "gone", map[string]any{})
+			op.Spec.RetryPolicy.MaxAttempts = 2
+			create(op)
+			op = waitFor(ns, "op", v1.StateFailedFinal)
+			Expect(condition(op, v1.ConditionReady).Reason).To(Equal(v1.ReasonRetriesExhausted))
+			Expect(op.Status.ErrorMessage).To(ContainSubstring("request never left"))
+			Expect(op.Status.Attempts).To(BeEquivalentTo(2))
+			Expect(op.Status.UnknownTime).To(BeNil(), "a request that never left is not an unknown outcome")
+		})
+
+		It("waits for a missing Secret and never puts its value in status or events", func() {
+			newTool(ns, "payments", v1.IdempotencyNative, func(s *v1.ToolSpec) {
+				s.HTTP.Headers = []v1.HTTPHeader{{Name: "Authorization", ValueFrom: &v1.HeaderSource{
+					SecretKeyRef: v1.SecretKeySelector{Name: "payments-token", Key: "token"}}}}
+			})
+			create(newOp(ns, "op", "payments", map[string]any{"amount": 3}))
+			Eventually(func() string {
+				return condition(get(ns, "op"), v1.ConditionStalled).Reason
+			}).Should(Equal(v1.ReasonToolInvalid))
+			Expect(effectsIn(ns)).To(BeZero())
+
+			Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments-token"},
+				StringData: map[string]string{"token": "Bearer very-secret-value"}})).To(Succeed())
+			op := waitFor(ns, "op", v1.StateCommitted, 90*time.Second)
+			Expect(describe(op)).NotTo(ContainSubstring("very-secret-value"))
+			var list corev1.EventList
+			Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			for _, e := range list.Items {
+				Expect(e.Message).NotTo(ContainSubstring("very-secret-value"))
+			}
+		})
+	})
+})

@@ -1,0 +1,265 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/effects"
+	"github.com/once-dev/once/internal/protocol"
+)
+
+// Defaults for fields the API server defaults too, for objects written
+// before a default existed.
+const (
+	defaultTimeout        = 30 * time.Second
+	defaultRetention      = 24 * time.Hour
+	defaultMaxAttempts    = 5
+	defaultInitialBackoff = time.Second
+	defaultMaxBackoff     = 5 * time.Minute
+	defaultReconcileLimit = 10
+	// secretRetry is how soon an operation blocked on a Secret looks again:
+	// Secrets are not watched.
+	secretRetry = 10 * time.Second
+)
+
+// pass is one reconciliation of one operation: what it learned, and the
+// working copy of the record.
+type pass struct {
+	ctx    context.Context
+	log    logr.Logger
+	op     *v1.SideEffectOperation
+	st     v1.SideEffectOperationStatus
+	scope  protocol.Scope
+	params []byte
+	env    protocol.Env
+	policy protocol.Policy
+	// timeout bounds one call.
+	timeout time.Duration
+	tool    v1.GenericTool
+	client  effects.Client
+}
+
+func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.SideEffectOperation) *pass {
+	return &pass{
+		ctx: ctx,
+		log: logf.FromContext(ctx),
+		op:  op,
+		st:  *op.Status.DeepCopy(),
+		env: protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: jitter},
+		policy: protocol.Policy{
+			Retention: durationOr(op.Spec.Retention, defaultRetention),
+		},
+	}
+}
+
+// identify computes the operation's scope and request hash, and puts them
+// in the working record.
+func (p *pass) identify() error {
+	spec := p.op.Spec
+	ref := spec.ToolRef
+	ref.Kind = cmp.Or(ref.Kind, v1.ToolKindTool)
+	p.scope = protocol.Scope{Namespace: p.op.Namespace, Tool: ref, Operation: spec.Operation,
+		Key: cmp.Or(spec.IdempotencyKey, p.op.Name)}
+	var raw []byte
+	if spec.Parameters != nil {
+		raw = spec.Parameters.Raw
+	}
+	hash, canonical, err := protocol.RequestHash(ref, spec.Operation, raw)
+	if err != nil {
+		return fmt.Errorf("spec.parameters cannot be hashed: %w", err)
+	}
+	p.params = canonical
+	p.st.IdempotencyKey = p.scope.Key
+	p.st.ToolIdempotencyKey = p.scope.ToolKey()
+	p.st.RequestHash = hash
+	p.st.RecordName = p.scope.RecordName()
+	return nil
+}
+
+// result turns a pass's outcome into what controller-runtime expects:
+// conflicts are requeued quietly, never surfaced.
+func (p *pass) result(res reconcile.Result, err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) {
+		p.log.V(1).Info("Lost a write to a newer version; waiting for it")
+		return reconcile.Result{}, nil
+	}
+	return res, err
+}
+
+// drive runs the phases of an unfinished operation.
+func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error) {
+	planned := p.st.State == "" || p.st.State == v1.StatePlanned
+	if planned && len(p.params) > v1.MaxParametersBytes {
+		return r.fail(p, v1.ErrorInvalid, v1.ReasonParametersTooLarge, fmt.Sprintf(
+			"spec.parameters take %d bytes of canonical JSON; the limit is %d", len(p.params), v1.MaxParametersBytes))
+	}
+	if res, ok, err := r.loadTool(p); !ok {
+		return res, err
+	}
+	if planned {
+		if w := p.tool.GetSpec().Idempotency.ReplayWindow; w != nil && p.policy.Retention < w.Duration {
+			return r.fail(p, v1.ErrorInvalid, v1.ReasonRetentionTooShort, fmt.Sprintf(
+				"spec.retention %s is shorter than the replay window %s of %s %s: a replay could execute again",
+				p.policy.Retention, w.Duration, p.tool.Kind(), p.tool.GetName()))
+		}
+		if res, ok, err := r.bindScope(p); !ok {
+			return res, err
+		}
+	}
+	if a, ok := r.takePending(p); ok {
+		return r.step(p, a.apply(p.st, p.policy, p.env), a)
+	}
+	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env), nil)
+}
+
+// loadTool reads the operation's tool and derives the policy. ok is false
+// when the operation must wait for the tool to exist or be fixed.
+func (r *SideEffectOperationReconciler) loadTool(p *pass) (reconcile.Result, bool, error) {
+	ref := p.scope.Tool
+	var tool v1.GenericTool = &v1.Tool{}
+	key := client.ObjectKey{Namespace: p.op.Namespace, Name: ref.Name}
+	if ref.Kind == v1.ToolKindClusterTool {
+		tool, key.Namespace = &v1.ClusterTool{}, ""
+	}
+	if err := r.Get(p.ctx, key, tool); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, false, err
+		}
+		return r.block(p, v1.ReasonToolNotFound, fmt.Sprintf("%s %s does not exist", ref.Kind, ref.Name), 0)
+	}
+	spec := tool.GetSpec()
+	if err := r.Validator.Validate(spec); err != nil {
+		return r.block(p, v1.ReasonToolInvalid, fmt.Sprintf("%s %s is not valid: %v", ref.Kind, ref.Name, err), 0)
+	}
+	if spec.Operation(p.op.Spec.Operation) == nil {
+		return r.block(p, v1.ReasonOperationNotDeclared, fmt.Sprintf("%s %s offers no operation %q",
+			ref.Kind, ref.Name, p.op.Spec.Operation), 0)
+	}
+	p.tool = tool
+	p.timeout = durationOr(p.op.Spec.Timeout, durationOr(spec.Timeout, defaultTimeout))
+	rp := p.op.Spec.RetryPolicy
+	if rp == nil {
+		rp = &v1.RetryPolicy{}
+	}
+	p.policy = protocol.Policy{
+		Mode:           spec.Idempotency.Mode,
+		MaxAttempts:    cmp.Or(rp.MaxAttempts, defaultMaxAttempts),
+		ReconcileLimit: cmp.Or(spec.Idempotency.ReconcileLimit, defaultReconcileLimit),
+		InitialBackoff: durationOr(rp.InitialBackoff, defaultInitialBackoff),
+		MaxBackoff:     durationOr(rp.MaxBackoff, defaultMaxBackoff),
+		ClaimDuration:  min(p.timeout, r.MaxClaim) + r.ClaimGrace,
+		LookupDelay:    durationOr(spec.Idempotency.LookupDelay, p.timeout),
+		Retention:      p.policy.Retention,
+	}
+	return reconcile.Result{}, true, nil
+}
+
+// block records that the operation waits for something outside it, if the
+// record does not say so already.
+func (r *SideEffectOperationReconciler) block(p *pass, reason, msg string, retry time.Duration) (reconcile.Result, bool, error) {
+	st := protocol.Blocked(p.st, p.env, reason, msg)
+	if !equality.Semantic.DeepEqual(st, p.op.Status) {
+		if err := r.writeStatus(p, protocol.Decision{Action: protocol.ActionWrite, Status: st,
+			Event: &protocol.Event{Warning: true, Reason: reason, Message: msg}}); err != nil {
+			return reconcile.Result{}, false, err
+		}
+	}
+	return reconcile.Result{RequeueAfter: retry}, false, nil
+}
+
+// fail ends an operation that must not execute.
+func (r *SideEffectOperationReconciler) fail(p *pass, class v1.ErrorClass, reason, msg string) (reconcile.Result, error) {
+	return reconcile.Result{}, r.writeStatus(p, protocol.Fail(p.st, p.policy, p.env, class, reason, msg))
+}
+
+// step carries out a decision. A decision that calls the tool is written
+// first (it holds the claim), then the call is made and the decision its
+// answer leads to is written, fenced on that claim. a is the answer d
+// follows from, if any.
+func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision, a *answer) (reconcile.Result, error) {
+	switch d.Action {
+	case protocol.ActionWait:
+		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
+	case protocol.ActionDone:
+		return reconcile.Result{}, nil
+	}
+	if a == nil && d.Action.IsCall() {
+		if res, ok, err := r.prepareCall(p, d); !ok {
+			return res, err
+		}
+	}
+	var err error
+	if a != nil {
+		d, err = r.writeFenced(p, d, a)
+	} else {
+		err = r.writeStatus(p, d)
+	}
+	if err != nil || !d.Action.IsCall() {
+		if err == nil && p.st.State.IsTerminal() {
+			err = r.recordOutcome(p)
+		}
+		return reconcile.Result{RequeueAfter: d.RequeueAfter}, err
+	}
+	a, abandoned := r.call(p, d.Action)
+	if abandoned {
+		return reconcile.Result{}, nil
+	}
+	p.env.Now = r.Clock.Now()
+	return r.step(p, a.apply(p.st, p.policy, p.env), a)
+}
+
+// prepareCall connects to the tool and takes a retry from its budget.
+func (r *SideEffectOperationReconciler) prepareCall(p *pass, d protocol.Decision) (reconcile.Result, bool, error) {
+	if p.client == nil {
+		c, err := r.Connector.Connect(p.ctx, p.tool)
+		if err != nil {
+			return r.block(p, v1.ReasonToolInvalid, fmt.Sprintf("%s %s cannot be called: %v",
+				p.tool.Kind(), p.tool.GetName(), err), secretRetry)
+		}
+		p.client = c
+	}
+	if d.Retry {
+		if wait, ok := r.Budgets.Take(budgetKey(p.tool), p.tool.GetSpec().RetryBudget); !ok {
+			budgetExhausted(p.tool)
+			p.log.V(1).Info("Retry budget spent; retry deferred", "tool", p.tool.GetName(), "wait", wait)
+			return reconcile.Result{RequeueAfter: wait}, false, nil
+		}
+		countRetry(p.tool)
+	}
+	return reconcile.Result{}, true, nil
+}
+
+// durationOr returns d's duration, or def when d is unset.
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}

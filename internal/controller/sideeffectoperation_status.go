@@ -1,0 +1,133 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/metrics"
+	"github.com/once-dev/once/internal/protocol"
+)
+
+// fencedRetries bounds how often a worker that still holds its claim
+// retries an outcome write that lost to an unrelated change (a label, a
+// resolution edit).
+const fencedRetries = 5
+
+// writeStatus writes d.Status with the object's resourceVersion as the
+// precondition: a worker with a stale view loses with a conflict. On
+// success the pass carries the new version.
+func (r *SideEffectOperationReconciler) writeStatus(p *pass, d protocol.Decision) error {
+	from := p.op.Status.State
+	prev := p.op.Status
+	p.op.Status = d.Status
+	if err := r.Status().Update(p.ctx, p.op); err != nil {
+		p.op.Status = prev
+		return err
+	}
+	p.st = *p.op.Status.DeepCopy()
+	r.observe(p, from, d)
+	return nil
+}
+
+// writeFenced writes the decision that follows a call's answer. If the
+// write loses to a newer version, it reads the record again: while this
+// worker still holds the claim it re-applies the answer to the new record;
+// once the claim has moved on, the worker is stale and what it learned is
+// kept as evidence only, if it does not contradict the record (I6).
+// It returns the decision it wrote.
+func (r *SideEffectOperationReconciler) writeFenced(p *pass, d protocol.Decision, a *answer) (protocol.Decision, error) {
+	for range fencedRetries {
+		err := r.writeStatus(p, d)
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				r.keepPending(p, a)
+			}
+			return d, err
+		}
+		fresh := &v1.SideEffectOperation{}
+		if err := r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(p.op), fresh); err != nil {
+			r.keepPending(p, a)
+			return d, err
+		}
+		p.op = fresh
+		p.env.Generation = fresh.Generation
+		if !a.claimHeld(fresh.Status, r.Holder) {
+			return protocol.Decision{Action: protocol.ActionWait}, r.keepEvidence(p, a)
+		}
+		p.st = *fresh.Status.DeepCopy()
+		if err := p.identify(); err != nil {
+			return d, err
+		}
+		d = a.apply(p.st, p.policy, p.env)
+	}
+	r.keepPending(p, a)
+	return d, errors.New("outcome write kept losing to newer versions; it will be retried")
+}
+
+// keepEvidence records what a stale worker learned, unless it contradicts
+// the record; it never changes the state.
+func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
+	metrics.StaleWrites.Inc()
+	obs := a.observation(p.env)
+	st, ok := protocol.StaleEvidence(p.op.Status, obs)
+	p.log.Info("Claim moved on while the tool was called; keeping the answer as evidence only",
+		"attempt", a.attempt, "outcome", obs.Outcome, "kept", ok, "state", stateLabel(p.op.Status.State))
+	if !ok {
+		r.Recorder.Eventf(p.op, nil, corev1.EventTypeWarning, "StaleAnswerContradicts", "KeepEvidence",
+			"A worker that lost its claim on attempt %d got an answer that contradicts the record: %s",
+			a.attempt, obs.ExternalObjectID)
+		return nil
+	}
+	p.op.Status = st
+	if err := r.Status().Update(p.ctx, p.op); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// observe emits the event and the metrics of a written decision.
+func (r *SideEffectOperationReconciler) observe(p *pass, from v1.OperationState, d protocol.Decision) {
+	to := d.Status.State
+	if from != to {
+		metrics.Transitions.WithLabelValues(stateLabel(from), stateLabel(to)).Inc()
+		if to.IsTerminal() && d.Status.UnknownTime != nil {
+			metrics.RecoveryTime.WithLabelValues(string(to)).Observe(
+				p.env.Now.Sub(d.Status.UnknownTime.Time).Seconds())
+		}
+	}
+	if e := d.Event; e != nil {
+		typ := corev1.EventTypeNormal
+		if e.Warning {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(p.op, nil, typ, e.Reason, string(d.Action), "%s", e.Message)
+		p.log.Info(e.Message, "reason", e.Reason, "from", stateLabel(from), "to", stateLabel(to))
+	}
+}
+
+func stateLabel(s v1.OperationState) string {
+	if s == "" {
+		return string(v1.StatePlanned)
+	}
+	return string(s)
+}

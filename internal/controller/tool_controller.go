@@ -1,0 +1,130 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// ToolReconciler reports whether a Tool's or a ClusterTool's definition
+// can be used: its expressions compile and the Secret keys it names exist.
+// One reconciler serves both kinds through v1.GenericTool.
+type ToolReconciler struct {
+	client.Client
+	// Secrets reads Secrets past the cache: the manager does not watch them.
+	Secrets   client.Reader
+	Validator ToolValidator
+	Clock     clock.Clock
+	// ClusterResourceNamespace holds the Secrets of ClusterTools.
+	ClusterResourceNamespace string
+	// newTool makes an empty object of the kind this reconciler serves.
+	newTool func() v1.GenericTool
+}
+
+// +kubebuilder:rbac:groups=effects.once.dev,resources=tools;clustertools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=effects.once.dev,resources=tools/status;clustertools/status,verbs=get;update;patch
+
+// Reconcile validates one tool and records the verdict in its conditions.
+func (r *ToolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	tool := r.newTool()
+	if err := r.Get(ctx, req.NamespacedName, tool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	problem := r.check(ctx, tool)
+	st := tool.GetStatus()
+	before := st.DeepCopy()
+	st.ObservedGeneration = tool.GetGeneration()
+	ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonValid,
+		Message: "Definition is valid", ObservedGeneration: tool.GetGeneration(),
+		LastTransitionTime: metav1.NewTime(r.Clock.Now())}
+	stalled := ready
+	stalled.Type, stalled.Status = v1.ConditionStalled, metav1.ConditionFalse
+	if problem != nil {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1.ReasonInvalid, problem.Error()
+		stalled.Status, stalled.Reason, stalled.Message = metav1.ConditionTrue, v1.ReasonInvalid, problem.Error()
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+	meta.SetStatusCondition(&st.Conditions, stalled)
+	var res ctrl.Result
+	if problem != nil {
+		// Secrets are not watched: look again for the one that is missing.
+		res.RequeueAfter = secretRetry
+	}
+	if equality.Semantic.DeepEqual(before, st) {
+		return res, nil
+	}
+	if err := r.Status().Update(ctx, tool); err != nil && !apierrors.IsConflict(err) {
+		return res, client.IgnoreNotFound(err)
+	}
+	// A conflict is requeued by the newer version's own event.
+	return res, nil
+}
+
+// check returns what makes the tool unusable, or nil. It reads Secrets to
+// see that the keys exist, never to report their values.
+func (r *ToolReconciler) check(ctx context.Context, tool v1.GenericTool) error {
+	spec := tool.GetSpec()
+	errs := []error{r.Validator.Validate(spec)}
+	namespace := tool.GetNamespace()
+	if tool.Kind() == v1.ToolKindClusterTool {
+		namespace = r.ClusterResourceNamespace
+	}
+	for _, h := range spec.HTTP.Headers {
+		if h.ValueFrom == nil {
+			continue
+		}
+		ref := h.ValueFrom.SecretKeyRef
+		var s corev1.Secret
+		if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &s); err != nil {
+			errs = append(errs, fmt.Errorf("header %s: Secret %s/%s: %w", h.Name, namespace, ref.Name, err))
+			continue
+		}
+		if _, ok := s.Data[ref.Key]; !ok {
+			errs = append(errs, fmt.Errorf("header %s: Secret %s/%s has no key %q", h.Name, namespace, ref.Name, ref.Key))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SetupToolReconcilers registers one ToolReconciler for Tools and one for
+// ClusterTools.
+func SetupToolReconcilers(mgr ctrl.Manager, base ToolReconciler) error {
+	for name, newTool := range map[string]func() v1.GenericTool{
+		"tool":        func() v1.GenericTool { return &v1.Tool{} },
+		"clustertool": func() v1.GenericTool { return &v1.ClusterTool{} },
+	} {
+		r := base
+		r.newTool = newTool
+		if err := ctrl.NewControllerManagedBy(mgr).For(newTool()).Named(name).Complete(&r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

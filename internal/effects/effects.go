@@ -1,0 +1,63 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package effects is the contract between Once and the systems that perform
+// side effects. Each backend (effects/http, …) implements it in a package of
+// its own, wired explicitly in cmd/main.go.
+package effects
+
+import (
+	"context"
+	"time"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
+)
+
+// Request is one operation to perform, or to ask about.
+type Request struct {
+	// Operation names one of the tool's operations.
+	Operation string
+	// Key is the idempotency key sent to the tool.
+	Key string
+	// Parameters is the canonical JSON of the operation's parameters.
+	Parameters []byte
+	// Timeout bounds the call.
+	Timeout time.Duration
+}
+
+// Client performs the side effects of one tool. Its contract:
+//
+//   - Execute sends the request at most once. It never retries, and no
+//     layer beneath it may retry either: a hidden retry is an effect the
+//     protocol did not claim.
+//   - Execute classifies the answer. Retryable only when the request
+//     provably had no effect: it never left, or the tool refused it before
+//     doing anything (429, 503, …). Unknown whenever it may have had an
+//     effect: the request was sent and no classifiable answer came back.
+//   - Lookup asks whether the effect of Key exists and has no effect of its
+//     own. Absent only when the tool's answer proves it.
+//   - Nothing it returns holds a secret: no header values, no credentials.
+type Client interface {
+	Execute(ctx context.Context, req Request) protocol.CallResult
+	Lookup(ctx context.Context, req Request) protocol.LookupResult
+}
+
+// Connector makes the Client of a tool, reading what it needs (Secrets)
+// at the time of the call.
+type Connector interface {
+	Connect(ctx context.Context, tool v1.GenericTool) (Client, error)
+}

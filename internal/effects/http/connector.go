@@ -1,0 +1,78 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package http
+
+import (
+	"context"
+	"fmt"
+	nethttp "net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/effects"
+)
+
+// Connector makes Clients for HTTP tools.
+type Connector struct {
+	// Secrets reads the Secrets that header values come from. An uncached
+	// reader, so that the manager neither watches nor caches Secrets.
+	Secrets client.Reader
+	// ClusterResourceNamespace holds the Secrets of ClusterTools.
+	ClusterResourceNamespace string
+	// Compiler compiles the tools' expressions.
+	Compiler *Compiler
+	// Transport carries the requests; see NewTransport.
+	Transport nethttp.RoundTripper
+}
+
+var _ effects.Connector = &Connector{}
+
+// Connect reads the tool's header values and returns its Client.
+func (c *Connector) Connect(ctx context.Context, tool v1.GenericTool) (effects.Client, error) {
+	headers, err := c.headers(ctx, tool)
+	if err != nil {
+		return nil, err
+	}
+	return NewClient(tool.GetSpec(), headers, c.Transport, c.Compiler), nil
+}
+
+func (c *Connector) headers(ctx context.Context, tool v1.GenericTool) (nethttp.Header, error) {
+	h := nethttp.Header{}
+	namespace := tool.GetNamespace()
+	if tool.Kind() == v1.ToolKindClusterTool {
+		namespace = c.ClusterResourceNamespace
+	}
+	for _, hd := range tool.GetSpec().HTTP.Headers {
+		if hd.ValueFrom == nil {
+			h.Set(hd.Name, hd.Value)
+			continue
+		}
+		ref := hd.ValueFrom.SecretKeyRef
+		var s corev1.Secret
+		if err := c.Secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &s); err != nil {
+			return nil, fmt.Errorf("reading Secret %s/%s for header %s: %w", namespace, ref.Name, hd.Name, err)
+		}
+		v, ok := s.Data[ref.Key]
+		if !ok {
+			return nil, fmt.Errorf("secret %s/%s has no key %q for header %s", namespace, ref.Name, ref.Key, hd.Name)
+		}
+		h.Set(hd.Name, string(v))
+	}
+	return h, nil
+}

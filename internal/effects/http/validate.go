@@ -1,0 +1,72 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package http
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// Validate checks what the API server cannot: that every expression
+// compiles and every path makes a URL. It returns all problems, joined.
+func (c *Compiler) Validate(spec *v1.ToolSpec) error {
+	var errs []error
+	if _, err := url.Parse(spec.HTTP.URL); err != nil {
+		errs = append(errs, fmt.Errorf("spec.http.url: %w", redact(err)))
+	}
+	check := func(field, expr string) {
+		if expr == "" {
+			return
+		}
+		if _, err := c.Compile(expr); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+		}
+	}
+	for i, op := range spec.Operations {
+		at := fmt.Sprintf("spec.operations[%d]", i)
+		errs = append(errs, checkPath(at+".path", op.Path))
+		for j, rule := range op.Response.Outcomes {
+			check(fmt.Sprintf("%s.response.outcomes[%d].when", at, j), rule.When)
+		}
+		check(at+".response.externalObjectID", op.Response.ExternalObjectID)
+		check(at+".response.externalRequestID", op.Response.ExternalRequestID)
+		check(at+".response.result", op.Response.Result)
+		if l := op.Lookup; l != nil {
+			errs = append(errs, checkPath(at+".lookup.path", l.Path))
+			check(at+".lookup.found", l.Found)
+			check(at+".lookup.absent", l.Absent)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkPath(field, path string) error {
+	if path == "" {
+		return nil
+	}
+	if !strings.HasPrefix(path, "/") && !strings.HasPrefix(path, "?") {
+		return fmt.Errorf("%s: %q must start with / or ?", field, path)
+	}
+	if _, err := url.Parse(strings.ReplaceAll(path, keyPlaceholder, "k")); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	return nil
+}

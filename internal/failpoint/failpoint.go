@@ -1,0 +1,54 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package failpoint stops the manager at named points of the protocol, so
+// that tests hit the crash windows on purpose. It is compiled in only with
+// the build tag `failpoints`; without it every point is a constant no-op
+// and the production binary has no way to trigger one.
+//
+// The points are go.etcd.io/gofail failpoints, set through gofail's
+// runtime: the GOFAIL_FAILPOINTS environment variable at start
+// ("executeAfterAnswer=return(\"kill\")"), GOFAIL_HTTP for an endpoint to
+// set them while running, or Enable in-process. A point's value chooses
+// what happens:
+//
+//   - "kill": the process sends itself SIGKILL, as kill -9 would;
+//   - "abandon": the pass stops and writes nothing more, as if the worker
+//     had died there: it blocks until the manager stops, so that the same
+//     manager does not pick the object up again (for tests that run the
+//     manager in-process and stop it to play the crash).
+//
+// gofail's sleep and pause terms work too.
+package failpoint
+
+// The points, in the order a pass meets them.
+const (
+	// ExecuteAfterClaim: the attempt's claim is recorded; the tool has not
+	// been called.
+	ExecuteAfterClaim = "executeAfterClaim"
+	// ExecuteAfterAnswer: the tool answered the attempt; the answer is not
+	// recorded.
+	ExecuteAfterAnswer = "executeAfterAnswer"
+	// ReconcileAfterClaim: a reconciliation (re-send or lookup) is claimed;
+	// the tool has not been asked.
+	ReconcileAfterClaim = "reconcileAfterClaim"
+	// ReconcileAfterAnswer: the tool answered the reconciliation; the
+	// answer is not recorded.
+	ReconcileAfterAnswer = "reconcileAfterAnswer"
+)
+
+// Points lists every point.
+var Points = []string{ExecuteAfterClaim, ExecuteAfterAnswer, ReconcileAfterClaim, ReconcileAfterAnswer}

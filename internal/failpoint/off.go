@@ -1,0 +1,38 @@
+//go:build !failpoints
+
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package failpoint
+
+import (
+	"context"
+	"errors"
+)
+
+// Enabled reports whether failpoints are compiled in.
+const Enabled = false
+
+var errDisabled = errors.New("failpoints are not compiled in; build with -tags failpoints")
+
+// Hit never fires without the failpoints build tag.
+func Hit(context.Context, string) bool { return false }
+
+// Enable fails without the failpoints build tag.
+func Enable(string, string) error { return errDisabled }
+
+// Disable fails without the failpoints build tag.
+func Disable(string) error { return errDisabled }

@@ -1,0 +1,118 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package metrics holds the figures Once exports on the manager's metrics
+// endpoint, registered with controller-runtime's registry.
+package metrics
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+var (
+	// Transitions counts state transitions of operations.
+	Transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "once_operation_transitions_total",
+		Help: "State transitions of SideEffectOperations, by the state left and the state entered.",
+	}, []string{"from", "to"})
+
+	// ToolCalls counts requests to tools, by kind of request and outcome.
+	ToolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "once_tool_requests_total",
+		Help: "Requests sent to tools: execute, resend or lookup, by classified outcome.",
+	}, []string{"tool", "request", "outcome"})
+
+	// Reconciliations counts the answers to questions about unknown
+	// outcomes.
+	Reconciliations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "once_reconciliation_outcomes_total",
+		Help: "Answers to questions about attempts with an unknown outcome: found, absent or undecidable.",
+	}, []string{"mode", "outcome"})
+
+	// Conflicts counts operations that shared a scope with another.
+	Conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "once_idempotency_conflicts_total",
+		Help: "Operations whose scope was held by another operation: duplicates of the same request, or parameter mismatches.",
+	}, []string{"reason"})
+
+	// Retries counts attempts after a failed attempt.
+	Retries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "once_retries_total",
+		Help: "Attempts made after an attempt that failed without effect.",
+	}, []string{"tool"})
+
+	// BudgetExhausted counts retries deferred by a spent retry budget.
+	BudgetExhausted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "once_retry_budget_exhausted_total",
+		Help: "Retries deferred because the tool's retry budget was spent.",
+	}, []string{"tool"})
+
+	// StaleWrites counts writes lost by a worker whose claim had moved on.
+	StaleWrites = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "once_stale_worker_writes_total",
+		Help: "Outcome writes refused because the worker no longer held the claim; what it learned is kept as evidence.",
+	})
+
+	// RecoveryTime measures the time from an unknown outcome to a terminal
+	// state.
+	RecoveryTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "once_recovery_duration_seconds",
+		Help:    "Time from an attempt's outcome becoming unknown to a terminal state.",
+		Buckets: prometheus.ExponentialBuckets(0.1, 2, 16),
+	}, []string{"state"})
+)
+
+// Register adds the metrics to controller-runtime's registry, with a
+// collector that counts the operations in NeedsReview from reader (the
+// manager's cache) at scrape time.
+func Register(reader client.Reader) {
+	crmetrics.Registry.MustRegister(Transitions, ToolCalls, Reconciliations, Conflicts, Retries,
+		BudgetExhausted, StaleWrites, RecoveryTime, &needsReview{reader: reader})
+}
+
+var needsReviewDesc = prometheus.NewDesc("once_operations_needs_review",
+	"SideEffectOperations waiting for a person's resolution, by namespace.", []string{"namespace"}, nil)
+
+// needsReview counts operations in NeedsReview when scraped, so the figure
+// is right after a restart too.
+type needsReview struct {
+	reader client.Reader
+}
+
+func (c *needsReview) Describe(ch chan<- *prometheus.Desc) { ch <- needsReviewDesc }
+
+func (c *needsReview) Collect(ch chan<- prometheus.Metric) {
+	var list v1.SideEffectOperationList
+	if err := c.reader.List(context.Background(), &list); err != nil {
+		ch <- prometheus.NewInvalidMetric(needsReviewDesc, err)
+		return
+	}
+	counts := map[string]int{}
+	for _, op := range list.Items {
+		if op.Status.State == v1.StateNeedsReview {
+			counts[op.Namespace]++
+		}
+	}
+	for ns, n := range counts {
+		ch <- prometheus.MustNewConstMetric(needsReviewDesc, prometheus.GaugeValue, float64(n), ns)
+	}
+}

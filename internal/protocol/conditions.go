@@ -1,0 +1,83 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package protocol
+
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// transition moves st to state and sets its conditions to match.
+func transition(st *v1.SideEffectOperationStatus, state v1.OperationState, reason, msg string, env Env) {
+	st.State = state
+	setConditions(st, reason, msg, false, env)
+}
+
+// setConditions derives the four conditions from the state, after kstatus:
+// Ready=False alone reads "in progress"; Stalled=True reads "failed, or
+// waiting for a person". blocked marks an operation waiting for something
+// outside it (a missing tool), which is stalled whatever its state.
+func setConditions(st *v1.SideEffectOperationStatus, reason, msg string, blocked bool, env Env) {
+	ready, succeeded, reconciling, stalled := conditionStatuses(st.State, blocked)
+	st.ObservedGeneration = env.Generation
+	for typ, status := range map[string]metav1.ConditionStatus{
+		v1.ConditionReady:       ready,
+		v1.ConditionSucceeded:   succeeded,
+		v1.ConditionReconciling: reconciling,
+		v1.ConditionStalled:     stalled,
+	} {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type:               typ,
+			Status:             status,
+			ObservedGeneration: env.Generation,
+			LastTransitionTime: metav1.NewTime(env.Now),
+			Reason:             reason,
+			Message:            capMessage(msg),
+		})
+	}
+	sortConditions(st.Conditions)
+}
+
+// conditionStatuses maps a state to Ready, Succeeded, Reconciling, Stalled.
+func conditionStatuses(state v1.OperationState, blocked bool) (ready, succeeded, reconciling, stalled metav1.ConditionStatus) {
+	const t, f, u = metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown
+	switch {
+	case state == v1.StateCommitted:
+		return t, t, f, f
+	case state == v1.StateFailedFinal:
+		return f, f, f, t
+	case state == v1.StateCompensated:
+		return f, f, f, f
+	case state == v1.StateNeedsReview, blocked:
+		return f, u, f, t
+	default:
+		return f, u, t, f
+	}
+}
+
+// sortConditions keeps a fixed order, so that a status rendered twice
+// compares equal.
+func sortConditions(cs []metav1.Condition) {
+	order := []string{v1.ConditionReady, v1.ConditionSucceeded, v1.ConditionReconciling, v1.ConditionStalled}
+	slices.SortStableFunc(cs, func(a, b metav1.Condition) int {
+		return slices.Index(order, a.Type) - slices.Index(order, b.Type)
+	})
+}

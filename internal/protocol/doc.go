@@ -1,0 +1,37 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package protocol is the decision core of Once: pure functions that, given
+// an operation's record (its status), what the tool promises, the clock and
+// an outcome, return the next record and the action to take. It has no
+// client and does no I/O, so every rule is table-tested here.
+//
+// The invariants it keeps (DESIGN.md §2):
+//
+//   - Every call to the tool is preceded by a record that claims it: Next
+//     never returns a call action without a record to write first, and that
+//     record holds a claim for the attempt (I2).
+//   - An attempt whose outcome is unknown is never retried before it is
+//     reconciled: from Unknown the only ways on are a re-send with the same
+//     key (Native), a lookup (Lookup) or a person (None, or the limit) (I3).
+//   - Only an attempt that provably had no effect is retried: a retryable
+//     answer, a lookup that proves absence, or a person's Retry.
+//   - Terminal states stay terminal, and only a person's resolution leaves
+//     NeedsReview.
+//
+// The controller writes each record with the object's resourceVersion as a
+// precondition, so a decision taken on a stale view loses the write (I6).
+package protocol

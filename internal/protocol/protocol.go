@@ -1,0 +1,608 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package protocol
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// Policy is what a decision needs to know about the tool and the
+// operation's own limits.
+type Policy struct {
+	// Mode is what the tool promises about repeated requests.
+	Mode v1.IdempotencyMode
+	// MaxAttempts bounds the attempts, the first included.
+	MaxAttempts int32
+	// ReconcileLimit bounds the questions about one unknown attempt.
+	ReconcileLimit int32
+	// InitialBackoff and MaxBackoff shape the exponential backoff.
+	InitialBackoff, MaxBackoff time.Duration
+	// ClaimDuration is how long a claim holds without renewal.
+	ClaimDuration time.Duration
+	// LookupDelay is, in Lookup mode, how long after an attempt was sent a
+	// lookup can prove that it had no effect.
+	LookupDelay time.Duration
+	// Retention is how long the record is kept after the operation ends.
+	Retention time.Duration
+}
+
+// Env is the world the decision is taken in.
+type Env struct {
+	// Now is the current time.
+	Now time.Time
+	// Holder identifies this worker in claims.
+	Holder string
+	// Generation is the object's metadata.generation.
+	Generation int64
+	// Jitter returns a uniformly random duration in [0, d].
+	Jitter func(d time.Duration) time.Duration
+}
+
+// Action is what the controller must do after writing Decision.Status.
+type Action string
+
+const (
+	// ActionWait: write nothing, come back after RequeueAfter (or when the
+	// object changes, if zero).
+	ActionWait Action = "Wait"
+	// ActionWrite: write the record, nothing else.
+	ActionWrite Action = "Write"
+	// ActionExecute: write the record, which claims an attempt, then call
+	// the tool and pass the answer to AfterCall.
+	ActionExecute Action = "Execute"
+	// ActionResend: write the record, which claims the reconciliation, then
+	// re-send the request with the same key and pass the answer to
+	// AfterResend.
+	ActionResend Action = "Resend"
+	// ActionLookup: write the record, which claims the reconciliation, then
+	// ask the tool by key and pass the answer to AfterLookup.
+	ActionLookup Action = "Lookup"
+	// ActionDone: the operation is terminal; nothing is left to do.
+	ActionDone Action = "Done"
+)
+
+// IsCall reports whether the action calls the tool after its write.
+func (a Action) IsCall() bool {
+	return a == ActionExecute || a == ActionResend || a == ActionLookup
+}
+
+// Event is what a decision did, for events, logs and metrics.
+type Event struct {
+	// Warning marks an event a person should look at.
+	Warning bool
+	// Reason is a CamelCase reason.
+	Reason string
+	// Message is a stable, capitalised sentence without trailing period.
+	Message string
+}
+
+// Decision is the next record and what to do with it.
+type Decision struct {
+	// Action to take.
+	Action Action
+	// Status is the record to write first, for every action but Wait and
+	// Done.
+	Status v1.SideEffectOperationStatus
+	// RequeueAfter is when to look at the operation again: for Wait, and
+	// for Write when the new record needs attention later. Zero means when
+	// it changes.
+	RequeueAfter time.Duration
+	// Retry marks an Execute that retries a failed attempt; it is subject
+	// to the tool's retry budget.
+	Retry bool
+	// Event describes the transition, if any.
+	Event *Event
+}
+
+// CallResult is what the tool answered to an attempt or a re-send.
+type CallResult struct {
+	// Outcome classifies the answer.
+	Outcome v1.Outcome
+	// HTTPStatus of the answer, zero if none arrived.
+	HTTPStatus int32
+	// ExternalObjectID and ExternalRequestID identify the effect and the
+	// request at the tool.
+	ExternalObjectID, ExternalRequestID string
+	// Result is the mapped result, already capped; ResultDigest identifies
+	// it.
+	Result       *runtime.RawExtension
+	ResultDigest string
+	// RetryAfter is the tool's Retry-After, zero if none.
+	RetryAfter time.Duration
+	// Request summarises what was sent; Message what came back. Neither
+	// holds secrets.
+	Request, Message string
+}
+
+// Verdict is a lookup's answer to "did the effect of this key happen?".
+type Verdict string
+
+const (
+	// VerdictFound: the effect exists.
+	VerdictFound Verdict = "Found"
+	// VerdictAbsent: the effect provably does not exist.
+	VerdictAbsent Verdict = "Absent"
+	// VerdictUndecidable: the lookup failed or its answer proves nothing.
+	VerdictUndecidable Verdict = "Undecidable"
+)
+
+// LookupResult is what the tool answered to a lookup.
+type LookupResult struct {
+	Verdict                             Verdict
+	HTTPStatus                          int32
+	ExternalObjectID, ExternalRequestID string
+	Result                              *runtime.RawExtension
+	ResultDigest                        string
+	Request, Message                    string
+}
+
+// maxObservations bounds status.observations.
+const maxObservations = 10
+
+// Next decides what to do with an operation that no call of this worker is
+// in flight for. resolution is the object's spec.resolution.
+func Next(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env) Decision {
+	switch st.State {
+	case "", v1.StatePlanned:
+		return execute(st, p, env, false)
+	case v1.StateStarted:
+		return nextStarted(st, p, env)
+	case v1.StateFailedRetryable:
+		if wait := until(st.NextAttemptTime, env.Now); wait > 0 {
+			return Decision{Action: ActionWait, RequeueAfter: wait}
+		}
+		return execute(st, p, env, true)
+	case v1.StateUnknown:
+		return nextUnknown(st, p, env)
+	case v1.StateReconciling:
+		return nextReconciling(st, p, env)
+	case v1.StateNeedsReview:
+		return nextNeedsReview(st, res, p, env)
+	case v1.StateCommitted, v1.StateFailedFinal, v1.StateCompensated:
+		return Decision{Action: ActionDone}
+	default:
+		// Compensating belongs to sagas; an operation never enters it on
+		// its own, so there is nothing to decide.
+		return Decision{Action: ActionWait}
+	}
+}
+
+// execute claims the next attempt.
+func execute(st v1.SideEffectOperationStatus, p Policy, env Env, retry bool) Decision {
+	st.Attempts++
+	st.ReconcileAttempts = 0
+	st.NextAttemptTime = nil
+	st.Claim = newClaim(env, p, st.Attempts)
+	if st.StartedTime == nil {
+		st.StartedTime = timePtr(env.Now)
+	}
+	msg := fmt.Sprintf("Attempt %d claimed", st.Attempts)
+	transition(&st, v1.StateStarted, v1.ReasonExecuting, msg, env)
+	return Decision{Action: ActionExecute, Status: st, Retry: retry,
+		Event: &Event{Reason: "Claimed", Message: msg}}
+}
+
+func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
+	c := st.Claim
+	switch {
+	case c == nil:
+		// A Started record always carries its claim; without one nothing
+		// tells whether a call was made, so the outcome is unknown.
+		return unknown(st, p, env, "Attempt %d lost its claim record; its outcome is unknown", st.Attempts)
+	case c.Holder == env.Holder:
+		// This worker holds the claim but runs no call for it: the call
+		// was abandoned (the pass crashed or its outcome write failed).
+		return unknown(st, p, env, "Attempt %d was abandoned by its worker; its outcome is unknown", c.Attempt)
+	case env.Now.Before(c.ExpiryTime.Time):
+		return Decision{Action: ActionWait, RequeueAfter: c.ExpiryTime.Sub(env.Now)}
+	default:
+		observe(&st, v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationClaimExpired,
+			Attempt: c.Attempt, Holder: c.Holder, Outcome: string(v1.OutcomeUnknown),
+			Message: "Claim expired while the attempt was in progress"})
+		return unknown(st, p, env, "Claim of attempt %d expired; its outcome is unknown", c.Attempt)
+	}
+}
+
+// unknown records that the current attempt's outcome is unknown. In Lookup
+// mode the first question waits until the attempt can no longer be in
+// flight at the tool, so that an absent answer proves absence.
+func unknown(st v1.SideEffectOperationStatus, p Policy, env Env, format string, args ...any) Decision {
+	sent := env.Now
+	if st.Claim != nil {
+		sent = st.Claim.AcquireTime.Time
+	}
+	st.Claim = nil
+	st.NextAttemptTime = nil
+	if p.Mode == v1.IdempotencyLookup && p.LookupDelay > 0 {
+		if at := sent.Add(p.LookupDelay); at.After(env.Now) {
+			st.NextAttemptTime = timePtr(at)
+		}
+	}
+	if st.UnknownTime == nil {
+		st.UnknownTime = timePtr(env.Now)
+	}
+	st.ErrorClass = v1.ErrorOutcomeUnknown
+	msg := fmt.Sprintf(format, args...)
+	st.ErrorMessage = msg
+	transition(&st, v1.StateUnknown, v1.ReasonOutcomeUnknown, msg, env)
+	return Decision{Action: ActionWrite, Status: st, RequeueAfter: until(st.NextAttemptTime, env.Now),
+		Event: &Event{Warning: true, Reason: v1.ReasonOutcomeUnknown, Message: msg}}
+}
+
+func nextUnknown(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
+	if wait := until(st.NextAttemptTime, env.Now); wait > 0 {
+		return Decision{Action: ActionWait, RequeueAfter: wait}
+	}
+	return reconcile(st, p, env)
+}
+
+func nextReconciling(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
+	if c := st.Claim; c != nil && c.Holder != env.Holder && env.Now.Before(c.ExpiryTime.Time) {
+		return Decision{Action: ActionWait, RequeueAfter: c.ExpiryTime.Sub(env.Now)}
+	}
+	if wait := until(st.NextAttemptTime, env.Now); wait > 0 && st.Claim == nil {
+		return Decision{Action: ActionWait, RequeueAfter: wait}
+	}
+	return reconcile(st, p, env)
+}
+
+// reconcile asks the tool about the unknown attempt, as its mode allows,
+// or hands the operation to a person.
+func reconcile(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
+	if p.Mode == v1.IdempotencyNone {
+		return needsReview(st, env, fmt.Sprintf(
+			"Attempt %d has an unknown outcome and the tool can neither dedupe nor be asked; a person must decide", st.Attempts))
+	}
+	if st.ReconcileAttempts >= p.ReconcileLimit {
+		return needsReview(st, env, fmt.Sprintf(
+			"Attempt %d has an unknown outcome and %d questions to the tool did not settle it; a person must decide",
+			st.Attempts, st.ReconcileAttempts))
+	}
+	st.ReconcileAttempts++
+	st.NextAttemptTime = nil
+	st.Claim = newClaim(env, p, st.Attempts)
+	action, how := ActionLookup, "looking it up by key"
+	if p.Mode == v1.IdempotencyNative {
+		action, how = ActionResend, "re-sending it with the same key"
+	}
+	msg := fmt.Sprintf("Reconciling attempt %d by %s", st.Attempts, how)
+	transition(&st, v1.StateReconciling, v1.ReasonReconciling, msg, env)
+	return Decision{Action: action, Status: st}
+}
+
+func needsReview(st v1.SideEffectOperationStatus, env Env, msg string) Decision {
+	st.Claim = nil
+	st.NextAttemptTime = nil
+	st.ErrorClass = v1.ErrorOutcomeUnknown
+	st.ErrorMessage = msg
+	transition(&st, v1.StateNeedsReview, v1.ReasonNeedsReview, msg, env)
+	return Decision{Action: ActionWrite, Status: st,
+		Event: &Event{Warning: true, Reason: v1.ReasonNeedsReview, Message: msg}}
+}
+
+// nextNeedsReview applies a person's resolution, once: only a resolution
+// given after the record was last written counts, so a resolution that was
+// already there when the operation entered NeedsReview is not applied.
+func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env) Decision {
+	if res == nil || env.Generation <= st.ObservedGeneration {
+		return Decision{Action: ActionWait}
+	}
+	st.Resolution = &v1.AppliedResolution{Resolution: *res, Generation: env.Generation,
+		Time: metav1.NewTime(env.Now), FromState: st.State}
+	observe(&st, v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationResolution,
+		Attempt: st.Attempts, Outcome: string(res.Action), ExternalObjectID: res.ExternalObjectID,
+		Message: fmt.Sprintf("Resolved by %s: %s", res.By, res.Reason)})
+	ev := &Event{Reason: "Resolved"}
+	switch res.Action {
+	case v1.ResolutionMarkCommitted:
+		msg := fmt.Sprintf("Marked committed by %s", res.By)
+		commit(&st, p, env, CallResult{ExternalObjectID: res.ExternalObjectID}, v1.ReasonResolvedCommitted, msg)
+		ev.Message = msg
+		return Decision{Action: ActionWrite, Status: st, Event: ev}
+	case v1.ResolutionFail:
+		msg := fmt.Sprintf("Failed by %s", res.By)
+		fail(&st, p, env, v1.ErrorPermanent, v1.ReasonResolvedFailed, msg)
+		ev.Message = msg
+		return Decision{Action: ActionWrite, Status: st, Event: ev}
+	default:
+		// Retry: the person vouches that the attempt had no effect.
+		d := execute(st, p, env, false)
+		d.Event = &Event{Reason: "Resolved", Message: fmt.Sprintf("Retry allowed by %s; %s",
+			res.By, d.Event.Message)}
+		return d
+	}
+}
+
+// AfterCall records the answer to an attempt that st claims.
+func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult) Decision {
+	observe(&st, CallObservation(env, v1.ObservationCall, st.Attempts, r))
+	switch r.Outcome {
+	case v1.OutcomeSucceeded:
+		return committed(st, p, env, r)
+	case v1.OutcomePermanent:
+		msg := "Tool rejected the request: " + r.Message
+		fail(&st, p, env, v1.ErrorPermanent, v1.ReasonRejected, msg)
+		return Decision{Action: ActionWrite, Status: st,
+			Event: &Event{Warning: true, Reason: v1.ReasonRejected, Message: msg}}
+	case v1.OutcomeRetryable:
+		if st.Attempts >= p.MaxAttempts {
+			msg := fmt.Sprintf("All %d attempts failed without effect; last: %s", st.Attempts, r.Message)
+			fail(&st, p, env, v1.ErrorRetryable, v1.ReasonRetriesExhausted, msg)
+			return Decision{Action: ActionWrite, Status: st,
+				Event: &Event{Warning: true, Reason: v1.ReasonRetriesExhausted, Message: msg}}
+		}
+		wait := max(backoff(p, st.Attempts, env), r.RetryAfter)
+		st.Claim = nil
+		st.NextAttemptTime = timePtr(env.Now.Add(wait))
+		st.ErrorClass = v1.ErrorRetryable
+		st.ErrorMessage = r.Message
+		msg := fmt.Sprintf("Attempt %d failed without effect and will be retried: %s", st.Attempts, r.Message)
+		transition(&st, v1.StateFailedRetryable, v1.ReasonBackingOff, msg, env)
+		return Decision{Action: ActionWrite, Status: st, RequeueAfter: wait,
+			Event: &Event{Warning: true, Reason: v1.ReasonBackingOff, Message: msg}}
+	default:
+		return unknown(st, p, env, "Attempt %d has an unknown outcome: %s", st.Attempts, r.Message)
+	}
+}
+
+// AfterResend records the answer to a re-send of an unknown attempt to a
+// tool that dedupes natively: the tool answers with the first result.
+func AfterResend(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult) Decision {
+	observe(&st, CallObservation(env, v1.ObservationResend, st.Attempts, r))
+	switch r.Outcome {
+	case v1.OutcomeSucceeded:
+		return committed(st, p, env, r)
+	case v1.OutcomePermanent:
+		msg := "Tool rejected the request: " + r.Message
+		fail(&st, p, env, v1.ErrorPermanent, v1.ReasonRejected, msg)
+		return Decision{Action: ActionWrite, Status: st,
+			Event: &Event{Warning: true, Reason: v1.ReasonRejected, Message: msg}}
+	default:
+		// In flight (409), unavailable, or no answer again: ask later.
+		return askLater(st, p, env, r.RetryAfter, r.Message)
+	}
+}
+
+// AfterLookup records the answer to a lookup of an unknown attempt.
+func AfterLookup(st v1.SideEffectOperationStatus, p Policy, env Env, r LookupResult) Decision {
+	observe(&st, LookupObservation(env, st.Attempts, r))
+	switch r.Verdict {
+	case VerdictFound:
+		return committed(st, p, env, CallResult{ExternalObjectID: r.ExternalObjectID,
+			ExternalRequestID: r.ExternalRequestID, Result: r.Result, ResultDigest: r.ResultDigest})
+	case VerdictAbsent:
+		if st.Attempts >= p.MaxAttempts {
+			msg := fmt.Sprintf("All %d attempts failed without effect; the last was proven absent", st.Attempts)
+			fail(&st, p, env, v1.ErrorRetryable, v1.ReasonRetriesExhausted, msg)
+			return Decision{Action: ActionWrite, Status: st,
+				Event: &Event{Warning: true, Reason: v1.ReasonRetriesExhausted, Message: msg}}
+		}
+		st.Claim = nil
+		st.NextAttemptTime = timePtr(env.Now)
+		st.ErrorClass = v1.ErrorRetryable
+		st.ErrorMessage = fmt.Sprintf("Attempt %d was proven absent at the tool", st.Attempts)
+		msg := st.ErrorMessage + "; it will be retried"
+		transition(&st, v1.StateFailedRetryable, v1.ReasonBackingOff, msg, env)
+		return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: "ProvenAbsent", Message: msg}}
+	default:
+		return askLater(st, p, env, 0, r.Message)
+	}
+}
+
+// askLater keeps reconciling after an answer that settled nothing.
+func askLater(st v1.SideEffectOperationStatus, p Policy, env Env, retryAfter time.Duration, why string) Decision {
+	wait := max(backoff(p, st.ReconcileAttempts, env), retryAfter)
+	st.Claim = nil
+	st.NextAttemptTime = timePtr(env.Now.Add(wait))
+	msg := fmt.Sprintf("Attempt %d is still unsettled after %d questions: %s", st.Attempts, st.ReconcileAttempts, why)
+	transition(&st, v1.StateReconciling, v1.ReasonReconciling, msg, env)
+	return Decision{Action: ActionWrite, Status: st, RequeueAfter: wait}
+}
+
+func committed(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult) Decision {
+	msg := fmt.Sprintf("Committed after %d attempts", st.Attempts)
+	if st.Attempts == 1 {
+		msg = "Committed"
+	}
+	if r.ExternalObjectID != "" {
+		msg += " as " + r.ExternalObjectID
+	}
+	commit(&st, p, env, r, v1.ReasonCommitted, msg)
+	return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: v1.ReasonCommitted, Message: msg}}
+}
+
+func commit(st *v1.SideEffectOperationStatus, p Policy, env Env, r CallResult, reason, msg string) {
+	st.ExternalObjectID = r.ExternalObjectID
+	st.ExternalRequestID = r.ExternalRequestID
+	st.Result = r.Result
+	st.ResultDigest = r.ResultDigest
+	st.ErrorClass = ""
+	st.ErrorMessage = ""
+	st.CommittedTime = timePtr(env.Now)
+	end(st, p, env)
+	transition(st, v1.StateCommitted, reason, msg, env)
+}
+
+func fail(st *v1.SideEffectOperationStatus, p Policy, env Env, class v1.ErrorClass, reason, msg string) {
+	st.ErrorClass = class
+	st.ErrorMessage = msg
+	end(st, p, env)
+	transition(st, v1.StateFailedFinal, reason, msg, env)
+}
+
+// end closes the record: no claim, no next attempt, and an expiry.
+func end(st *v1.SideEffectOperationStatus, p Policy, env Env) {
+	st.Claim = nil
+	st.NextAttemptTime = nil
+	st.CompletionTime = timePtr(env.Now)
+	st.ExpiryTime = timePtr(env.Now.Add(p.Retention))
+}
+
+// Fail ends an operation that must not execute, for a reason found before
+// any call (an invalid spec, a parameter mismatch).
+func Fail(st v1.SideEffectOperationStatus, p Policy, env Env, class v1.ErrorClass, reason, msg string) Decision {
+	fail(&st, p, env, class, reason, msg)
+	return Decision{Action: ActionWrite, Status: st,
+		Event: &Event{Warning: true, Reason: reason, Message: msg}}
+}
+
+// Blocked records that the operation waits for something outside it (a
+// missing or broken tool): the state does not change, Stalled is True.
+func Blocked(st v1.SideEffectOperationStatus, env Env, reason, msg string) v1.SideEffectOperationStatus {
+	if st.State == "" {
+		st.State = v1.StatePlanned
+	}
+	setConditions(&st, reason, msg, true, env)
+	return st
+}
+
+// Adopt makes st report the outcome of the operation it duplicates, which
+// ended in the given record outcome. No call is made.
+func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, o v1.RecordOutcome) Decision {
+	st.DuplicateOf = original
+	st.Attempts = 0
+	st.Claim = nil
+	st.NextAttemptTime = nil
+	st.ExternalObjectID = o.ExternalObjectID
+	st.ExternalRequestID = o.ExternalRequestID
+	st.Result = o.Result
+	st.ResultDigest = o.ResultDigest
+	st.ErrorClass = o.ErrorClass
+	st.ErrorMessage = o.ErrorMessage
+	end(&st, p, env)
+	state, msg := o.State, fmt.Sprintf("Duplicate of %s, which ended %s", original, o.State)
+	if state == v1.StateCommitted {
+		st.CommittedTime = timePtr(env.Now)
+	}
+	transition(&st, state, v1.ReasonDuplicate, msg, env)
+	return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: v1.ReasonDuplicate, Message: msg}}
+}
+
+// WaitForOriginal records that st duplicates an operation that has not
+// ended yet.
+func WaitForOriginal(st v1.SideEffectOperationStatus, env Env, original string) v1.SideEffectOperationStatus {
+	st.DuplicateOf = original
+	msg := fmt.Sprintf("Duplicate of %s; waiting for it to end", original)
+	transition(&st, v1.StatePlanned, v1.ReasonWaitingForOriginal, msg, env)
+	return st
+}
+
+// Inherit starts st from an unknown outcome: it takes over a scope whose
+// previous owner was deleted before it ended, so an effect may exist.
+func Inherit(st v1.SideEffectOperationStatus, p Policy, env Env, previous string) Decision {
+	st.Attempts = max(st.Attempts, 1)
+	return unknown(st, p, env, "Takes over the key from %s, deleted before it ended; whether it took effect is unknown", previous)
+}
+
+// StaleEvidence keeps what a worker that lost its claim learned, if it does
+// not contradict the current record: an answer about an attempt the record
+// has not reached, or one naming a different effect than a terminal record
+// does, is refused. It never changes the state, the claim or
+// observedGeneration.
+func StaleEvidence(cur v1.SideEffectOperationStatus, o v1.Observation) (v1.SideEffectOperationStatus, bool) {
+	if cur.Attempts < o.Attempt {
+		return cur, false
+	}
+	if cur.State.IsTerminal() && cur.ExternalObjectID != "" && o.ExternalObjectID != "" &&
+		cur.ExternalObjectID != o.ExternalObjectID {
+		return cur, false
+	}
+	o.Kind = v1.ObservationStaleCall
+	observe(&cur, o)
+	return cur, true
+}
+
+// CallObservation is the evidence of an answer to a call.
+func CallObservation(env Env, kind v1.ObservationKind, attempt int32, r CallResult) v1.Observation {
+	return v1.Observation{Time: metav1.NewTime(env.Now), Kind: kind, Attempt: attempt, Holder: env.Holder,
+		Outcome: string(r.Outcome), Request: r.Request, HTTPStatus: r.HTTPStatus,
+		ExternalObjectID: r.ExternalObjectID, Message: capMessage(r.Message)}
+}
+
+// LookupObservation is the evidence of an answer to a lookup.
+func LookupObservation(env Env, attempt int32, r LookupResult) v1.Observation {
+	return v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationLookup, Attempt: attempt,
+		Holder: env.Holder, Outcome: string(r.Verdict), Request: r.Request, HTTPStatus: r.HTTPStatus,
+		ExternalObjectID: r.ExternalObjectID, Message: capMessage(r.Message)}
+}
+
+// observe appends o, keeping the newest maxObservations.
+func observe(st *v1.SideEffectOperationStatus, o v1.Observation) {
+	obs := append(append([]v1.Observation(nil), st.Observations...), o)
+	if len(obs) > maxObservations {
+		obs = obs[len(obs)-maxObservations:]
+	}
+	st.Observations = obs
+}
+
+func newClaim(env Env, p Policy, attempt int32) *v1.Claim {
+	now := metav1.NewTime(env.Now)
+	return &v1.Claim{Holder: env.Holder, Attempt: attempt, AcquireTime: now, RenewTime: now,
+		ExpiryTime: metav1.NewTime(env.Now.Add(p.ClaimDuration))}
+}
+
+// Renew extends the claim st holds for this worker.
+func Renew(st v1.SideEffectOperationStatus, p Policy, env Env) v1.SideEffectOperationStatus {
+	c := *st.Claim
+	c.RenewTime = metav1.NewTime(env.Now)
+	c.ExpiryTime = metav1.NewTime(env.Now.Add(p.ClaimDuration))
+	st.Claim = &c
+	return st
+}
+
+// backoff is exponential with full jitter: a uniform draw below
+// min(MaxBackoff, InitialBackoff·2^(n-1)).
+func backoff(p Policy, n int32, env Env) time.Duration {
+	ceiling := p.InitialBackoff
+	for i := int32(1); i < n && ceiling < p.MaxBackoff; i++ {
+		ceiling *= 2
+	}
+	ceiling = min(ceiling, p.MaxBackoff)
+	if env.Jitter == nil {
+		return ceiling
+	}
+	return env.Jitter(ceiling)
+}
+
+func until(t *metav1.Time, now time.Time) time.Duration {
+	if t == nil || !t.After(now) {
+		return 0
+	}
+	return t.Sub(now)
+}
+
+func timePtr(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t)
+	return &mt
+}
+
+// maxMessage bounds messages kept in status.
+const maxMessage = 512
+
+func capMessage(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxMessage-3], "") + "..."
+}

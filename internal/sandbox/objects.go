@@ -1,0 +1,68 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sandbox
+
+import "net/http"
+
+// handleGet serves GET /{mode}/{collection}/{id}.
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	mode, collection, ok := pathTarget(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	obj, found := s.state.object(mode, collection, r.PathValue("id"))
+	s.mu.Unlock()
+	if !found {
+		writeError(w, http.StatusNotFound, errorBody{Error: CodeNotFound})
+		return
+	}
+	writeJSON(w, http.StatusOK, obj)
+}
+
+// handleLookup serves GET /lookup/{collection}?key=K, the first object
+// created with key K. Faults apply to it like to an effect, with the lookup
+// itself in place of the commit.
+func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
+	mode, collection, ok := pathTarget(w, r)
+	if !ok {
+		return
+	}
+	if mode != ModeLookup {
+		writeError(w, http.StatusNotFound, errorBody{Error: CodeNotFound})
+		return
+	}
+	key := r.URL.Query().Get("key")
+	if key == "" {
+		writeError(w, http.StatusBadRequest, errorBody{Error: CodeMissingKey, Message: "query parameter key is required"})
+		return
+	}
+	m := faultMatch{mode: mode, collection: collection, method: http.MethodGet, key: key, lookup: true}
+	f, ok := s.chooseFault(w, r, m)
+	if !ok || s.faultBeforeCommit(w, f) {
+		return
+	}
+	sleepContext(r.Context(), f.lookupDelay())
+	s.mu.Lock()
+	obj, found := s.state.lookup(collection, key)
+	s.mu.Unlock()
+	out := jsonOutcome(http.StatusNotFound, errorBody{Error: CodeNotFound})
+	if found {
+		out = jsonOutcome(http.StatusOK, obj)
+	}
+	s.respond(w, r, f, out)
+}
