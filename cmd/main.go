@@ -73,7 +73,8 @@ func main() {
 	var o options
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to. "+
 		"Use :8443 for HTTPS or :8080 for HTTP, or leave as 0 to disable the metrics service.")
-	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to; 0 disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
+		"The address the probe endpoint binds to; 0 disables it.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election. Once is safe without it: "+
 		"claims are fenced per operation; leader election only saves duplicate work.")
 	flag.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve the metrics endpoint over HTTPS with authn/authz.")

@@ -121,7 +121,8 @@ func (r *SideEffectOperationReconciler) observe(p *pass, from v1.OperationState,
 			typ = corev1.EventTypeWarning
 		}
 		r.Recorder.Eventf(p.op, nil, typ, e.Reason, string(d.Action), "%s", e.Message)
-		p.log.Info(e.Message, "reason", e.Reason, "from", stateLabel(from), "to", stateLabel(to))
+		p.log.Info("Recorded a transition", "from", stateLabel(from), "to", stateLabel(to),
+			"reason", e.Reason, "message", e.Message)
 	}
 }
 

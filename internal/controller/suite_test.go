@@ -152,7 +152,7 @@ func startManager(o managerOptions) (stop func()) {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr(true)},
+		Controller:             config.Controller{SkipNameValidation: new(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	compiler, err := httpeffects.NewCompiler()
@@ -187,5 +187,3 @@ func startManager(o managerOptions) (stop func()) {
 		Eventually(done, 30*time.Second).Should(BeClosed())
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -28,6 +28,9 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
+// toolLabel names the tool a figure is about.
+const toolLabel = "tool"
+
 var (
 	// Transitions counts state transitions of operations.
 	Transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -39,7 +42,7 @@ var (
 	ToolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "once_tool_requests_total",
 		Help: "Requests sent to tools: execute, resend or lookup, by classified outcome.",
-	}, []string{"tool", "request", "outcome"})
+	}, []string{toolLabel, "request", "outcome"})
 
 	// Reconciliations counts the answers to questions about unknown
 	// outcomes.
@@ -58,13 +61,13 @@ var (
 	Retries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "once_retries_total",
 		Help: "Attempts made after an attempt that failed without effect.",
-	}, []string{"tool"})
+	}, []string{toolLabel})
 
 	// BudgetExhausted counts retries deferred by a spent retry budget.
 	BudgetExhausted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "once_retry_budget_exhausted_total",
 		Help: "Retries deferred because the tool's retry budget was spent.",
-	}, []string{"tool"})
+	}, []string{toolLabel})
 
 	// StaleWrites counts writes lost by a worker whose claim had moved on.
 	StaleWrites = prometheus.NewCounter(prometheus.CounterOpts{

@@ -251,8 +251,24 @@ func (p *Process) Exited() bool {
 	}
 }
 
+// Signaled returns the signal that ended the process, and false if it has
+// not ended or ended by exiting (normally or with an error code).
+func (p *Process) Signaled() (syscall.Signal, bool) {
+	if !p.Exited() || p.cmd.ProcessState == nil {
+		return 0, false
+	}
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return 0, false
+	}
+	return ws.Signal(), true
+}
+
 // Pid is the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
 
 // FreeAddr returns a loopback address with a port free right now.
 func FreeAddr() (string, error) {

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	nethttp "net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -218,9 +219,7 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, req effects.
 	if len(body) > 0 {
 		hr.GetBody = nil
 	}
-	for name, values := range c.headers {
-		hr.Header[name] = values
-	}
+	maps.Copy(hr.Header, c.headers)
 	hr.Header.Set(cmp.Or(c.spec.Idempotency.Header, "Idempotency-Key"), req.Key)
 	if len(body) > 0 {
 		hr.Header.Set("Content-Type", "application/json")
@@ -346,8 +345,7 @@ func retryAfter(v string, now time.Time) time.Duration {
 
 // redact drops user information from URLs in errors.
 func redact(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		if u, perr := url.Parse(ue.URL); perr == nil && u.User != nil {
 			u.User = nil
 			return &url.Error{Op: ue.Op, URL: u.String(), Err: ue.Err}

@@ -1,0 +1,181 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package chaos is Once's chaos run: thousands of side-effecting operations
+// against the sandbox tool, in all three idempotency modes, with duplicate
+// deliveries, same-key-different-payload conflicts and GitOps re-applies,
+// while the tool injects the failures of DESIGN.md §8 and the manager is
+// killed at random moments and inside the protocol's crash windows.
+//
+// When every operation has settled, Run counts the effects at the tool's
+// ledger (never from the operator's own status), computes the figures of
+// DESIGN.md §7, and checks the falsifiers of the invariants of DESIGN.md §2
+// that can be observed from outside: two effects for one key (I1), an
+// effect nobody claimed (I2), a conflicting request that executed (I4), a
+// duplicate that reports another answer (I5), and a record that does not
+// match the tool.
+//
+// Run starts everything it needs as processes of their own, through
+// test/harness: a local control plane, the sandbox tool and the manager
+// built with failpoints (bin/manager-failpoints, from make build). It never
+// exits the process, and it stops what it started before it returns, also
+// when its context is cancelled. The command is hack/chaos.
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/once-dev/once/test/harness"
+)
+
+// Config shapes a chaos run. The zero value of a field means its default,
+// as Defaults documents.
+type Config struct {
+	// Operations is the number of logical operations (default 2000).
+	// Duplicates and conflicts add objects, not operations.
+	Operations int
+	// Seed drives every random choice of the run: the workload, the
+	// sandbox's fault draws and the kill schedule (default 1). Process
+	// timing still varies between runs with the same seed.
+	Seed int64
+	// FaultRate is the share of effect requests the sandbox fails, spread
+	// over the failure kinds of DESIGN.md §8 (default 0.3). Lookups fail
+	// with lookup-503 at the same rate.
+	FaultRate float64
+	// NoFaults turns the sandbox's faults off (FaultRate is then ignored).
+	NoFaults bool
+	// KillInterval is the mean time between two kills of the manager
+	// (default 5s); each kill comes after a uniform draw in [0.5, 1.5] of
+	// it. Negative means the manager is never killed.
+	KillInterval time.Duration
+	// FailpointShare is the share of kills that arm a failpoint with
+	// return("kill") instead of sending SIGKILL, so that the crash lands in
+	// a protocol window (default 0.4).
+	FailpointShare float64
+	// Rate is how many logical operations are created per second, in waves
+	// of that size (default 20).
+	Rate float64
+	// Creators is the number of concurrent creators (default 4).
+	Creators int
+	// Tail is how long the chaos goes on after the last operation was
+	// created (default 10s).
+	Tail time.Duration
+	// SettleTimeout bounds the wait, after the chaos, for every operation
+	// to end or need a person (default 10m).
+	SettleTimeout time.Duration
+	// DuplicateShare, ConflictShare and ReapplyShare are the chances that
+	// a logical operation gets a duplicate delivery (another object, same
+	// key and parameters), a conflicting request (another object, same
+	// key, other parameters) or a GitOps re-apply (an update with the same
+	// spec). Defaults 0.15, 0.1 and 0.2.
+	DuplicateShare, ConflictShare, ReapplyShare float64
+	// NativeShare and LookupShare split the operations over the tools; the
+	// rest goes to the None tool. Defaults 0.4 and 0.4.
+	NativeShare, LookupShare float64
+	// MaxConcurrentReconciles is the manager's flag (default 20).
+	MaxConcurrentReconciles int
+
+	// Root is the repository's root (default: found from the working
+	// directory).
+	Root string
+	// Dir holds the run's state and its logs folder (default: a new
+	// temporary folder). It is kept after the run.
+	Dir string
+	// Out is where the JSON report is written (default Dir/report.json).
+	Out string
+	// ControlPlane, when set, is used instead of starting one; it is not
+	// stopped. The writes per operation then also count any other client's
+	// writes to SideEffectOperations during the run.
+	ControlPlane *harness.ControlPlane
+	// Log receives progress lines (default: discarded).
+	Log io.Writer
+}
+
+// Defaults returns c with every unset field set to its default.
+func (c Config) Defaults() Config {
+	setInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setFloat := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setDuration := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setInt(&c.Operations, 2000)
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	setFloat(&c.FaultRate, 0.3)
+	setDuration(&c.KillInterval, 5*time.Second)
+	setFloat(&c.FailpointShare, 0.4)
+	setFloat(&c.Rate, 20)
+	setInt(&c.Creators, 4)
+	setDuration(&c.Tail, 10*time.Second)
+	setDuration(&c.SettleTimeout, 10*time.Minute)
+	setFloat(&c.DuplicateShare, 0.15)
+	setFloat(&c.ConflictShare, 0.1)
+	setFloat(&c.ReapplyShare, 0.2)
+	setFloat(&c.NativeShare, 0.4)
+	setFloat(&c.LookupShare, 0.4)
+	setInt(&c.MaxConcurrentReconciles, 20)
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return c
+}
+
+// validate reports a configuration that cannot run.
+func (c Config) validate() error {
+	var errs []error
+	share := func(name string, v float64) {
+		if v < 0 || v > 1 {
+			errs = append(errs, fmt.Errorf("%s %v is not within [0, 1]", name, v))
+		}
+	}
+	if c.Operations < 1 {
+		errs = append(errs, fmt.Errorf("operations %d must be at least 1", c.Operations))
+	}
+	share("fault rate", c.FaultRate)
+	share("failpoint share", c.FailpointShare)
+	share("duplicate share", c.DuplicateShare)
+	share("conflict share", c.ConflictShare)
+	share("re-apply share", c.ReapplyShare)
+	share("native share", c.NativeShare)
+	share("lookup share", c.LookupShare)
+	if c.NativeShare+c.LookupShare > 1 {
+		errs = append(errs, fmt.Errorf("native share %v and lookup share %v exceed 1", c.NativeShare, c.LookupShare))
+	}
+	if c.Rate <= 0 {
+		errs = append(errs, fmt.Errorf("rate %v must be positive", c.Rate))
+	}
+	if c.Creators < 1 {
+		errs = append(errs, fmt.Errorf("creators %d must be at least 1", c.Creators))
+	}
+	if c.SettleTimeout <= 0 || c.Tail < 0 {
+		errs = append(errs, errors.New("settle timeout must be positive and tail not negative"))
+	}
+	return errors.Join(errs...)
+}

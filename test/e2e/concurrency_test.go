@@ -1,0 +1,139 @@
+//go:build e2e
+
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/once-dev/once/test/harness"
+)
+
+// opRow is what the concurrency tests read of each operation.
+type opRow struct {
+	name, state, duplicateOf, externalID, firstHolder string
+}
+
+// operations lists the namespace's operations with kubectl get.
+func operations(ns string) []opRow {
+	GinkgoHelper()
+	out := jsonpath(ns, "seo", `{range .items[*]}{.metadata.name}{"\t"}{.status.state}{"\t"}`+
+		`{.status.duplicateOf}{"\t"}{.status.externalObjectID}{"\t"}{.status.observations[0].holder}{"\n"}{end}`)
+	var rows []opRow
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, "\t")
+		Expect(f).To(HaveLen(5), line)
+		rows = append(rows, opRow{name: f[0], state: f[1], duplicateOf: f[2], externalID: f[3], firstHolder: f[4]})
+	}
+	return rows
+}
+
+// waitWorking waits until a manager's controllers have started, so that
+// managers started together also race together.
+func waitWorking(p *harness.Process) {
+	GinkgoHelper()
+	Eventually(func() string { b, _ := os.ReadFile(p.Log); return string(b) }).
+		Should(ContainSubstring("Starting workers"), "log: %s", p.Log)
+}
+
+var _ = Describe("Two managers without leader election", func() {
+	It("share 40 operations: each commits once, and both do work", func() {
+		ns := newNamespace("two-managers")
+		alpha := startManager(ns, manager{holder: "alpha"})
+		beta := startManager(ns, manager{holder: "beta"})
+		waitWorking(alpha)
+		waitWorking(beta)
+		apply(ns, toolYAML("payments", "Lookup"))
+
+		const n = 40
+		var docs []string
+		for i := range n {
+			docs = append(docs, opYAML(fmt.Sprintf("op-%02d", i), "payments", "", fmt.Sprintf(`{"amount": %d}`, 100+i)))
+		}
+		apply(ns, strings.Join(docs, "---\n"))
+		waitFor(ns, "seo --all", "Ready")
+
+		rows := operations(ns)
+		Expect(rows).To(HaveLen(n))
+		holders := map[string]int{}
+		want := map[string]int{}
+		for _, r := range rows {
+			Expect(r.state).To(Equal("Committed"), r.name)
+			Expect(r.duplicateOf).To(BeEmpty(), r.name)
+			holders[r.firstHolder]++
+			want[toolKey(ns, "charge.create", r.name)] = 1
+		}
+		Expect(effectsPerKey(ns)).To(Equal(want), "one effect per key, no more, no less")
+		Expect(holders).To(HaveKey("alpha"), "alpha made calls: %v", holders)
+		Expect(holders).To(HaveKey("beta"), "beta made calls: %v", holders)
+		Expect(holders).To(HaveLen(2), "only alpha and beta: %v", holders)
+	})
+})
+
+var _ = Describe("50 concurrent creates of one scope key through kubectl", func() {
+	It("make one effect, and every object reports it", func() {
+		ns := newNamespace("one-key")
+		startManager(ns, manager{holder: "alpha"})
+		startManager(ns, manager{holder: "beta"})
+		apply(ns, toolYAML("payments", "Lookup"))
+
+		const n = 50
+		manifests := make([]string, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			manifests[i] = opYAML(fmt.Sprintf("req-%02d", i), "payments", "order-1", `{"amount": 100, "currency": "eur"}`)
+			wg.Go(func() { _, errs[i] = runKubectl(manifests[i], "create", "-n", ns, "-f", "-") })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			Expect(err).NotTo(HaveOccurred(), "create req-%02d", i)
+		}
+
+		By("re-applying one of them")
+		apply(ns, manifests[17])
+		waitFor(ns, "seo --all", "Ready")
+
+		rows := operations(ns)
+		Expect(rows).To(HaveLen(n))
+		owners, ids := []string{}, map[string]bool{}
+		for _, r := range rows {
+			Expect(r.state).To(Equal("Committed"), r.name)
+			ids[r.externalID] = true
+			if r.duplicateOf == "" {
+				owners = append(owners, r.name)
+			}
+		}
+		Expect(owners).To(HaveLen(1), "exactly one operation holds the key")
+		for _, r := range rows {
+			if r.duplicateOf != "" {
+				Expect(r.duplicateOf).To(Equal(owners[0]), r.name)
+			}
+		}
+		effects := effectsFor(ns)
+		Expect(effects).To(HaveLen(1), "one effect at the tool")
+		Expect(effects[0].Key).To(Equal(toolKey(ns, "charge.create", "order-1")))
+		Expect(ids).To(Equal(map[string]bool{effects[0].ID: true}), "every object reports the one effect")
+	})
+})
