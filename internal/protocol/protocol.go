@@ -341,16 +341,11 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 	case v1.OutcomeSucceeded:
 		return committed(st, p, env, r)
 	case v1.OutcomePermanent:
-		msg := "Tool rejected the request: " + r.Message
-		fail(&st, p, env, v1.ErrorPermanent, v1.ReasonRejected, msg)
-		return Decision{Action: ActionWrite, Status: st,
-			Event: &Event{Warning: true, Reason: v1.ReasonRejected, Message: msg}}
+		return Fail(st, p, env, v1.ErrorPermanent, v1.ReasonRejected, "Tool rejected the request: "+r.Message)
 	case v1.OutcomeRetryable:
 		if st.Attempts >= p.MaxAttempts {
-			msg := fmt.Sprintf("All %d attempts failed without effect; last: %s", st.Attempts, r.Message)
-			fail(&st, p, env, v1.ErrorRetryable, v1.ReasonRetriesExhausted, msg)
-			return Decision{Action: ActionWrite, Status: st,
-				Event: &Event{Warning: true, Reason: v1.ReasonRetriesExhausted, Message: msg}}
+			return Fail(st, p, env, v1.ErrorRetryable, v1.ReasonRetriesExhausted,
+				fmt.Sprintf("All %d attempts failed without effect; last: %s", st.Attempts, r.Message))
 		}
 		wait := max(backoff(p, st.Attempts, env), r.RetryAfter)
 		st.Claim = nil
@@ -374,10 +369,7 @@ func AfterResend(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResul
 	case v1.OutcomeSucceeded:
 		return committed(st, p, env, r)
 	case v1.OutcomePermanent:
-		msg := "Tool rejected the request: " + r.Message
-		fail(&st, p, env, v1.ErrorPermanent, v1.ReasonRejected, msg)
-		return Decision{Action: ActionWrite, Status: st,
-			Event: &Event{Warning: true, Reason: v1.ReasonRejected, Message: msg}}
+		return Fail(st, p, env, v1.ErrorPermanent, v1.ReasonRejected, "Tool rejected the request: "+r.Message)
 	default:
 		// In flight (409), unavailable, or no answer again: ask later.
 		return askLater(st, p, env, r.RetryAfter, r.Message)
@@ -393,10 +385,8 @@ func AfterLookup(st v1.SideEffectOperationStatus, p Policy, env Env, r LookupRes
 			ExternalRequestID: r.ExternalRequestID, Result: r.Result, ResultDigest: r.ResultDigest})
 	case VerdictAbsent:
 		if st.Attempts >= p.MaxAttempts {
-			msg := fmt.Sprintf("All %d attempts failed without effect; the last was proven absent", st.Attempts)
-			fail(&st, p, env, v1.ErrorRetryable, v1.ReasonRetriesExhausted, msg)
-			return Decision{Action: ActionWrite, Status: st,
-				Event: &Event{Warning: true, Reason: v1.ReasonRetriesExhausted, Message: msg}}
+			return Fail(st, p, env, v1.ErrorRetryable, v1.ReasonRetriesExhausted,
+				fmt.Sprintf("All %d attempts failed without effect; the last was proven absent", st.Attempts))
 		}
 		st.Claim = nil
 		st.NextAttemptTime = timePtr(env.Now)
