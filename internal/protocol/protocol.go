@@ -258,12 +258,21 @@ func nextUnknown(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 }
 
 func nextReconciling(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
-	if c := st.Claim; c != nil && c.Holder != env.Holder && env.Now.Before(c.ExpiryTime.Time) {
+	c := st.Claim
+	if c == nil {
+		if wait := until(st.NextAttemptTime, env.Now); wait > 0 {
+			return Decision{Action: ActionWait, RequeueAfter: wait}
+		}
+		return reconcile(st, p, env)
+	}
+	if c.Holder != env.Holder && env.Now.Before(c.ExpiryTime.Time) {
 		return Decision{Action: ActionWait, RequeueAfter: c.ExpiryTime.Sub(env.Now)}
 	}
-	if wait := until(st.NextAttemptTime, env.Now); wait > 0 && st.Claim == nil {
-		return Decision{Action: ActionWait, RequeueAfter: wait}
-	}
+	// The question was claimed and never answered: its worker died or gave
+	// up. Say so in the evidence, and ask again.
+	observe(&st, v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationClaimExpired,
+		Attempt: c.Attempt, Holder: c.Holder, Outcome: string(v1.OutcomeUnknown),
+		Message: "Claim expired while the tool was being asked"})
 	return reconcile(st, p, env)
 }
 

@@ -30,21 +30,29 @@ import (
 	"github.com/once-dev/once/test/harness"
 )
 
-// opRow is what the concurrency tests read of each operation.
+// opRow is what the tests read of each operation of a namespace.
 type opRow struct {
-	name, state, duplicateOf, externalID, firstHolder string
+	name, state, readyReason, duplicateOf, externalID string
+	// attempts is empty when no attempt was made.
+	attempts string
+	// firstHolder is the manager that made the first observation.
+	firstHolder string
 }
 
-// operations lists the namespace's operations with kubectl get.
+// operations lists the namespace's operations, sorted by name, with
+// kubectl get.
 func operations(ns string) []opRow {
 	GinkgoHelper()
 	out := jsonpath(ns, "seo", `{range .items[*]}{.metadata.name}{"\t"}{.status.state}{"\t"}`+
-		`{.status.duplicateOf}{"\t"}{.status.externalObjectID}{"\t"}{.status.observations[0].holder}{"\n"}{end}`)
+		`{.status.conditions[?(@.type=="Ready")].reason}{"\t"}{.status.duplicateOf}{"\t"}`+
+		`{.status.externalObjectID}{"\t"}{.status.attempts}{"\t"}{.status.observations[0].holder}{"\n"}{end}`)
 	var rows []opRow
-	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+	// Trim only the final newline: a line may end with an empty field.
+	for line := range strings.SplitSeq(strings.TrimSuffix(out, "\n"), "\n") {
 		f := strings.Split(line, "\t")
-		Expect(f).To(HaveLen(5), line)
-		rows = append(rows, opRow{name: f[0], state: f[1], duplicateOf: f[2], externalID: f[3], firstHolder: f[4]})
+		Expect(f).To(HaveLen(7), line)
+		rows = append(rows, opRow{name: f[0], state: f[1], readyReason: f[2], duplicateOf: f[3],
+			externalID: f[4], attempts: f[5], firstHolder: f[6]})
 	}
 	return rows
 }
@@ -81,6 +89,7 @@ var _ = Describe("Two managers without leader election", func() {
 		for _, r := range rows {
 			Expect(r.state).To(Equal("Committed"), r.name)
 			Expect(r.duplicateOf).To(BeEmpty(), r.name)
+			Expect(r.attempts).To(Equal("1"), r.name)
 			holders[r.firstHolder]++
 			want[toolKey(ns, "charge.create", r.name)] = 1
 		}
@@ -88,6 +97,7 @@ var _ = Describe("Two managers without leader election", func() {
 		Expect(holders).To(HaveKey("alpha"), "alpha made calls: %v", holders)
 		Expect(holders).To(HaveKey("beta"), "beta made calls: %v", holders)
 		Expect(holders).To(HaveLen(2), "only alpha and beta: %v", holders)
+		_, _ = fmt.Fprintf(GinkgoWriter, "first calls per manager: %v\n", holders)
 	})
 })
 
@@ -127,8 +137,13 @@ var _ = Describe("50 concurrent creates of one scope key through kubectl", func(
 		}
 		Expect(owners).To(HaveLen(1), "exactly one operation holds the key")
 		for _, r := range rows {
-			if r.duplicateOf != "" {
+			if r.duplicateOf == "" {
+				Expect(r.attempts).To(Equal("1"), r.name)
+				Expect(r.readyReason).To(Equal("Committed"), r.name)
+			} else {
 				Expect(r.duplicateOf).To(Equal(owners[0]), r.name)
+				Expect(r.attempts).To(BeEmpty(), "%s is a duplicate: it makes no call", r.name)
+				Expect(r.readyReason).To(Equal("Duplicate"), r.name)
 			}
 		}
 		effects := effectsFor(ns)

@@ -133,12 +133,10 @@ func logFile(name string) string {
 
 // manager describes a manager process to start.
 type manager struct {
-	// binary is "manager" (the production build, the default) or
-	// "manager-failpoints".
-	binary string
 	// holder is its identity in claims.
 	holder string
-	// failpoints is GOFAIL_FAILPOINTS; it implies manager-failpoints.
+	// failpoints is GOFAIL_FAILPOINTS. With failpoints the manager is
+	// bin/manager-failpoints, otherwise the production bin/manager.
 	failpoints string
 }
 
@@ -146,10 +144,7 @@ type manager struct {
 // seconds, and stops it (if it still runs) when the test ends.
 func startManager(ns string, m manager) *harness.Process {
 	GinkgoHelper()
-	bin := m.binary
-	if bin == "" {
-		bin = "manager"
-	}
+	bin := "manager"
 	if m.failpoints != "" {
 		bin = "manager-failpoints"
 	}
@@ -172,9 +167,9 @@ func toolYAML(name, mode string) string {
 	m := strings.ToLower(mode)
 	lookup := ""
 	if mode == "Lookup" {
-		lookup = fmt.Sprintf(`
+		lookup = `
     lookup:
-      path: /lookup/charges?key={idempotencyKey}`)
+      path: /lookup/charges?key={idempotencyKey}`
 	}
 	return fmt.Sprintf(`apiVersion: effects.once.dev/v1alpha1
 kind: Tool

@@ -65,6 +65,7 @@ var _ = Describe("The same key", func() {
 		// Either may bind the key first; the other reports its outcome.
 		Expect([]string{rows[0].duplicateOf, rows[1].duplicateOf}).To(Or(
 			Equal([]string{"", "msg-123"}), Equal([]string{"msg-123-redelivered", ""})))
+		Expect([]string{rows[0].attempts, rows[1].attempts}).To(ConsistOf("1", ""), "the duplicate makes no call")
 		effects := effectsFor(ns)
 		Expect(effects).To(HaveLen(1))
 		Expect(effects[0].Key).To(Equal(toolKey(ns, "charge.create", "msg-123")))

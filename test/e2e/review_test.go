@@ -49,8 +49,9 @@ var _ = Describe("An operation in NeedsReview", func() {
 		Expect(id).NotTo(BeEmpty())
 
 		By("marking it committed with kubectl patch")
-		kubectl("", "patch", "-n", ns, "seo", "x", "--type", "merge", "-p", fmt.Sprintf(
-			`{"spec":{"resolution":{"action":"MarkCommitted","externalObjectID":%q,"by":"e2e","reason":"found in the ledger"}}}`, id))
+		patch := fmt.Sprintf(`{"spec":{"resolution":{"action":"MarkCommitted","externalObjectID":%q,`+
+			`"by":"e2e","reason":"found in the ledger"}}}`, id)
+		kubectl("", "patch", "-n", ns, "seo", "x", "--type", "merge", "-p", patch)
 		waitFor(ns, "seo/x", "Ready")
 		Expect(jsonpath(ns, "seo/x", "{.status.state}")).To(Equal("Committed"))
 		Expect(jsonpath(ns, "seo/x", "{.status.resolution.by}")).To(Equal("e2e"))

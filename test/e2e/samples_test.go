@@ -47,7 +47,8 @@ var _ = Describe("The samples", func() {
 		By("reading them with kubectl get seo")
 		table := strings.Split(strings.TrimSpace(kubectl("", "get", "seo", "-n", ns)), "\n")
 		Expect(table).To(HaveLen(3), "a header and two operations")
-		Expect(strings.Fields(table[0])).To(Equal([]string{"NAME", "STATE", "TOOL", "OPERATION", "KEY", "EXTERNAL", "ID", "AGE"}))
+		Expect(strings.Fields(table[0])).To(Equal(
+			[]string{"NAME", "STATE", "TOOL", "OPERATION", "KEY", "EXTERNAL", "ID", "AGE"}))
 		ids := map[string]string{}
 		for _, row := range table[1:] {
 			f := strings.Fields(row)

@@ -80,7 +80,12 @@ var _ = BeforeSuite(func() {
 	_, _ = fmt.Fprintf(GinkgoWriter, "State and logs: %s\n", workDir)
 
 	By("starting a control plane of the suite's own (never .local/controlplane)")
-	cp, err = harness.StartControlPlane(root, filepath.Join(workDir, "controlplane"))
+	cpDir := filepath.Join(workDir, "controlplane")
+	cp, err = harness.StartControlPlane(root, cpDir)
+	if err != nil {
+		// Stop what a failed start may have left running.
+		_ = (&harness.ControlPlane{Root: root, Dir: cpDir}).Stop()
+	}
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		By("stopping the control plane")
@@ -101,10 +106,18 @@ var _ = BeforeSuite(func() {
 	})
 })
 
+// After a failure, or with ONCE_E2E_KEEP=1, the logs stay for a
+// post-mortem; after a success the folder goes (the control plane has
+// removed its state by then).
 var _ = ReportAfterSuite("where the logs are", func(r Report) {
-	if !r.SuiteSucceeded {
-		_, _ = fmt.Fprintf(GinkgoWriter, "The suite failed; every process's log is in %s\n", logDir)
+	if workDir == "" {
+		return
 	}
+	if !r.SuiteSucceeded || os.Getenv("ONCE_E2E_KEEP") != "" {
+		_, _ = fmt.Fprintf(GinkgoWriter, "Every process's log is in %s\n", logDir)
+		return
+	}
+	_ = os.RemoveAll(workDir)
 })
 
 var sandboxStarts int
