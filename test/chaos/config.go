@@ -44,8 +44,9 @@ import (
 	"github.com/once-dev/once/test/harness"
 )
 
-// Config shapes a chaos run. The zero value of a field means its default,
-// as Defaults documents.
+// Config shapes a chaos run. The zero value of a field means its default;
+// a negative share means none (for example FailpointShare -1: every kill
+// is a SIGKILL).
 type Config struct {
 	// Operations is the number of logical operations (default 2000).
 	// Duplicates and conflicts add objects, not operations.
@@ -58,7 +59,8 @@ type Config struct {
 	// over the failure kinds of DESIGN.md §8 (default 0.3). Lookups fail
 	// with lookup-503 at the same rate.
 	FaultRate float64
-	// NoFaults turns the sandbox's faults off (FaultRate is then ignored).
+	// NoFaults turns the sandbox's faults off, as a negative FaultRate
+	// does.
 	NoFaults bool
 	// KillInterval is the mean time between two kills of the manager
 	// (default 5s); each kill comes after a uniform draw in [0.5, 1.5] of
@@ -68,13 +70,19 @@ type Config struct {
 	// return("kill") instead of sending SIGKILL, so that the crash lands in
 	// a protocol window (default 0.4).
 	FailpointShare float64
+	// StallShare is the share of kills replaced by a stall: the manager's
+	// next claimed attempts wait between the claim and the call for longer
+	// than the claim and the Lookup tool's lookupDelay, while a successor
+	// runs next to it; then it is killed. It is DESIGN.md §8's "worker
+	// double execution" (a GC pause, a frozen node). Default 0: none.
+	StallShare float64
 	// Rate is how many logical operations are created per second, in waves
 	// of that size (default 20).
 	Rate float64
 	// Creators is the number of concurrent creators (default 4).
 	Creators int
 	// Tail is how long the chaos goes on after the last operation was
-	// created (default 10s).
+	// created (default 10s; negative for none).
 	Tail time.Duration
 	// SettleTimeout bounds the wait, after the chaos, for every operation
 	// to end or need a person (default 10m).
@@ -100,8 +108,9 @@ type Config struct {
 	// Out is where the JSON report is written (default Dir/report.json).
 	Out string
 	// ControlPlane, when set, is used instead of starting one; it is not
-	// stopped. The writes per operation then also count any other client's
-	// writes to SideEffectOperations during the run.
+	// stopped. No other manager may run against it meanwhile (the run
+	// kills its own managers, not others), and the writes per operation
+	// then also count any other client's writes to SideEffectOperations.
 	ControlPlane *harness.ControlPlane
 	// Log receives progress lines (default: discarded).
 	Log io.Writer
@@ -115,8 +124,11 @@ func (c Config) Defaults() Config {
 		}
 	}
 	setFloat := func(v *float64, d float64) {
-		if *v == 0 {
+		switch {
+		case *v == 0:
 			*v = d
+		case *v < 0:
+			*v = 0
 		}
 	}
 	setDuration := func(v *time.Duration, d time.Duration) {
@@ -128,7 +140,11 @@ func (c Config) Defaults() Config {
 	if c.Seed == 0 {
 		c.Seed = 1
 	}
-	setFloat(&c.FaultRate, 0.3)
+	if c.NoFaults || c.FaultRate < 0 {
+		c.FaultRate, c.NoFaults = 0, true
+	} else {
+		setFloat(&c.FaultRate, 0.3)
+	}
 	setDuration(&c.KillInterval, 5*time.Second)
 	setFloat(&c.FailpointShare, 0.4)
 	setFloat(&c.Rate, 20)
@@ -160,6 +176,10 @@ func (c Config) validate() error {
 	}
 	share("fault rate", c.FaultRate)
 	share("failpoint share", c.FailpointShare)
+	share("stall share", c.StallShare)
+	if c.FailpointShare+c.StallShare > 1 {
+		errs = append(errs, fmt.Errorf("failpoint share %v and stall share %v exceed 1", c.FailpointShare, c.StallShare))
+	}
 	share("duplicate share", c.DuplicateShare)
 	share("conflict share", c.ConflictShare)
 	share("re-apply share", c.ReapplyShare)
@@ -174,8 +194,8 @@ func (c Config) validate() error {
 	if c.Creators < 1 {
 		errs = append(errs, fmt.Errorf("creators %d must be at least 1", c.Creators))
 	}
-	if c.SettleTimeout <= 0 || c.Tail < 0 {
-		errs = append(errs, errors.New("settle timeout must be positive and tail not negative"))
+	if c.SettleTimeout <= 0 {
+		errs = append(errs, errors.New("settle timeout must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,513 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/sandbox"
+	"github.com/once-dev/once/test/harness"
+)
+
+// Run runs the chaos and returns its report. The error is for a run that
+// could not be carried out (a process that would not start, a cancelled
+// context); a run that found a problem returns a report whose Passed is
+// false and whose Problems say why. Run stops every process it started
+// before it returns and keeps the logs in the report's LogDir.
+func Run(ctx context.Context, cfg Config) (rep Report, err error) {
+	cfg = cfg.Defaults()
+	if err := cfg.validate(); err != nil {
+		return rep, err
+	}
+	began := time.Now()
+	if cfg.Root == "" {
+		if cfg.Root, err = harness.Root(); err != nil {
+			return rep, err
+		}
+	}
+	if cfg.Dir == "" {
+		if cfg.Dir, err = os.MkdirTemp("", "once-chaos-"); err != nil {
+			return rep, err
+		}
+	}
+	logDir := filepath.Join(cfg.Dir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return rep, err
+	}
+	// Logs of an earlier run in the same folder would be appended to.
+	stale, _ := filepath.Glob(filepath.Join(logDir, "*.log"))
+	for _, f := range stale {
+		_ = os.Remove(f)
+	}
+	if cfg.Out == "" {
+		cfg.Out = filepath.Join(cfg.Dir, "report.json")
+	}
+	runLog, err := os.Create(filepath.Join(logDir, "chaos.log"))
+	if err != nil {
+		return rep, err
+	}
+	defer func() { _ = runLog.Close() }()
+	var logMu sync.Mutex
+	out := io.MultiWriter(cfg.Log, runLog)
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		_, _ = fmt.Fprintf(out, "%s chaos: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+	logf("seed %d, %d operations, fault rate %v, kill interval %s; state and logs in %s",
+		cfg.Seed, cfg.Operations, cfg.FaultRate, cfg.KillInterval, cfg.Dir)
+
+	r := &run{cfg: cfg, logDir: logDir, log: logf}
+	defer r.cleanup()
+	rep, err = r.run(ctx)
+	rep.Seed = cfg.Seed
+	rep.LogDir = logDir
+	rep.TotalSeconds = time.Since(began).Seconds()
+	if err != nil {
+		logf("run failed: %v", err)
+		return rep, err
+	}
+	rep.ReportPath = cfg.Out
+	data, jerr := rep.JSON()
+	if jerr == nil {
+		jerr = os.WriteFile(cfg.Out, append(data, '\n'), 0o644)
+	}
+	if jerr != nil {
+		return rep, fmt.Errorf("writing the report: %w", jerr)
+	}
+	logf("report written to %s", cfg.Out)
+	return rep, nil
+}
+
+// run is the state of one chaos run.
+type run struct {
+	cfg    Config
+	logDir string
+	log    func(format string, args ...any)
+
+	cleanups []func()
+	cp       *harness.ControlPlane
+	c        client.Client
+	metrics  rest.Interface
+	ns       string
+	sb       *sandbox.Client
+	sup      *supervisor
+	// driverWrites counts the driver's own writes to operations.
+	driverWrites atomic.Int64
+	// last is the last list of the operations, kept in the logs.
+	last []v1.SideEffectOperation
+}
+
+// onCleanup registers f to run at cleanup, in the reverse order of
+// registration.
+func (r *run) onCleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+
+func (r *run) cleanup() {
+	for _, f := range slices.Backward(r.cleanups) {
+		f()
+	}
+}
+
+func (r *run) run(ctx context.Context) (Report, error) {
+	if err := r.setUp(ctx); err != nil {
+		return Report{}, err
+	}
+	plan := makePlan(r.cfg)
+
+	before, err := apiWrites(ctx, r.metrics)
+	if err != nil {
+		return Report{}, err
+	}
+	driverBefore := r.driverWrites.Load()
+
+	// The chaos: creators, re-applies and kills, then a short tail.
+	calm, calmed := make(chan struct{}), make(chan struct{})
+	superviseCtx, stopSupervising := context.WithCancel(ctx)
+	supervised := make(chan struct{})
+	go func() {
+		defer close(supervised)
+		r.sup.supervise(superviseCtx, r.cfg.KillInterval, r.cfg.FailpointShare, r.cfg.StallShare, calm, calmed)
+	}()
+	r.onCleanup(func() {
+		stopSupervising()
+		<-supervised
+		r.sup.stop()
+	})
+
+	chaosStart := time.Now()
+	d := newDriver(r.c, r.ns, r.log)
+	d.run(ctx, plan, r.cfg.Rate, r.cfg.Creators)
+	r.log("every operation is created; chaos goes on for %s", r.cfg.Tail)
+	if err := sleep(ctx, r.cfg.Tail); err != nil {
+		return Report{}, err
+	}
+	close(calm)
+	select {
+	case <-calmed:
+	case <-ctx.Done():
+		return Report{}, ctx.Err()
+	}
+	chaosSeconds := time.Since(chaosStart).Seconds()
+	k := r.sup.counts()
+	r.log("chaos over after %.0fs: %d managers started, %d SIGKILLs, %d failpoint kills; settling (at most %s)",
+		chaosSeconds, k.starts, k.killsRandom, k.killsFailpoint, r.cfg.SettleTimeout)
+
+	settleStart := time.Now()
+	settled, err := r.settle(ctx, plan, d)
+	if err != nil {
+		return Report{}, err
+	}
+	settleSeconds := time.Since(settleStart).Seconds()
+
+	// Stop the manager before counting, so that every write it made is in.
+	stopSupervising()
+	<-supervised
+	r.sup.stop()
+
+	after, err := apiWrites(ctx, r.metrics)
+	if err != nil {
+		return Report{}, err
+	}
+	objects, err := r.collect(ctx, plan, d)
+	if err != nil {
+		return Report{}, err
+	}
+	if data, err := json.MarshalIndent(r.last, "", " "); err == nil {
+		_ = os.WriteFile(filepath.Join(r.logDir, "objects.json"), data, 0o644)
+	}
+	effects, err := r.sb.Effects(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("reading the ledger: %w", err)
+	}
+	faults, err := r.sb.Faults(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("reading the fault counters: %w", err)
+	}
+
+	operations := map[int]bool{}
+	for _, o := range objects {
+		operations[o.Logical] = true
+	}
+	rep := Analyse(len(operations), objects, effects)
+	rep.Settled = settled
+	rep.Reapplies = int(d.reapplies.Load())
+	rep.ChaosSeconds, rep.SettleSeconds = chaosSeconds, settleSeconds
+
+	writes := after.Sub(before)
+	rep.WritesByRequest = writes.ByRequest()
+	rep.WritesByCode = writes
+	rep.WritesTotal = writes.Total()
+	rep.WritesConflictsByRequest = writes.Conflicts()
+	for _, n := range rep.WritesConflictsByRequest {
+		rep.WritesConflicts += n
+	}
+	rep.WritesDriver = r.driverWrites.Load() - driverBefore
+	rep.WritesOperator = rep.WritesTotal - rep.WritesDriver
+	rep.WritesPerOperation = ratio64(rep.WritesOperator, rep.Operations)
+	rep.WritesPerObject = ratio64(rep.WritesOperator, rep.Objects)
+
+	k = r.sup.counts()
+	rep.ManagerStarts = k.starts
+	rep.KillsRandom = k.killsRandom
+	rep.KillsFailpoint = k.killsFailpoint
+	rep.FailpointKills = k.fpKills
+	rep.FailpointMisses = k.misses
+	rep.Stalls = k.stalls
+	rep.UnexpectedExits = len(k.unexpected)
+	for _, u := range k.unexpected {
+		rep.Findings = append(rep.Findings, Issue{Kind: "ManagerExit", Detail: u})
+	}
+	rep.FaultsFired = map[string]int{}
+	for _, f := range faults.Rules {
+		name, _, _ := strings.Cut(f.Fault, "=")
+		rep.FaultsFired[name] += f.Fired
+	}
+	for name, why := range d.refusedReapply {
+		rep.Findings = append(rep.Findings, Issue{Kind: "Reapply",
+			Detail: fmt.Sprintf("re-applying %s with its unchanged spec was refused: %s", name, why)})
+	}
+	rep.Passed = len(rep.Problems()) == 0
+	if len(d.failed) > 0 {
+		// The driver's trouble, not the operator's: the run proves less.
+		return rep, fmt.Errorf("%d objects could not be created, e.g. %v", len(d.failed), first(d.failed))
+	}
+	return rep, nil
+}
+
+// setUp starts the control plane, the sandbox tool and the first manager,
+// and creates the namespaces, the fault rules and the tools.
+func (r *run) setUp(ctx context.Context) error {
+	cfg := r.cfg
+	r.cp = cfg.ControlPlane
+	if r.cp == nil {
+		r.log("starting a control plane in %s", filepath.Join(cfg.Dir, "controlplane"))
+		dir := filepath.Join(cfg.Dir, "controlplane")
+		// Stopping is safe to repeat, and needed also after a start that
+		// failed half-way (an interrupt, a readiness timeout).
+		r.onCleanup(func() {
+			cp := &harness.ControlPlane{Root: cfg.Root, Dir: dir}
+			if err := cp.Stop(); err != nil {
+				r.log("stopping the control plane: %v", err)
+			}
+		})
+		cp, err := harness.StartControlPlane(cfg.Root, dir)
+		if err != nil {
+			return err
+		}
+		r.cp = cp
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	restCfg, err := clientcmd.BuildConfigFromFlags("", r.cp.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	restCfg.QPS, restCfg.Burst = 200, 400
+	restCfg.UserAgent = "once-chaos"
+	plain := rest.CopyConfig(restCfg)
+	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &writeCounter{next: rt, n: &r.driverWrites}
+	})
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if r.c, err = client.New(restCfg, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(plain)
+	if err != nil {
+		return err
+	}
+	r.metrics = cs.Discovery().RESTClient()
+
+	sys := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "once-system"}}
+	if err := r.c.Create(ctx, sys); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace once-system: %w", err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: fmt.Sprintf("chaos-s%d-", cfg.Seed)}}
+	if err := r.c.Create(ctx, ns); err != nil {
+		return fmt.Errorf("creating the run's namespace: %w", err)
+	}
+	r.ns = ns.Name
+	r.log("namespace %s", r.ns)
+
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		return err
+	}
+	// A ledger left by an earlier run in the same folder would be
+	// replayed: start from an empty one.
+	ledger := filepath.Join(r.logDir, "ledger.jsonl")
+	if err := os.Remove(ledger); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	sb, err := harness.StartSandbox(cfg.Root, addr, ledger, filepath.Join(r.logDir, "sandbox.log"))
+	if err != nil {
+		return err
+	}
+	r.onCleanup(func() { sb.Stop(10 * time.Second) })
+	r.sb = &sandbox.Client{BaseURL: sb.URL}
+	r.log("sandbox tool on %s", sb.URL)
+	if !cfg.NoFaults {
+		if err := r.sb.SetFaults(ctx, cfg.Seed, faultRules(r.ns, cfg.FaultRate)); err != nil {
+			return fmt.Errorf("setting the fault rules: %w", err)
+		}
+	}
+
+	for _, t := range tools {
+		if err := r.c.Create(ctx, t.object(r.ns, sb.URL)); err != nil {
+			return fmt.Errorf("creating tool %s: %w", t.name, err)
+		}
+	}
+	r.sup = newSupervisor(r.cp, cfg, r.logDir, r.log)
+	if err := r.sup.start(); err != nil {
+		return err
+	}
+	r.onCleanup(r.sup.stop)
+	return r.waitForTools(ctx)
+}
+
+// waitForTools waits until the manager found every tool valid.
+func (r *run) waitForTools(ctx context.Context) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ready := 0
+		for _, t := range tools {
+			tool := &v1.Tool{}
+			if err := r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: t.name}, tool); err != nil {
+				return err
+			}
+			if c := meta.FindStatusCondition(tool.Status.Conditions, v1.ConditionReady); c != nil {
+				if c.Status != metav1.ConditionTrue {
+					return fmt.Errorf("tool %s is not valid: %s", t.name, c.Message)
+				}
+				ready++
+			}
+		}
+		if ready == len(tools) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the tools are not ready after 2m; see %s", r.sup.proc.Log)
+		}
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// faultRules are the sandbox's faults for the run's namespace: the
+// failures of DESIGN.md §8, each equally likely, so that about rate of
+// all effect requests fail; and lookups that fail at the same rate.
+func faultRules(ns string, rate float64) []sandbox.FaultRule {
+	delay := faultDelay.String()
+	post := []string{
+		sandbox.FaultDropAfterCommit,
+		sandbox.FaultDelayAfterCommit + "=" + delay,
+		sandbox.Fault500AfterCommit,
+		sandbox.FaultResetAfterCommit,
+		sandbox.FaultResetBeforeCommit,
+		sandbox.Fault500BeforeCommit,
+		sandbox.Fault503 + "=1",
+		sandbox.Fault429 + "=1",
+		sandbox.Fault502,
+		// A Native re-send sees 409 while the first request is in flight.
+		sandbox.FaultDelayBeforeCommit + "=" + delay,
+	}
+	// The rules are tried in order, each firing with probability p: all
+	// together fire with probability 1 − (1 − p)^len(post) = rate.
+	p := 1 - math.Pow(1-rate, 1/float64(len(post)))
+	rules := make([]sandbox.FaultRule, 0, len(post)+1)
+	for _, f := range post {
+		rules = append(rules, sandbox.FaultRule{Method: http.MethodPost, KeyPrefix: ns + "/", Fault: f, Probability: p})
+	}
+	return append(rules, sandbox.FaultRule{Method: http.MethodGet, KeyPrefix: ns + "/",
+		Fault: sandbox.FaultLookup503 + "=1", Probability: rate})
+}
+
+// settle waits until every object ended, needs a person or waits for one,
+// or until the settle timeout. It reports whether all settled.
+func (r *run) settle(ctx context.Context, plan []logicalOp, d *driver) (bool, error) {
+	deadline := time.Now().Add(r.cfg.SettleTimeout)
+	for {
+		objects, err := r.collect(ctx, plan, d)
+		if err != nil {
+			r.log("listing operations: %v", err)
+		} else {
+			n, states := Unsettled(objects)
+			r.log("%d of %d objects not settled yet: %s", n, len(objects), formatCounts(states))
+			if n == 0 {
+				return true, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			r.log("settle timeout %s reached", r.cfg.SettleTimeout)
+			return false, nil
+		}
+		if err := sleep(ctx, 3*time.Second); err != nil {
+			return false, err
+		}
+	}
+}
+
+// collect lists the run's operations and pairs each with what the driver
+// asked for. Objects the driver could not create are left out.
+func (r *run) collect(ctx context.Context, plan []logicalOp, d *driver) ([]Object, error) {
+	var list v1.SideEffectOperationList
+	if err := r.c.List(ctx, &list, client.InNamespace(r.ns)); err != nil {
+		return nil, err
+	}
+	byName := map[string]*v1.SideEffectOperation{}
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
+	var objects []Object
+	for _, op := range plan {
+		for _, po := range op.objects {
+			if !d.isCreated(po.name) {
+				continue
+			}
+			o := Object{Name: po.name, Logical: op.index, Role: po.role, Mode: op.tool.mode,
+				ScopeKey: op.scopeKey(r.ns), BodySHA: bodySHA(po.params)}
+			if got := byName[po.name]; got != nil {
+				o.Found, o.Status = true, got.Status
+			}
+			objects = append(objects, o)
+		}
+	}
+	r.last = list.Items
+	return objects, nil
+}
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func ratio64(n int64, d int) float64 {
+	if d == 0 {
+		return 0
+	}
+	return float64(n) / float64(d)
+}
+
+// first is some entry of m, for an error message.
+func first(m map[string]string) string {
+	for k, v := range m {
+		return k + ": " + v
+	}
+	return ""
+}

@@ -1,0 +1,381 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/sandbox"
+)
+
+// Labels the driver puts on its objects, for a person reading the cluster.
+const (
+	labelRole    = "chaos.once.dev/role"
+	labelLogical = "chaos.once.dev/logical"
+)
+
+// toolDef is one of the three tools of a run, one per idempotency mode,
+// each a collection of the sandbox tool.
+type toolDef struct {
+	mode       v1.IdempotencyMode
+	name       string
+	collection string
+	operation  string
+}
+
+// tools are the run's tools: a payment API that dedupes natively, a ticket
+// system that can be asked by key, and a mailer that can do neither.
+var tools = []toolDef{
+	{mode: v1.IdempotencyNative, name: "payments", collection: "charges", operation: "charge.create"},
+	{mode: v1.IdempotencyLookup, name: "tickets", collection: "tickets", operation: "ticket.create"},
+	{mode: v1.IdempotencyNone, name: "mailer", collection: "emails", operation: "email.send"},
+}
+
+// Timing of the tools. Every injected delay (faultDelay) is longer than the
+// call's timeout, so that the caller gives up while the tool still works;
+// a lookup waits lookupDelay after the attempt was sent, longer than any
+// injected delay, so that an absent answer proves absence.
+const (
+	toolTimeout = time.Second
+	faultDelay  = 2 * time.Second
+	lookupDelay = 5 * time.Second
+)
+
+// sandboxMode is the first path segment of the tool's collection.
+func (t toolDef) sandboxMode() string { return strings.ToLower(string(t.mode)) }
+
+// path is the collection's path at the sandbox.
+func (t toolDef) path() string { return "/" + t.sandboxMode() + "/" + t.collection }
+
+// object is the Tool the run creates in namespace ns for a sandbox at url.
+func (t toolDef) object(ns, url string) *v1.Tool {
+	op := v1.ToolOperation{
+		Name:     t.operation,
+		Method:   http.MethodPost,
+		Path:     t.path(),
+		Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"},
+	}
+	idem := v1.ToolIdempotency{Mode: t.mode, ReconcileLimit: 20}
+	switch t.mode {
+	case v1.IdempotencyLookup:
+		op.Lookup = &v1.LookupRequest{Path: t.path() + "?key={idempotencyKey}",
+			Found: "response.status == 200", Absent: "response.status == 404"}
+		idem.LookupDelay = &metav1.Duration{Duration: lookupDelay}
+	case v1.IdempotencyNative:
+		idem.ReplayWindow = &metav1.Duration{Duration: time.Hour}
+	}
+	return &v1.Tool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: t.name},
+		Spec: v1.ToolSpec{
+			HTTP:        v1.HTTPBackend{URL: url},
+			Idempotency: idem,
+			Timeout:     &metav1.Duration{Duration: toolTimeout},
+			Operations:  []v1.ToolOperation{op},
+			// High enough that the budget never throttles the run: the
+			// run measures the protocol, not the budget.
+			RetryBudget: &v1.RetryBudget{RetriesPerMinute: 60000},
+		},
+	}
+}
+
+// logicalOp is one business operation of the plan: its scope and the
+// objects that request it.
+type logicalOp struct {
+	index   int
+	tool    toolDef
+	key     string
+	objects []plannedObject
+	// reapply re-applies the original, unchanged, reapplyAfter after it
+	// was created.
+	reapply      bool
+	reapplyAfter time.Duration
+}
+
+// plannedObject is one object of a logical operation.
+type plannedObject struct {
+	name   string
+	role   Role
+	params []byte
+}
+
+// makePlan draws the workload from the seed: the tool of each operation,
+// its parameters, and whether it gets a duplicate, a conflict or a
+// re-apply.
+func makePlan(c Config) []logicalOp {
+	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0xc4a05))
+	plan := make([]logicalOp, c.Operations)
+	for i := range plan {
+		t := tools[2]
+		switch x := rng.Float64(); {
+		case x < c.NativeShare:
+			t = tools[0]
+		case x < c.NativeShare+c.LookupShare:
+			t = tools[1]
+		}
+		name := fmt.Sprintf("op-%05d", i)
+		key := fmt.Sprintf("order-%05d", i)
+		amount := 100 + rng.IntN(10000)
+		op := logicalOp{index: i, tool: t, key: key,
+			objects: []plannedObject{{name: name, role: RoleOriginal, params: params(key, amount)}}}
+		if rng.Float64() < c.DuplicateShare {
+			op.objects = append(op.objects, plannedObject{name: name + "-dup", role: RoleDuplicate, params: params(key, amount)})
+		}
+		if rng.Float64() < c.ConflictShare {
+			op.objects = append(op.objects, plannedObject{name: name + "-conflict", role: RoleConflict,
+				params: params(key, amount+1+rng.IntN(100))})
+		}
+		if rng.Float64() < c.ReapplyShare {
+			op.reapply = true
+			op.reapplyAfter = time.Duration(rng.Int64N(int64(5 * time.Second)))
+		}
+		plan[i] = op
+	}
+	return plan
+}
+
+// params is the request body of an operation.
+func params(key string, amount int) []byte {
+	b, _ := json.Marshal(map[string]any{"order": key, "amount": amount, "currency": "eur"})
+	return b
+}
+
+// object is the SideEffectOperation of po in namespace ns.
+func (op logicalOp) object(ns string, po plannedObject) *v1.SideEffectOperation {
+	return &v1.SideEffectOperation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: po.name, Labels: map[string]string{
+			labelRole: string(po.role), labelLogical: strconv.Itoa(op.index)}},
+		Spec: v1.SideEffectOperationSpec{
+			ToolRef:        v1.ToolReference{Kind: v1.ToolKindTool, Name: op.tool.name},
+			Operation:      op.tool.operation,
+			IdempotencyKey: op.key,
+			Parameters:     &runtime.RawExtension{Raw: po.params},
+			RetryPolicy: &v1.RetryPolicy{MaxAttempts: 8,
+				InitialBackoff: &metav1.Duration{Duration: 500 * time.Millisecond},
+				MaxBackoff:     &metav1.Duration{Duration: 10 * time.Second}},
+		},
+	}
+}
+
+// scopeKey is the ledger key of the operation's effects: the sandbox
+// counts them by mode, collection, action and the key Once sends, which is
+// namespace/operation/key.
+func (op logicalOp) scopeKey(ns string) string {
+	return sandbox.SummaryKey(op.tool.sandboxMode(), op.tool.collection, sandbox.ActionCreate,
+		ns+"/"+op.tool.operation+"/"+op.key)
+}
+
+// bodySHA is the hex SHA-256 of a JSON object canonicalised the way the
+// sandbox does it (sorted keys, numbers as written, no spaces): what its
+// ledger records as an effect's BodySHA256 for this request.
+func bodySHA(raw []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var fields map[string]any
+	if err := dec.Decode(&fields); err != nil {
+		return "invalid:" + err.Error()
+	}
+	canonical, _ := json.Marshal(fields)
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:])
+}
+
+// driver creates and re-applies the run's objects, as clients and GitOps
+// tools do.
+type driver struct {
+	c   client.Client
+	ns  string
+	log func(format string, args ...any)
+
+	mu sync.Mutex
+	// created names the objects that exist; failed those that could not be
+	// created, with the reason.
+	created map[string]bool
+	failed  map[string]string
+	// reapplies counts re-applies the API server accepted; refusedReapply
+	// those it refused, with the reason.
+	reapplies      atomic.Int64
+	refusedReapply map[string]string
+}
+
+func newDriver(c client.Client, ns string, log func(string, ...any)) *driver {
+	return &driver{c: c, ns: ns, log: log, created: map[string]bool{}, failed: map[string]string{},
+		refusedReapply: map[string]string{}}
+}
+
+// run creates the plan's operations in waves of rate per second with
+// creators concurrent creators, and re-applies those the plan says. It
+// returns when every object is created and every re-apply done.
+func (d *driver) run(ctx context.Context, plan []logicalOp, rate float64, creators int) {
+	jobs := make(chan logicalOp)
+	var wg sync.WaitGroup
+	for range creators {
+		wg.Go(func() {
+			for op := range jobs {
+				d.createAll(ctx, op, &wg)
+			}
+		})
+	}
+	wave := max(1, int(rate+0.5))
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+feed:
+	for start := 0; start < len(plan); start += wave {
+		for _, op := range plan[start:min(start+wave, len(plan))] {
+			select {
+			case jobs <- op:
+			case <-ctx.Done():
+				break feed
+			}
+		}
+		if end := min(start+wave, len(plan)); end%(wave*10) == 0 || end == len(plan) {
+			d.log("created %d/%d operations", end, len(plan))
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+// createAll creates the objects of one logical operation in order, and
+// schedules its re-apply on wg.
+func (d *driver) createAll(ctx context.Context, op logicalOp, wg *sync.WaitGroup) {
+	for _, po := range op.objects {
+		d.create(ctx, op.object(d.ns, po))
+	}
+	if !op.reapply || !d.isCreated(op.objects[0].name) {
+		return
+	}
+	wg.Go(func() {
+		select {
+		case <-time.After(op.reapplyAfter):
+		case <-ctx.Done():
+			return
+		}
+		d.reapply(ctx, op.object(d.ns, op.objects[0]))
+	})
+}
+
+func (d *driver) isCreated(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.created[name]
+}
+
+// create creates obj, retrying errors that may be transient. An
+// AlreadyExists after a retry means an earlier try went through.
+func (d *driver) create(ctx context.Context, obj *v1.SideEffectOperation) {
+	var last error
+	for try := range 10 {
+		err := d.c.Create(ctx, obj.DeepCopy())
+		if err == nil || (try > 0 && apierrors.IsAlreadyExists(err)) {
+			d.mu.Lock()
+			d.created[obj.Name] = true
+			d.mu.Unlock()
+			return
+		}
+		last = err
+		if apierrors.IsAlreadyExists(err) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
+	}
+	d.log("could not create %s: %v", obj.Name, last)
+	d.mu.Lock()
+	d.failed[obj.Name] = last.Error()
+	d.mu.Unlock()
+}
+
+// reapply updates the object with the spec it was created with, as a
+// GitOps tool re-applying its manifest does. The API server must accept
+// it: the spec is unchanged.
+func (d *driver) reapply(ctx context.Context, desired *v1.SideEffectOperation) {
+	backoff := wait.Backoff{Steps: 20, Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: 2 * time.Second}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		cur := &v1.SideEffectOperation{}
+		if err := d.c.Get(ctx, client.ObjectKeyFromObject(desired), cur); err != nil {
+			return false, nil
+		}
+		obj := desired.DeepCopy()
+		obj.ResourceVersion = cur.ResourceVersion
+		err := d.c.Update(ctx, obj)
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsConflict(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
+			apierrors.IsTooManyRequests(err), apierrors.IsInternalError(err):
+			return false, nil
+		default:
+			return false, err
+		}
+	})
+	if err != nil {
+		d.log("re-apply of %s refused: %v", desired.Name, err)
+		d.mu.Lock()
+		d.refusedReapply[desired.Name] = err.Error()
+		d.mu.Unlock()
+		return
+	}
+	d.reapplies.Add(1)
+}
+
+// writeCounter counts the requests the driver sends that write
+// SideEffectOperations or IdempotencyRecords, so that the operator's own
+// writes can be told from the driver's in the API server's counts.
+type writeCounter struct {
+	next http.RoundTripper
+	n    *atomic.Int64
+}
+
+func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := w.next.RoundTrip(req)
+	if err == nil && isWrite(req.Method) &&
+		(strings.Contains(req.URL.Path, "/sideeffectoperations") || strings.Contains(req.URL.Path, "/idempotencyrecords")) {
+		w.n.Add(1)
+	}
+	return resp, err
+}
+
+func isWrite(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
