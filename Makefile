@@ -90,6 +90,16 @@ controlplane-down: ## Stop the local control plane and remove its state.
 demo: build controlplane-binaries ## Run the main job: control plane, manager, sandbox tool, one operation committed once.
 	hack/demo.sh
 
+##@ Chaos
+
+# N is the number of logical operations of the chaos run.
+N ?= 2000
+CHAOS_FLAGS ?=
+
+.PHONY: chaos
+chaos: build controlplane-binaries ## Chaos run: N operations under tool faults and manager kills; prints the DESIGN.md §7 figures.
+	go run ./hack/chaos -n $(N) $(CHAOS_FLAGS)
+
 ##@ Deployment
 
 .PHONY: install

@@ -261,6 +261,29 @@ var _ = Describe("The fault matrix", func() {
 		})
 	})
 
+	Context("6b. A worker stalls between its claim and its call", func() {
+		It("does not send once its claim has expired, so a successor's proof of absence holds", func() {
+			// Found by the chaos run: a worker frozen after its claim woke up
+			// and sent attempt 1 after the successor had proven it absent
+			// and made attempt 2. A Lookup tool does not dedupe.
+			newTool(ns, "tickets", v1.IdempotencyLookup)
+			Expect(failpoint.Enable(failpoint.ExecuteAfterClaim, `1*sleep(5000)`)).To(Succeed())
+			DeferCleanup(func() { _ = failpoint.Disable(failpoint.ExecuteAfterClaim) })
+			DeferCleanup(startManager(managerOptions{holder: "worker-a"}))
+			DeferCleanup(startManager(managerOptions{holder: "worker-b"}))
+			create(newOp(ns, "op", "tickets", map[string]any{"title": "stall"}))
+
+			op := waitFor(ns, "op", v1.StateCommitted)
+			// gofail holds a sleeping failpoint's lock, so the successor's own
+			// next attempt may stall at the same point too: at least two.
+			Expect(op.Status.Attempts).To(BeNumerically(">=", 2), describe(op))
+			// Let the stalled worker wake up and try.
+			Eventually(func() []v1.ObservationKind { return observationKinds(get(ns, "op")) }, 15*time.Second).
+				Should(ContainElement(v1.ObservationStaleCall))
+			Consistently(func() int { return effectsOf(v1.IdempotencyLookup, ns, "op") }, 2*time.Second).Should(Equal(1))
+		})
+	})
+
 	Context("7. The same key arrives with a different payload", func() {
 		BeforeEach(func() { DeferCleanup(startManager(managerOptions{})) })
 

@@ -107,14 +107,26 @@ func (r *SideEffectOperationReconciler) call(p *pass, action protocol.Action) (a
 	return a, false
 }
 
-// keepClaim renews the claim while a call that may outlive it runs. If the
-// claim is lost meanwhile, the call's context is cancelled: its outcome is
-// someone else's to reconcile now. stop ends the renewals and waits for
-// them, after which the pass owns p.op again.
+// keepClaim bounds a call by its claim and renews the claim while a call
+// that may outlive it runs. The call's context ends when the claim expires:
+// after that the attempt belongs to whoever takes it over, who counts on no
+// request of it leaving later (a worker that stalled between its claim and
+// its call must not send at all). If the claim is lost, the context ends
+// too. stop ends the renewals and waits for them, after which the pass owns
+// p.op again.
 func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(p.ctx)
-	if p.timeout <= r.MaxClaim {
+	left := p.st.Claim.ExpiryTime.Sub(r.Clock.Now())
+	if left <= 0 {
+		cancel()
 		return ctx, cancel
+	}
+	expiry := time.AfterFunc(left, cancel)
+	if p.timeout <= r.MaxClaim {
+		return ctx, func() {
+			expiry.Stop()
+			cancel()
+		}
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -130,12 +142,14 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 					cancel()
 					return
 				}
+				expiry.Reset(p.st.Claim.ExpiryTime.Sub(r.Clock.Now()))
 			}
 		}
 	})
 	return ctx, func() {
 		close(done)
 		wg.Wait()
+		expiry.Stop()
 		cancel()
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -76,8 +77,16 @@ type SideEffectOperationReconciler struct {
 
 	// pending keeps answers whose write failed for a reason other than a
 	// conflict, so the next pass records them instead of reconciling.
-	pending sync.Map // types.UID → pendingAnswer
+	pending sync.Map // types.UID → *answer
+	// recorded holds the operations whose outcome this process has written
+	// to their scope's record, so that passes over a terminal operation
+	// do not write it again from a cache that has not seen the record
+	// change yet. Bounded: forgetting an entry costs one cached read.
+	recorded *lru.Cache // types.UID → struct{}
 }
+
+// recordedSize bounds the memory of written outcomes.
+const recordedSize = 100_000
 
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations/status,verbs=get;update;patch
@@ -108,6 +117,7 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 
 // SetupWithManager registers the controller, its indexes and its watches.
 func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	r.recorded = lru.New(recordedSize)
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1.SideEffectOperation{}, indexToolRef, func(o client.Object) []string {
 		op := o.(*v1.SideEffectOperation)

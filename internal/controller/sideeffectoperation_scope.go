@@ -163,6 +163,9 @@ func (r *SideEffectOperationReconciler) recordOutcome(p *pass) error {
 	if name == "" || !p.op.Status.State.IsTerminal() || p.op.Status.DuplicateOf != "" {
 		return nil
 	}
+	if _, done := r.recorded.Get(p.op.UID); done {
+		return nil
+	}
 	key := client.ObjectKey{Namespace: p.op.Namespace, Name: name}
 	rec := &v1.IdempotencyRecord{}
 	err := r.Get(p.ctx, key, rec)
@@ -173,11 +176,15 @@ func (r *SideEffectOperationReconciler) recordOutcome(p *pass) error {
 		return client.IgnoreNotFound(err)
 	}
 	if rec.Spec.Owner.UID != p.op.UID || rec.Spec.Outcome != nil {
+		r.recorded.Add(p.op.UID, struct{}{})
 		return nil
 	}
 	o := outcomeOf(p.op, p.env.Now)
 	rec.Spec.Outcome = &o
 	err = r.Update(p.ctx, rec)
+	if err == nil {
+		r.recorded.Add(p.op.UID, struct{}{})
+	}
 	if !apierrors.IsConflict(err) {
 		return err
 	}
@@ -185,14 +192,14 @@ func (r *SideEffectOperationReconciler) recordOutcome(p *pass) error {
 	if err := r.APIReader.Get(p.ctx, key, rec); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if rec.Spec.Owner.UID != p.op.UID || rec.Spec.Outcome != nil {
-		return nil
+	if rec.Spec.Owner.UID == p.op.UID && rec.Spec.Outcome == nil {
+		rec.Spec.Outcome = &o
+		if err := r.Update(p.ctx, rec); err != nil {
+			// Not quiet: the outcome must reach the record.
+			return fmt.Errorf("writing the outcome to scope record %s: %v", name, err)
+		}
 	}
-	rec.Spec.Outcome = &o
-	if err := r.Update(p.ctx, rec); err != nil {
-		// Not quiet: the outcome must reach the record.
-		return fmt.Errorf("writing the outcome to scope record %s: %v", name, err)
-	}
+	r.recorded.Add(p.op.UID, struct{}{})
 	return nil
 }
 

@@ -85,24 +85,46 @@ func (r *SideEffectOperationReconciler) writeFenced(p *pass, d protocol.Decision
 }
 
 // keepEvidence records what a stale worker learned, unless it contradicts
-// the record; it never changes the state.
+// the record; it never changes the state. An answer naming a second effect
+// is not recorded, but raised: a person must hear of it.
 func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 	metrics.StaleWrites.Inc()
 	obs := a.observation(p.env)
-	st, ok := protocol.StaleEvidence(p.op.Status, obs)
 	p.log.Info("Claim moved on while the tool was called; keeping the answer as evidence only",
-		"attempt", a.attempt, "outcome", obs.Outcome, "kept", ok, "state", stateLabel(p.op.Status.State))
-	if !ok {
-		r.Recorder.Eventf(p.op, nil, corev1.EventTypeWarning, "StaleAnswerContradicts", "KeepEvidence",
-			"A worker that lost its claim on attempt %d got an answer that contradicts the record: %s",
-			a.attempt, obs.ExternalObjectID)
-		return nil
-	}
-	p.op.Status = st
-	if err := r.Status().Update(p.ctx, p.op); err != nil && !apierrors.IsConflict(err) {
-		return err
+		"attempt", a.attempt, "outcome", obs.Outcome, "state", stateLabel(p.op.Status.State))
+	for range fencedRetries {
+		st, ok := protocol.StaleEvidence(p.op.Status, obs)
+		if !ok {
+			r.raiseSecondEffect(p, a.attempt, obs)
+			return nil
+		}
+		p.op.Status = st
+		err := r.Status().Update(p.ctx, p.op)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		fresh := &v1.SideEffectOperation{}
+		if err := r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(p.op), fresh); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		p.op = fresh
 	}
 	return nil
+}
+
+// raiseSecondEffect reports a stale answer that names another effect than
+// the record: the record stays as it is, but the effect exists.
+func (r *SideEffectOperationReconciler) raiseSecondEffect(p *pass, attempt int32, obs v1.Observation) {
+	recorded := p.op.Status.ExternalObjectID
+	if obs.ExternalObjectID == "" || obs.ExternalObjectID == recorded {
+		return
+	}
+	metrics.ContradictingAnswers.Inc()
+	p.log.Error(nil, "A worker that lost its claim got an answer naming a second effect",
+		"attempt", attempt, "externalObjectID", obs.ExternalObjectID, "recorded", recorded)
+	r.Recorder.Eventf(p.op, nil, corev1.EventTypeWarning, "SecondEffect", "KeepEvidence",
+		"A worker that had lost its claim on attempt %d got an answer naming %s, not the recorded %s",
+		attempt, obs.ExternalObjectID, recorded)
 }
 
 // observe emits the event and the metrics of a written decision.

@@ -75,6 +75,13 @@ var (
 		Help: "Outcome writes refused because the worker no longer held the claim; what it learned is kept as evidence.",
 	})
 
+	// ContradictingAnswers counts answers of stale workers that name
+	// another effect than the committed record: a second effect at the tool.
+	ContradictingAnswers = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "once_contradicting_answers_total",
+		Help: "Answers of workers that had lost their claim naming another effect than the record: a second effect at the tool, for a person to undo.",
+	})
+
 	// RecoveryTime measures the time from an unknown outcome to a terminal
 	// state.
 	RecoveryTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -89,7 +96,7 @@ var (
 // manager's cache) at scrape time.
 func Register(reader client.Reader) {
 	crmetrics.Registry.MustRegister(Transitions, ToolCalls, Reconciliations, Conflicts, Retries,
-		BudgetExhausted, StaleWrites, RecoveryTime, &needsReview{reader: reader})
+		BudgetExhausted, StaleWrites, ContradictingAnswers, RecoveryTime, &needsReview{reader: reader})
 }
 
 var needsReviewDesc = prometheus.NewDesc("once_operations_needs_review",

@@ -226,11 +226,14 @@ func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 
 // unknown records that the current attempt's outcome is unknown. In Lookup
 // mode the first question waits until the attempt can no longer be in
-// flight at the tool, so that an absent answer proves absence.
+// flight at the tool, so that an absent answer proves absence: lookupDelay
+// after the latest moment its request could have left, which is now, or
+// the claim's expiry if that came first (a worker never sends past its
+// claim).
 func unknown(st v1.SideEffectOperationStatus, p Policy, env Env, format string, args ...any) Decision {
 	sent := env.Now
-	if st.Claim != nil {
-		sent = st.Claim.AcquireTime.Time
+	if st.Claim != nil && st.Claim.ExpiryTime.Before(&metav1.Time{Time: sent}) {
+		sent = st.Claim.ExpiryTime.Time
 	}
 	st.Claim = nil
 	st.NextAttemptTime = nil

@@ -142,8 +142,15 @@ func TestNext(t *testing.T) {
 			reason: "This worker's own claim with no call in flight was abandoned: unknown at once.",
 			args: args{st: v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: 2,
 				Claim: claim(self, 2, -5*time.Second, 25*time.Second)}, mode: v1.IdempotencyLookup},
-			want: view{Action: ActionWrite, State: v1.StateUnknown, Attempts: 2, NextAttemptIn: 25 * time.Second,
-				RequeueAfter: 25 * time.Second, Reason: v1.ReasonOutcomeUnknown, Ready: condFalse, Stalled: condFalse},
+			want: view{Action: ActionWrite, State: v1.StateUnknown, Attempts: 2, NextAttemptIn: 30 * time.Second,
+				RequeueAfter: 30 * time.Second, Reason: v1.ReasonOutcomeUnknown, Ready: condFalse, Stalled: condFalse},
+		},
+		"StartedExpiredClaimLookupWaitsFromExpiry": {
+			reason: "A stalled worker may send until its claim expires: the first lookup counts from the expiry.",
+			args: args{st: v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: 1,
+				Claim: claim("worker-b", 1, -60*time.Second, -10*time.Second)}, mode: v1.IdempotencyLookup},
+			want: view{Action: ActionWrite, State: v1.StateUnknown, Attempts: 1, NextAttemptIn: 20 * time.Second,
+				RequeueAfter: 20 * time.Second, Reason: v1.ReasonOutcomeUnknown, Ready: condFalse, Stalled: condFalse},
 		},
 		"StartedWithoutClaimIsUnknown": {
 			reason: "A Started record without its claim cannot tell whether a call was made.",
@@ -333,7 +340,7 @@ func TestAfterCall(t *testing.T) {
 			st:     started(1), mode: v1.IdempotencyLookup,
 			r: CallResult{Outcome: v1.OutcomeUnknown},
 			want: view{Action: ActionWrite, State: v1.StateUnknown, Attempts: 1,
-				NextAttemptIn: 29 * time.Second, RequeueAfter: 29 * time.Second,
+				NextAttemptIn: 30 * time.Second, RequeueAfter: 30 * time.Second,
 				Reason: v1.ReasonOutcomeUnknown, Ready: condFalse, Stalled: condFalse},
 		},
 	}
