@@ -50,4 +50,3 @@ var _ = Describe("A chaos run of a few hundred operations", Serial, func() {
 		Expect(rep.Passed).To(BeTrue())
 	}, SpecTimeout(20*time.Minute))
 })
-

@@ -71,7 +71,7 @@ func StartControlPlane(root, dir string) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the control plane binaries: %w", err)
 	}
-	out, err := run(root, []string{"ONCE_CONTROLPLANE_DIR=" + dir}, filepath.Join(root, "hack", "controlplane.sh"), "start")
+	out, err := run(root, []string{"ONCE_CONTROLPLANE_DIR=" + dir}, controlPlaneScript(root), "start")
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -80,8 +80,12 @@ func StartControlPlane(root, dir string) (*ControlPlane, error) {
 
 // Stop stops the control plane and removes its state.
 func (c *ControlPlane) Stop() error {
-	_, err := run(c.Root, []string{"ONCE_CONTROLPLANE_DIR=" + c.Dir}, filepath.Join(c.Root, "hack", "controlplane.sh"), "stop")
+	_, err := run(c.Root, []string{"ONCE_CONTROLPLANE_DIR=" + c.Dir}, controlPlaneScript(c.Root), "stop")
 	return err
+}
+
+func controlPlaneScript(root string) string {
+	return filepath.Join(root, "hack", "controlplane.sh")
 }
 
 // Kubectl runs the control plane's kubectl (the version of the API server)
@@ -93,7 +97,8 @@ func (c *ControlPlane) Kubectl(ctx context.Context, stdin string, args ...string
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s",
+			strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
 }
