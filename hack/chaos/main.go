@@ -52,8 +52,8 @@ func run() int {
 		"mean time between two kills of the manager (0: no kills)")
 	flag.Float64Var(&c.FailpointShare, "failpoint-share", 0.4,
 		"share of the kills made by arming a failpoint (0: SIGKILL only)")
-	flag.Float64Var(&c.StallShare, "stall-share", 0,
-		"share of the kills replaced by stalling the manager's calls after the claim while a successor runs")
+	flag.Float64Var(&c.StallShare, "stall-share", 0.15,
+		"share of the kills replaced by stalling the manager's calls after the claim while a successor runs (0: none)")
 	flag.Float64Var(&c.Rate, "rate", 20, "logical operations created per second")
 	flag.IntVar(&c.Creators, "creators", 4, "concurrent creators")
 	flag.DurationVar(&c.Tail, "tail", 10*time.Second, "chaos after the last operation is created")
@@ -68,6 +68,9 @@ func run() int {
 	}
 	if c.FailpointShare == 0 {
 		c.FailpointShare = -1
+	}
+	if c.StallShare == 0 {
+		c.StallShare = -1
 	}
 	if c.KillInterval == 0 {
 		c.KillInterval = -1

@@ -74,7 +74,7 @@ type Config struct {
 	// next claimed attempts wait between the claim and the call for longer
 	// than the claim and the Lookup tool's lookupDelay, while a successor
 	// runs next to it; then it is killed. It is DESIGN.md §8's "worker
-	// double execution" (a GC pause, a frozen node). Default 0: none.
+	// double execution" (a GC pause, a frozen node). Default 0.15.
 	StallShare float64
 	// Rate is how many logical operations are created per second, in waves
 	// of that size (default 20).
@@ -147,6 +147,7 @@ func (c Config) Defaults() Config {
 	}
 	setDuration(&c.KillInterval, 5*time.Second)
 	setFloat(&c.FailpointShare, 0.4)
+	setFloat(&c.StallShare, 0.15)
 	setFloat(&c.Rate, 20)
 	setInt(&c.Creators, 4)
 	setDuration(&c.Tail, 10*time.Second)
