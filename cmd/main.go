@@ -131,16 +131,19 @@ func run(o options) error {
 		return err
 	}
 	clk := clock.RealClock{}
+	// Secrets are read past the cache: the manager neither watches nor
+	// caches them.
+	connector := &httpeffects.Connector{
+		Secrets:                  mgr.GetAPIReader(),
+		ClusterResourceNamespace: o.clusterResourceNamespace,
+		Compiler:                 compiler,
+		Transport:                httpeffects.NewTransport(),
+	}
 	if err := (&controller.SideEffectOperationReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("once"),
-		Connector: &httpeffects.Connector{
-			Secrets:                  mgr.GetAPIReader(),
-			ClusterResourceNamespace: o.clusterResourceNamespace,
-			Compiler:                 compiler,
-			Transport:                httpeffects.NewTransport(),
-		},
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("once"),
+		Connector:               connector,
 		Validator:               compiler,
 		Budgets:                 controller.NewRetryBudgets(),
 		Clock:                   clk,
@@ -157,8 +160,7 @@ func run(o options) error {
 		return fmt.Errorf("setting up the idempotencyrecord controller: %w", err)
 	}
 	if err := controller.SetupToolReconcilers(mgr, controller.ToolReconciler{
-		Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Validator: compiler, Clock: clk,
-		ClusterResourceNamespace: o.clusterResourceNamespace,
+		Client: mgr.GetClient(), Validator: compiler, Headers: connector, Clock: clk,
 	}); err != nil {
 		return fmt.Errorf("setting up the tool controllers: %w", err)
 	}

@@ -72,11 +72,6 @@ func (b *RetryBudgets) Take(tool string, budget *v1.RetryBudget) (time.Duration,
 	return 0, true
 }
 
-// budgetKey names a tool's budget.
-func budgetKey(t v1.GenericTool) string {
-	return string(t.Kind()) + "/" + t.GetNamespace() + "/" + t.GetName()
-}
-
 func budgetExhausted(t v1.GenericTool) {
 	metrics.BudgetExhausted.WithLabelValues(t.GetName()).Inc()
 }

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
@@ -174,8 +173,8 @@ func (r *SideEffectOperationReconciler) renew(p *pass, a *answer) bool {
 			p.log.Error(err, "Renewing the claim failed")
 			return true
 		}
-		fresh := &v1.SideEffectOperation{}
-		if err := r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(p.op), fresh); err != nil {
+		fresh, err := r.fresh(p)
+		if err != nil {
 			return true
 		}
 		if !a.claimHeld(fresh.Status, r.Holder) {

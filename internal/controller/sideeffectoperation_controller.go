@@ -150,24 +150,23 @@ func (r *SideEffectOperationReconciler) duplicatesOf(ctx context.Context, o clie
 		client.MatchingFields{indexDuplicateOf: o.GetName()}); err != nil {
 		return nil
 	}
-	return requestsFor(list.Items, func(op *v1.SideEffectOperation) bool { return !op.Status.State.IsTerminal() })
+	return unfinished(list.Items)
 }
 
 // operationsOfTool wakes the unfinished operations that use a tool.
 func (r *SideEffectOperationReconciler) operationsOfTool(ctx context.Context, o client.Object) []reconcile.Request {
-	t := o.(v1.GenericTool)
-	ref := v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}
 	var list v1.SideEffectOperationList
-	if err := r.List(ctx, &list, client.MatchingFields{indexToolRef: toolKey(ref, t.GetNamespace())}); err != nil {
+	if err := r.List(ctx, &list, client.MatchingFields{indexToolRef: toolKeyOf(o.(v1.GenericTool))}); err != nil {
 		return nil
 	}
-	return requestsFor(list.Items, func(op *v1.SideEffectOperation) bool { return !op.Status.State.IsTerminal() })
+	return unfinished(list.Items)
 }
 
-func requestsFor(ops []v1.SideEffectOperation, keep func(*v1.SideEffectOperation) bool) []reconcile.Request {
+// unfinished are the requests for the operations that are not terminal.
+func unfinished(ops []v1.SideEffectOperation) []reconcile.Request {
 	var reqs []reconcile.Request
 	for i := range ops {
-		if keep(&ops[i]) {
+		if !ops[i].Status.State.IsTerminal() {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{
 				Namespace: ops[i].Namespace, Name: ops[i].Name}})
 		}
@@ -175,7 +174,13 @@ func requestsFor(ops []v1.SideEffectOperation, keep func(*v1.SideEffectOperation
 	return reqs
 }
 
-// toolKey names a tool for the index: ClusterTools have no namespace.
+// toolKeyOf names a tool, for the index and its retry budget.
+func toolKeyOf(t v1.GenericTool) string {
+	return toolKey(v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}, t.GetNamespace())
+}
+
+// toolKey names the tool an operation refers to: ClusterTools have no
+// namespace.
 func toolKey(ref v1.ToolReference, namespace string) string {
 	kind := ref.Kind
 	if kind == "" {

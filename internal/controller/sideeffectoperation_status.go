@@ -64,8 +64,8 @@ func (r *SideEffectOperationReconciler) writeFenced(p *pass, d protocol.Decision
 			}
 			return d, err
 		}
-		fresh := &v1.SideEffectOperation{}
-		if err := r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(p.op), fresh); err != nil {
+		fresh, err := r.fresh(p)
+		if err != nil {
 			r.keepPending(p, a)
 			return d, err
 		}
@@ -82,6 +82,12 @@ func (r *SideEffectOperationReconciler) writeFenced(p *pass, d protocol.Decision
 	}
 	r.keepPending(p, a)
 	return d, errors.New("outcome write kept losing to newer versions; it will be retried")
+}
+
+// fresh reads the pass's operation from the API server, past the cache.
+func (r *SideEffectOperationReconciler) fresh(p *pass) (*v1.SideEffectOperation, error) {
+	op := &v1.SideEffectOperation{}
+	return op, r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(p.op), op)
 }
 
 // keepEvidence records what a stale worker learned, unless it contradicts
@@ -103,8 +109,8 @@ func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 		if !apierrors.IsConflict(err) {
 			return err
 		}
-		fresh := &v1.SideEffectOperation{}
-		if err := r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(p.op), fresh); err != nil {
+		fresh, err := r.fresh(p)
+		if err != nil {
 			return client.IgnoreNotFound(err)
 		}
 		p.op = fresh

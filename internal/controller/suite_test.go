@@ -158,12 +158,13 @@ func startManager(o managerOptions) (stop func()) {
 	compiler, err := httpeffects.NewCompiler()
 	Expect(err).NotTo(HaveOccurred())
 	mctx, mcancel := context.WithCancel(ctx)
+	connector := &httpeffects.Connector{Secrets: mgr.GetAPIReader(), ClusterResourceNamespace: "once-system",
+		Compiler: compiler, Transport: httpeffects.NewTransport()}
 	Expect((&SideEffectOperationReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("once"),
-		Connector: &httpeffects.Connector{Secrets: mgr.GetAPIReader(), ClusterResourceNamespace: "once-system",
-			Compiler: compiler, Transport: httpeffects.NewTransport()},
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("once"),
+		Connector:               connector,
 		Validator:               compiler,
 		Budgets:                 NewRetryBudgets(),
 		Clock:                   clock.RealClock{},
@@ -174,8 +175,8 @@ func startManager(o managerOptions) (stop func()) {
 	}).SetupWithManager(mctx, mgr)).To(Succeed())
 	Expect((&IdempotencyRecordReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Clock: clock.RealClock{}}).SetupWithManager(mgr)).To(Succeed())
-	Expect(SetupToolReconcilers(mgr, ToolReconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
-		Validator: compiler, Clock: clock.RealClock{}, ClusterResourceNamespace: "once-system"})).To(Succeed())
+	Expect(SetupToolReconcilers(mgr, ToolReconciler{Client: mgr.GetClient(), Validator: compiler,
+		Headers: connector, Clock: clock.RealClock{}})).To(Succeed())
 	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()

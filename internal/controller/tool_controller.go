@@ -19,9 +19,8 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
+	"net/http"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,17 +32,21 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
+// HeaderResolver resolves a tool's headers, reading the Secrets they name.
+type HeaderResolver interface {
+	Headers(ctx context.Context, tool v1.GenericTool) (http.Header, error)
+}
+
 // ToolReconciler reports whether a Tool's or a ClusterTool's definition
 // can be used: its expressions compile and the Secret keys it names exist.
 // One reconciler serves both kinds through v1.GenericTool.
 type ToolReconciler struct {
 	client.Client
-	// Secrets reads Secrets past the cache: the manager does not watch them.
-	Secrets   client.Reader
 	Validator ToolValidator
-	Clock     clock.Clock
-	// ClusterResourceNamespace holds the Secrets of ClusterTools.
-	ClusterResourceNamespace string
+	// Headers resolves header values the way calls do, so that the verdict
+	// is the one a call would meet.
+	Headers HeaderResolver
+	Clock   clock.Clock
 	// newTool makes an empty object of the kind this reconciler serves.
 	newTool func() v1.GenericTool
 }
@@ -87,30 +90,11 @@ func (r *ToolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	return res, nil
 }
 
-// check returns what makes the tool unusable, or nil. It reads Secrets to
-// see that the keys exist, never to report their values.
+// check returns what makes the tool unusable, or nil. It resolves the
+// headers to see that their Secret keys exist, never to report values.
 func (r *ToolReconciler) check(ctx context.Context, tool v1.GenericTool) error {
-	spec := tool.GetSpec()
-	errs := []error{r.Validator.Validate(spec)}
-	namespace := tool.GetNamespace()
-	if tool.Kind() == v1.ToolKindClusterTool {
-		namespace = r.ClusterResourceNamespace
-	}
-	for _, h := range spec.HTTP.Headers {
-		if h.ValueFrom == nil {
-			continue
-		}
-		ref := h.ValueFrom.SecretKeyRef
-		var s corev1.Secret
-		if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &s); err != nil {
-			errs = append(errs, fmt.Errorf("header %s: Secret %s/%s: %w", h.Name, namespace, ref.Name, err))
-			continue
-		}
-		if _, ok := s.Data[ref.Key]; !ok {
-			errs = append(errs, fmt.Errorf("header %s: Secret %s/%s has no key %q", h.Name, namespace, ref.Name, ref.Key))
-		}
-	}
-	return errors.Join(errs...)
+	_, err := r.Headers.Headers(ctx, tool)
+	return errors.Join(r.Validator.Validate(tool.GetSpec()), err)
 }
 
 // SetupToolReconcilers registers one ToolReconciler for Tools and one for

@@ -217,9 +217,7 @@ func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 	case env.Now.Before(c.ExpiryTime.Time):
 		return Decision{Action: ActionWait, RequeueAfter: c.ExpiryTime.Sub(env.Now)}
 	default:
-		observe(&st, v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationClaimExpired,
-			Attempt: c.Attempt, Holder: c.Holder, Outcome: string(v1.OutcomeUnknown),
-			Message: "Claim expired while the attempt was in progress"})
+		observeExpiredClaim(&st, env, c, "Claim expired while the attempt was in progress")
 		return unknown(st, p, env, "Claim of attempt %d expired; its outcome is unknown", c.Attempt)
 	}
 }
@@ -273,10 +271,15 @@ func nextReconciling(st v1.SideEffectOperationStatus, p Policy, env Env) Decisio
 	}
 	// The question was claimed and never answered: its worker died or gave
 	// up. Say so in the evidence, and ask again.
-	observe(&st, v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationClaimExpired,
-		Attempt: c.Attempt, Holder: c.Holder, Outcome: string(v1.OutcomeUnknown),
-		Message: "Claim expired while the tool was being asked"})
+	observeExpiredClaim(&st, env, c, "Claim expired while the tool was being asked")
 	return reconcile(st, p, env)
+}
+
+// observeExpiredClaim records, as evidence, a claim whose holder went
+// silent.
+func observeExpiredClaim(st *v1.SideEffectOperationStatus, env Env, c *v1.Claim, msg string) {
+	observe(st, v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationClaimExpired,
+		Attempt: c.Attempt, Holder: c.Holder, Outcome: string(v1.OutcomeUnknown), Message: msg})
 }
 
 // reconcile asks the tool about the unknown attempt, as its mode allows,

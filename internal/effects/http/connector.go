@@ -18,6 +18,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	nethttp "net/http"
 
@@ -45,15 +46,19 @@ var _ effects.Connector = &Connector{}
 
 // Connect reads the tool's header values and returns its Client.
 func (c *Connector) Connect(ctx context.Context, tool v1.GenericTool) (effects.Client, error) {
-	headers, err := c.headers(ctx, tool)
+	headers, err := c.Headers(ctx, tool)
 	if err != nil {
 		return nil, err
 	}
 	return NewClient(tool.GetSpec(), headers, c.Transport, c.Compiler), nil
 }
 
-func (c *Connector) headers(ctx context.Context, tool v1.GenericTool) (nethttp.Header, error) {
+// Headers resolves the tool's headers, reading the Secrets they name: in the
+// tool's namespace, or for a ClusterTool in the cluster resource namespace.
+// It reports every Secret or key that is missing, never a value.
+func (c *Connector) Headers(ctx context.Context, tool v1.GenericTool) (nethttp.Header, error) {
 	h := nethttp.Header{}
+	var errs []error
 	namespace := tool.GetNamespace()
 	if tool.Kind() == v1.ToolKindClusterTool {
 		namespace = c.ClusterResourceNamespace
@@ -66,13 +71,18 @@ func (c *Connector) headers(ctx context.Context, tool v1.GenericTool) (nethttp.H
 		ref := hd.ValueFrom.SecretKeyRef
 		var s corev1.Secret
 		if err := c.Secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &s); err != nil {
-			return nil, fmt.Errorf("reading Secret %s/%s for header %s: %w", namespace, ref.Name, hd.Name, err)
+			errs = append(errs, fmt.Errorf("header %s: reading Secret %s/%s: %w", hd.Name, namespace, ref.Name, err))
+			continue
 		}
 		v, ok := s.Data[ref.Key]
 		if !ok {
-			return nil, fmt.Errorf("secret %s/%s has no key %q for header %s", namespace, ref.Name, ref.Key, hd.Name)
+			errs = append(errs, fmt.Errorf("header %s: Secret %s/%s has no key %q", hd.Name, namespace, ref.Name, ref.Key))
+			continue
 		}
 		h.Set(hd.Name, string(v))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return h, nil
 }
