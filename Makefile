@@ -62,7 +62,7 @@ lint: golangci-lint ## Run golangci-lint.
 build: manifests generate fmt vet ## Build the manager, the failpoint-enabled manager for tests, and the sandbox tool.
 	go build -o bin/manager ./cmd
 	go build -tags failpoints -o bin/manager-failpoints ./cmd
-	go build -o bin/sandbox-tool ./cmd/sandbox-tool
+	go build -o bin/sandbox-tool ./test/cmd/sandbox-tool
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager from your host against the current kubeconfig.

@@ -30,7 +30,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/failpoint"
-	"github.com/once-dev/once/internal/sandbox"
+	"github.com/once-dev/once/test/sandbox"
 )
 
 // The fault matrix of DESIGN.md §8, faults 1-8, each against a real API

@@ -29,7 +29,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/metrics"
-	"github.com/once-dev/once/internal/sandbox"
+	"github.com/once-dev/once/test/sandbox"
 )
 
 var _ = Describe("Retries", func() {

@@ -49,7 +49,7 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/metrics"
-	"github.com/once-dev/once/internal/sandbox"
+	"github.com/once-dev/once/test/sandbox"
 )
 
 // The suite runs the real controllers against a real API server (envtest,

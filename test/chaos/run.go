@@ -45,7 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
-	"github.com/once-dev/once/internal/sandbox"
+	"github.com/once-dev/once/test/sandbox"
 	"github.com/once-dev/once/test/harness"
 )
 

@@ -29,7 +29,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/once-dev/once/internal/failpoint"
-	"github.com/once-dev/once/internal/sandbox"
+	"github.com/once-dev/once/test/sandbox"
 )
 
 // crashCase is a manager killed with SIGKILL at one of the protocol's

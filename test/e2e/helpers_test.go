@@ -31,7 +31,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/once-dev/once/internal/sandbox"
+	"github.com/once-dev/once/test/sandbox"
 	"github.com/once-dev/once/test/harness"
 )
 

@@ -33,7 +33,7 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
 	"github.com/once-dev/once/internal/protocol"
-	"github.com/once-dev/once/internal/sandbox"
+	"github.com/once-dev/once/test/sandbox"
 )
 
 // startSandbox runs the sandbox tool and returns its URL and ledger client.

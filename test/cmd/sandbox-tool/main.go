@@ -34,7 +34,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/once-dev/once/internal/sandbox"
+	"github.com/once-dev/once/test/sandbox"
 )
 
 const shutdownTimeout = 10 * time.Second
