@@ -45,8 +45,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
-	"github.com/once-dev/once/test/sandbox"
 	"github.com/once-dev/once/test/harness"
+	"github.com/once-dev/once/test/sandbox"
 )
 
 // Run runs the chaos and returns its report. The error is for a run that

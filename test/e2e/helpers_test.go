@@ -31,8 +31,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/once-dev/once/test/sandbox"
 	"github.com/once-dev/once/test/harness"
+	"github.com/once-dev/once/test/sandbox"
 )
 
 // kubectlTimeout bounds one kubectl call, so that a hung call fails the

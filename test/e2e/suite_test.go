@@ -35,8 +35,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/once-dev/once/test/sandbox"
 	"github.com/once-dev/once/test/harness"
+	"github.com/once-dev/once/test/sandbox"
 )
 
 var (
