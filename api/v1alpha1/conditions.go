@@ -93,3 +93,19 @@ const (
 	// ReasonInvalid: a tool's definition is not valid.
 	ReasonInvalid = "Invalid"
 )
+
+// Event reasons that are not condition reasons: actions Once took, and
+// what it must tell a person at once.
+const (
+	// EventClaimed: an attempt was claimed, just before the call.
+	EventClaimed = "Claimed"
+	// EventResolved: a person's spec.resolution was applied.
+	EventResolved = "Resolved"
+	// EventProvenAbsent: a lookup proved that an unknown attempt had no
+	// effect; it will be retried.
+	EventProvenAbsent = "ProvenAbsent"
+	// EventSecondEffect: a tool's answer names an effect other than the one
+	// recorded, or one made while a later attempt was claimed: there may be
+	// two effects for one key. A warning a person must act on.
+	EventSecondEffect = "SecondEffect"
+)

@@ -229,6 +229,11 @@ const (
 	StateCompensated OperationState = "Compensated"
 )
 
+// IsPlanned reports whether nothing has been attempted in state s yet.
+func (s OperationState) IsPlanned() bool {
+	return s == "" || s == StatePlanned
+}
+
 // IsTerminal reports whether no further transition can leave s.
 func (s OperationState) IsTerminal() bool {
 	return s == StateCommitted || s == StateFailedFinal || s == StateCompensated
@@ -424,11 +429,23 @@ type SideEffectOperationStatus struct {
 	// +optional
 	ErrorMessage string `json:"errorMessage,omitempty"`
 
+	// idempotencyMode is the tool's mode when the current attempt was made.
+	// An unknown outcome is reconciled the way that mode allows, even if the
+	// tool's mode changed since: a tool switched to Native after an attempt
+	// it did not dedupe must not be sent the request again.
+	// +optional
+	IdempotencyMode IdempotencyMode `json:"idempotencyMode,omitempty"`
+	// reviewGeneration is the object's generation when it last entered
+	// NeedsReview. Only a spec.resolution written after that is applied.
+	// +optional
+	ReviewGeneration int64 `json:"reviewGeneration,omitempty"`
 	// observations are the most recent things Once learned from the tool,
-	// newest last, at most ten.
+	// newest last, at most sixteen. When the list is full, repeated
+	// questions (lookups and re-sends) are dropped first, so the calls that
+	// made each attempt stay for the person who reviews it.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:MaxItems=16
 	Observations []Observation `json:"observations,omitempty"`
 
 	// resolution is the person's resolution that was applied, if any.
@@ -484,6 +501,7 @@ type SideEffectOperationStatus struct {
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.resolution) || (has(oldSelf.spec.resolution) && self.spec.resolution == oldSelf.spec.resolution) || (has(self.status) && has(self.status.state) && self.status.state == 'NeedsReview')",message="spec.resolution can be set or changed only while the operation is in NeedsReview"
 // SideEffectOperation is one side effect (a payment, an email, a ticket, a
 // tool call) that happens at most once per idempotency key, however often it
 // is retried, re-applied or replayed.

@@ -240,6 +240,11 @@ func (in *IdempotencyRecordSpec) DeepCopyInto(out *IdempotencyRecordSpec) {
 	*out = *in
 	out.ToolRef = in.ToolRef
 	out.Owner = in.Owner
+	if in.PreviousOwner != nil {
+		in, out := &in.PreviousOwner, &out.PreviousOwner
+		*out = new(RecordOwner)
+		**out = **in
+	}
 	out.Retention = in.Retention
 	if in.Outcome != nil {
 		in, out := &in.Outcome, &out.Outcome

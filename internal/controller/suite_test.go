@@ -37,7 +37,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -47,7 +46,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
-	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/metrics"
 	"github.com/once-dev/once/test/sandbox"
 )
@@ -148,35 +146,19 @@ func startManager(o managerOptions) (stop func()) {
 	if o.maxClaim == 0 {
 		o.maxClaim = 2 * time.Second
 	}
+	c := Config{Holder: o.holder, ClusterResourceNamespace: "once-system", MaxConcurrentReconciles: 4,
+		MaxClaim: o.maxClaim, ClaimGrace: time.Second}
+	shutdown := c.GracefulShutdownTimeout()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: new(true)},
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		Controller:              config.Controller{SkipNameValidation: new(true)},
+		GracefulShutdownTimeout: &shutdown,
 	})
 	Expect(err).NotTo(HaveOccurred())
-	compiler, err := httpeffects.NewCompiler()
-	Expect(err).NotTo(HaveOccurred())
 	mctx, mcancel := context.WithCancel(ctx)
-	connector := &httpeffects.Connector{Secrets: mgr.GetAPIReader(), ClusterResourceNamespace: "once-system",
-		Compiler: compiler, Transport: httpeffects.NewTransport()}
-	Expect((&SideEffectOperationReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorder("once"),
-		Connector:               connector,
-		Validator:               compiler,
-		Budgets:                 NewRetryBudgets(),
-		Clock:                   clock.RealClock{},
-		Holder:                  o.holder,
-		MaxClaim:                o.maxClaim,
-		ClaimGrace:              time.Second,
-		MaxConcurrentReconciles: 4,
-	}).SetupWithManager(mctx, mgr)).To(Succeed())
-	Expect((&IdempotencyRecordReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Clock: clock.RealClock{}}).SetupWithManager(mgr)).To(Succeed())
-	Expect(SetupToolReconcilers(mgr, ToolReconciler{Client: mgr.GetClient(), Validator: compiler,
-		Headers: connector, Clock: clock.RealClock{}})).To(Succeed())
+	Expect(Setup(mctx, mgr, c)).To(Succeed())
 	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()
