@@ -63,6 +63,8 @@ type gatewayAnswer struct {
 	body           string
 }
 
+var gatewayClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 func newGateway(answer func(lookup bool, n int32) *gatewayAnswer) *gateway {
 	g := &gateway{}
 	upstream := toolURL
@@ -83,7 +85,10 @@ func newGateway(answer func(lookup bool, n int32) *gatewayAnswer) *gateway {
 			send := func() *http.Response {
 				req, _ := http.NewRequest(r.Method, upstream+r.URL.RequestURI(), bytes.NewReader(body))
 				req.Header = r.Header.Clone()
-				res, err := http.DefaultClient.Do(req)
+				// No hidden replay of a request whose connection dropped:
+				// this gateway passes the loss on.
+				req.GetBody = nil
+				res, err := gatewayClient.Do(req)
 				if err != nil {
 					return nil
 				}
