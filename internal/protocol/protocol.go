@@ -327,7 +327,7 @@ func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Poli
 		Time: metav1.NewTime(env.Now), FromState: st.State}
 	observe(&st, v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationResolution,
 		Attempt: st.Attempts, Outcome: string(res.Action), ExternalObjectID: res.ExternalObjectID,
-		Message: fmt.Sprintf("Resolved by %s: %s", res.By, res.Reason)})
+		Message: fmt.Sprintf("Resolved by %s: %s", res.Attribution(), res.Reason)})
 	ev := &Event{Reason: "Resolved"}
 	switch res.Action {
 	case v1.ResolutionMarkCommitted:
