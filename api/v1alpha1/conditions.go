@@ -80,6 +80,9 @@ const (
 	ReasonToolNotFound = "ToolNotFound"
 	// ReasonToolInvalid: the referenced tool's definition cannot be used.
 	ReasonToolInvalid = "ToolInvalid"
+	// ReasonNamespaceNotAllowed: the referenced ClusterTool's
+	// spec.namespaceSelector does not select the operation's namespace.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	// ReasonOperationNotDeclared: the tool does not offer spec.operation.
 	ReasonOperationNotDeclared = "OperationNotDeclared"
 	// ReasonResolvedCommitted: a person marked the effect committed.

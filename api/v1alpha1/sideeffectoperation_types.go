@@ -191,6 +191,14 @@ type Resolution struct {
 	// +kubebuilder:validation:MaxLength=253
 	By string `json:"by"`
 
+	// user is the authenticated user who wrote this resolution, as the API
+	// server saw the request; by is only what the writer claims. It is set
+	// by Once's admission policy (config/policy) whenever spec.resolution is
+	// created or changed; a value sent by the writer is overwritten.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	User string `json:"user,omitempty"`
+
 	// reason says why, for the record.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024

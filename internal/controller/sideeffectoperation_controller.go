@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -138,6 +139,7 @@ func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mg
 		Watches(&v1.SideEffectOperation{}, handler.EnqueueRequestsFromMapFunc(r.duplicatesOf)).
 		Watches(&v1.Tool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
 		Watches(&v1.ClusterTool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.operationsInNamespace), namespaceLabelsChanged).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Named("sideeffectoperation").
 		Complete(r)

@@ -155,6 +155,9 @@ func (r *SideEffectOperationReconciler) loadTool(p *pass) (reconcile.Result, boo
 		}
 		return r.block(p, v1.ReasonToolNotFound, fmt.Sprintf("%s %s does not exist", ref.Kind, ref.Name), 0)
 	}
+	if res, ok, err := r.admitNamespace(p, tool); !ok {
+		return res, false, err
+	}
 	spec := tool.GetSpec()
 	if err := r.Validator.Validate(spec); err != nil {
 		return r.block(p, v1.ReasonToolInvalid, fmt.Sprintf("%s %s is not valid: %v", ref.Kind, ref.Name, err), 0)

@@ -91,6 +91,7 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "once-system"}})).To(Succeed())
+	installPolicies()
 
 	By("starting the sandbox tool")
 	s, err := sandbox.New(sandbox.Options{})

@@ -370,16 +370,16 @@ func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Poli
 		Time: metav1.NewTime(env.Now), FromState: st.State}
 	observe(&st, v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationResolution,
 		Attempt: st.Attempts, Outcome: string(res.Action), ExternalObjectID: res.ExternalObjectID,
-		Message: fmt.Sprintf("Resolved by %s: %s", res.By, res.Reason)})
+		Message: fmt.Sprintf("Resolved by %s: %s", res.Attribution(), res.Reason)})
 	ev := &Event{Reason: v1.EventResolved}
 	switch res.Action {
 	case v1.ResolutionMarkCommitted:
-		msg := fmt.Sprintf("Marked committed by %s", res.By)
+		msg := fmt.Sprintf("Marked committed by %s", res.Attribution())
 		commit(&st, p, env, CallResult{ExternalObjectID: res.ExternalObjectID}, v1.ReasonResolvedCommitted, msg)
 		ev.Message = msg
 		return Decision{Action: ActionWrite, Status: st, Event: ev}
 	case v1.ResolutionFail:
-		msg := fmt.Sprintf("Failed by %s", res.By)
+		msg := fmt.Sprintf("Failed by %s", res.Attribution())
 		fail(&st, p, env, v1.ErrorPermanent, v1.ReasonResolvedFailed, msg)
 		ev.Message = msg
 		return Decision{Action: ActionWrite, Status: st, Event: ev}
@@ -387,7 +387,7 @@ func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Poli
 		// Retry: the person vouches that the attempt had no effect.
 		d := execute(st, p, env, false)
 		d.Event = &Event{Reason: v1.EventResolved, Message: fmt.Sprintf("Retry allowed by %s; %s",
-			res.By, d.Event.Message)}
+			res.Attribution(), d.Event.Message)}
 		return d
 	}
 }
