@@ -20,8 +20,9 @@ package v1alpha1
 // Argo CD read an operation right: Ready=False alone means "in progress",
 // Stalled=True means "failed for good or waiting for a person".
 const (
-	// ConditionReady is True when the effect is committed (or, for a tool,
-	// when its definition is valid).
+	// ConditionReady is True when the operation is done as asked: the
+	// effect is committed, or it was compensated (or, for a tool, when its
+	// definition is valid).
 	ConditionReady = "Ready"
 	// ConditionSucceeded is True when the effect is committed, False when
 	// the operation failed for good, Unknown while it is in progress.

@@ -128,7 +128,8 @@ type ToolReference struct {
 }
 
 // RetryPolicy bounds the retries of attempts that provably had no effect
-// (never sent, or refused with 429, 502, 503, 504). Backoff is exponential
+// (never sent, refused with 429, or, for a Native tool, answered 408, 502,
+// 503 or 504, after which a retry is a same-key re-send). Backoff is exponential
 // with full jitter, honours Retry-After, and is capped.
 type RetryPolicy struct {
 	// maxAttempts is the largest number of attempts, the first included.
@@ -368,9 +369,11 @@ type SideEffectOperationStatus struct {
 	// +optional
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 
-	// toolIdempotencyKey is the key sent to the tool: the scope
-	// namespace/operation/key, so that tenants sharing a ClusterTool and
-	// operations sharing a tool never collide there.
+	// toolIdempotencyKey is the key sent to the tool: the whole scope,
+	// "<namespace>/<Kind>:<tool>/<operation>/<key>", or "once:" and its hex
+	// SHA-256 when longer than 255 bytes, so that tenants sharing a
+	// ClusterTool, operations sharing a tool and tools sharing one API never
+	// collide there.
 	// +optional
 	ToolIdempotencyKey string `json:"toolIdempotencyKey,omitempty"`
 

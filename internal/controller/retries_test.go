@@ -27,6 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/metrics"
 	"github.com/once-dev/once/test/sandbox"
@@ -103,6 +105,11 @@ var _ = Describe("Retries", func() {
 			s.RetryBudget = &v1.RetryBudget{RetriesPerMinute: 6}
 		})
 		const ops = 5
+		// The operations never finish: delete them, or a later manager
+		// picks them up and spends another test's one-shot failpoint.
+		DeferCleanup(func() {
+			Expect(k8sClient.DeleteAllOf(ctx, &v1.SideEffectOperation{}, client.InNamespace(ns))).To(Succeed())
+		})
 		for i := range ops {
 			op := newOp(ns, fmt.Sprintf("op-%d", i), tool, map[string]any{"i": i})
 			op.Spec.RetryPolicy.MaxAttempts = 50
