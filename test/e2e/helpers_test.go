@@ -214,9 +214,10 @@ spec:
 `, name, tool, keyLine, params)
 }
 
-// toolKey is the key the tool receives for an operation's scope.
-func toolKey(ns, operation, key string) string {
-	return ns + "/" + operation + "/" + key
+// toolKey is the key the tool receives for an operation's scope; tool is
+// "<Kind>:<name>", for example "Tool:payments".
+func toolKey(ns, tool, operation, key string) string {
+	return ns + "/" + tool + "/" + operation + "/" + key
 }
 
 // effectsFor returns the effects the tool performed for the namespace's
