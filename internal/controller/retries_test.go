@@ -45,7 +45,13 @@ var _ = Describe("Retries", func() {
 		faults(ns,
 			sandbox.FaultRule{Method: "POST", Fault: "503=1", Count: 1},
 			sandbox.FaultRule{Method: "POST", Fault: "429=1", Count: 1})
-		newTool(ns, "payments", v1.IdempotencyNone)
+		// The tool's author knows its own 503 (with its JSON body) comes
+		// before any effect: a gateway's 503 would be an unknown outcome.
+		newTool(ns, "payments", v1.IdempotencyNone, func(s *v1.ToolSpec) {
+			s.Operations[0].Response.Outcomes = []v1.OutcomeRule{{
+				When:    "response.status == 503 && type(response.body) == map && response.body.error == 'unavailable'",
+				Outcome: v1.OutcomeRetryable}}
+		})
 		create(newOp(ns, "op", "payments", map[string]any{"amount": 1}))
 		Eventually(state(ns, "op")).Should(Equal(v1.StateFailedRetryable))
 		op := get(ns, "op")

@@ -471,4 +471,3 @@ func (s *staleRecords) Get(ctx context.Context, key client.ObjectKey, obj client
 	}
 	return s.Client.Get(ctx, key, obj, opts...)
 }
-

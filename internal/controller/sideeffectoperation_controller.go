@@ -98,6 +98,11 @@ const recordedSize = 100_000
 
 // Reconcile moves one operation as far as it can go now.
 func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if ctx.Err() != nil {
+		// The manager is stopping: it drains the passes in flight, but
+		// starts none (a new claim would outlive it).
+		return ctrl.Result{}, nil
+	}
 	op := &v1.SideEffectOperation{}
 	if err := r.Get(ctx, req.NamespacedName, op); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -28,6 +28,7 @@ import (
 // transition moves st to state and sets its conditions to match.
 func transition(st *v1.SideEffectOperationStatus, state v1.OperationState, reason, msg string, env Env) {
 	st.State = state
+	enforceFields(st)
 	setConditions(st, reason, msg, false, env)
 }
 

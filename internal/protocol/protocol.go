@@ -336,8 +336,6 @@ func reconcile(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 }
 
 func needsReview(st v1.SideEffectOperationStatus, env Env, msg string) Decision {
-	st.Claim = nil
-	st.NextAttemptTime = nil
 	st.ErrorClass = v1.ErrorOutcomeUnknown
 	st.ErrorMessage = msg
 	st.ReviewGeneration = env.Generation
@@ -385,6 +383,7 @@ func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Poli
 		return Decision{Action: ActionWrite, Status: st, Event: ev}
 	default:
 		// Retry: the person vouches that the attempt had no effect.
+		st.ErrorClass, st.ErrorMessage = "", ""
 		d := execute(st, p, env, false)
 		d.Event = &Event{Reason: v1.EventResolved, Message: fmt.Sprintf("Retry allowed by %s; %s",
 			res.Attribution(), d.Event.Message)}
@@ -399,6 +398,15 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 	case v1.OutcomeSucceeded:
 		return committed(st, p, env, r)
 	case v1.OutcomePermanent:
+		if st.ErrorClass == v1.ErrorOutcomeUnknown && !r.Replayed {
+			// An earlier attempt was answered by a gateway that may have
+			// passed it on (a Native tool's 502, 503, 504 or 408): this
+			// attempt is its same-key re-send, and a refusal that is not
+			// the tool's replay answers the re-send, not the earlier one.
+			return needsReview(st, env, fmt.Sprintf(
+				"An earlier attempt may have taken effect and attempt %d, its re-send, was refused with an answer that is not the tool's replay (%s); a person must decide",
+				st.Attempts, r.Message))
+		}
 		return Fail(st, p, env, v1.ErrorPermanent, v1.ReasonRejected, "Tool rejected the request: "+r.Message)
 	case v1.OutcomeRetryable:
 		if st.Attempts >= p.MaxAttempts {
@@ -406,9 +414,14 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 				fmt.Sprintf("All %d attempts failed without effect; last: %s", st.Attempts, r.Message))
 		}
 		wait := max(backoff(p, st.Attempts, env), r.RetryAfter)
-		st.Claim = nil
 		st.NextAttemptTime = timePtr(env.Now.Add(wait))
-		st.ErrorClass = v1.ErrorRetryable
+		if mayHaveActed(r) || st.ErrorClass == v1.ErrorOutcomeUnknown {
+			// An effect may exist: retried only because the retry is a
+			// same-key re-send, and it stays so for later attempts.
+			st.ErrorClass = v1.ErrorOutcomeUnknown
+		} else {
+			st.ErrorClass = v1.ErrorRetryable
+		}
 		st.ErrorMessage = r.Message
 		msg := fmt.Sprintf("Attempt %d failed without effect and will be retried: %s", st.Attempts, r.Message)
 		transition(&st, v1.StateFailedRetryable, v1.ReasonBackingOff, msg, env)
@@ -418,6 +431,17 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 		// The call has returned: its request left no later than now.
 		return unknown(st, p, env, env.Now, "Attempt %d has an unknown outcome: %s", st.Attempts, r.Message)
 	}
+}
+
+// mayHaveActed reports whether a retryable answer may come from a gateway
+// that passed the request on: only a Native tool retries those, because
+// the retry is a same-key re-send.
+func mayHaveActed(r CallResult) bool {
+	switch r.HTTPStatus {
+	case 408, 502, 503, 504:
+		return true
+	}
+	return false
 }
 
 // AfterResend records the answer to a re-send of an unknown attempt to a
@@ -453,7 +477,6 @@ func AfterLookup(st v1.SideEffectOperationStatus, p Policy, env Env, r LookupRes
 			return Fail(st, p, env, v1.ErrorRetryable, v1.ReasonRetriesExhausted,
 				fmt.Sprintf("All %d attempts failed without effect; the last was proven absent", st.Attempts))
 		}
-		st.Claim = nil
 		st.NextAttemptTime = timePtr(env.Now)
 		st.ErrorClass = v1.ErrorRetryable
 		st.ErrorMessage = fmt.Sprintf("Attempt %d was proven absent at the tool", st.Attempts)
@@ -499,8 +522,6 @@ func commit(st *v1.SideEffectOperationStatus, p Policy, env Env, r CallResult, r
 	st.ExternalRequestID = r.ExternalRequestID
 	st.Result = r.Result
 	st.ResultDigest = r.ResultDigest
-	st.ErrorClass = ""
-	st.ErrorMessage = ""
 	st.CommittedTime = timePtr(env.Now)
 	end(st, p, env)
 	transition(st, v1.StateCommitted, reason, msg, env)
@@ -513,10 +534,9 @@ func fail(st *v1.SideEffectOperationStatus, p Policy, env Env, class v1.ErrorCla
 	transition(st, v1.StateFailedFinal, reason, msg, env)
 }
 
-// end closes the record: no claim, no next attempt, and an expiry.
+// end closes the record with a completion time and an expiry; what a
+// terminal record may not hold, stateFields clears.
 func end(st *v1.SideEffectOperationStatus, p Policy, env Env) {
-	st.Claim = nil
-	st.NextAttemptTime = nil
 	st.CompletionTime = timePtr(env.Now)
 	st.ExpiryTime = timePtr(env.Now.Add(p.Retention))
 }
@@ -544,8 +564,6 @@ func Blocked(st v1.SideEffectOperationStatus, env Env, reason, msg string) v1.Si
 func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, o v1.RecordOutcome) Decision {
 	st.DuplicateOf = original
 	st.Attempts = 0
-	st.Claim = nil
-	st.NextAttemptTime = nil
 	st.ExternalObjectID = o.ExternalObjectID
 	st.ExternalRequestID = o.ExternalRequestID
 	st.Result = o.Result

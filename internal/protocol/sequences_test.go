@@ -18,6 +18,7 @@ package protocol
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -220,5 +221,70 @@ func TestObservationsKeepTheCalls(t *testing.T) {
 	}
 	if st.Observations[0].Attempt != 2 {
 		t.Errorf("the oldest call must go first, got attempt %d", st.Observations[0].Attempt)
+	}
+}
+
+func TestStateFields(t *testing.T) {
+	// Which fields each state may hold, written out apart from the table
+	// in fields.go.
+	legal := map[v1.OperationState][]string{
+		v1.StatePlanned:         {"error"},
+		v1.StateStarted:         {"claim", "error"},
+		v1.StateFailedRetryable: {"nextAttemptTime", "error"},
+		v1.StateUnknown:         {"nextAttemptTime", "error"},
+		v1.StateReconciling:     {"claim", "nextAttemptTime", "error"},
+		v1.StateNeedsReview:     {"error"},
+		v1.StateCommitted:       {"externalObjectID", "externalRequestID", "result", "committedTime", "completionTime", "expiryTime"},
+		v1.StateFailedFinal:     {"externalObjectID", "externalRequestID", "result", "completionTime", "expiryTime", "error"},
+		v1.StateCompensating:    {"externalObjectID", "externalRequestID", "result", "committedTime"},
+		v1.StateCompensated:     {"externalObjectID", "externalRequestID", "result", "committedTime", "completionTime", "expiryTime"},
+	}
+	full := v1.SideEffectOperationStatus{Claim: claim(self, 1, 0, time.Minute), NextAttemptTime: at(0),
+		ExternalObjectID: "ch", ExternalRequestID: "req", ResultDigest: "sha256:r", CommittedTime: at(0),
+		CompletionTime: at(0), ExpiryTime: at(time.Hour), ErrorClass: v1.ErrorRetryable, ErrorMessage: "m",
+		Attempts: 1, ReconcileAttempts: 2, UnknownTime: at(0)}
+	for state, want := range legal {
+		t.Run(string(state), func(t *testing.T) {
+			st := full
+			transition(&st, state, "Reason", "Message", env())
+			for _, f := range stateFields {
+				if got, should := f.set(&st), slices.Contains(want, f.name); got != should {
+					t.Errorf("%s in %s: set %v, want %v", f.name, state, got, should)
+				}
+			}
+			if st.Attempts != 1 || st.ReconcileAttempts != 2 || st.UnknownTime == nil {
+				t.Errorf("history was cleared in %s: %+v", state, st)
+			}
+		})
+	}
+}
+
+func TestNativeRetryAfterGatewayError(t *testing.T) {
+	// A Native attempt answered 504 by a gateway (the upstream may have
+	// committed) is retried as a same-key re-send; a 401 to that retry
+	// answers the re-send, not the first attempt: a person decides.
+	p := policy(v1.IdempotencyNative)
+	st := execute(v1.SideEffectOperationStatus{}, p, env(), false).Status
+	st = AfterCall(st, p, env(), CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 504}).Status
+	if st.State != v1.StateFailedRetryable {
+		t.Fatalf("a Native 504 is retried: %s", st.State)
+	}
+	e := env()
+	e.Now = st.NextAttemptTime.Time
+	st = Next(st, nil, p, e).Status
+	d := AfterCall(st, p, e, CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 401})
+	if d.Status.State != v1.StateNeedsReview {
+		t.Errorf("a refusal of the re-send failed the operation for good: %s", d.Status.State)
+	}
+	d = AfterCall(st, p, e, CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 400, Replayed: true})
+	if d.Status.State != v1.StateFailedFinal {
+		t.Errorf("the tool's replay of a refusal fails the operation: %s", d.Status.State)
+	}
+	// A 429 proves nothing happened: a later refusal is a refusal.
+	st = execute(v1.SideEffectOperationStatus{}, p, env(), false).Status
+	st = AfterCall(st, p, env(), CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 429}).Status
+	st = Next(st, nil, p, e).Status
+	if d := AfterCall(st, p, e, CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 400}); d.Status.State != v1.StateFailedFinal {
+		t.Errorf("after a 429 a refusal fails the operation: %s", d.Status.State)
 	}
 }
