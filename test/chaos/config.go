@@ -17,8 +17,10 @@ limitations under the License.
 // Package chaos is Once's chaos run: thousands of side-effecting operations
 // against the sandbox tool, in all three idempotency modes, with duplicate
 // deliveries, same-key-different-payload conflicts and GitOps re-applies,
-// while the tool injects the failures of DESIGN.md §8 and the manager is
-// killed at random moments and inside the protocol's crash windows.
+// while the tool injects the failures of DESIGN.md §8 and the lies of real
+// gateways, proxies and tools, and the manager is killed at random moments
+// and inside the protocol's crash windows, or stopped gracefully as a
+// rolling update stops it.
 //
 // When every operation has settled, Run counts the effects at the tool's
 // ledger (never from the operator's own status), computes the figures of

@@ -200,8 +200,16 @@ type Report struct {
 	FailpointMisses int            `json:"failpoints_not_reached"`
 	// Stalls counts managers whose calls were stalled after their claims
 	// while a successor ran (Config.StallShare).
-	Stalls          int `json:"manager_stalls"`
-	UnexpectedExits int `json:"manager_unexpected_exits"`
+	Stalls int `json:"manager_stalls"`
+	// GracefulStops counts managers stopped with SIGTERM, as a rolling
+	// update does, and left to drain and exit on their own
+	// (Config.TermShare); GracefulStopTimeouts those that had not exited
+	// after termGrace and were killed; GracefulStopLongestms the longest
+	// time from SIGTERM to exit.
+	GracefulStops         int   `json:"manager_stops_graceful"`
+	GracefulStopTimeouts  int   `json:"manager_stops_graceful_timeouts"`
+	GracefulStopLongestms int64 `json:"manager_stop_longest_ms"`
+	UnexpectedExits       int   `json:"manager_unexpected_exits"`
 	// FaultsFired counts, per fault name, the requests the sandbox's rules
 	// changed.
 	FaultsFired map[string]int `json:"faults_fired"`
@@ -314,6 +322,9 @@ func (r Report) Table() string {
 	row("manager_kills_failpoint", r.KillsFailpoint, formatCounts(r.FailpointKills)+
 		fmt.Sprintf("; %d armed but not reached (then killed)", r.FailpointMisses))
 	row("manager_stalls", r.Stalls, "calls stalled after the claim while a successor ran (-stall-share)")
+	row("manager_stops_graceful", r.GracefulStops, fmt.Sprintf(
+		"SIGTERM, drain and exit, as a rolling update (-term-share); %d killed after %s; longest %d ms",
+		r.GracefulStopTimeouts, termGrace, r.GracefulStopLongestms))
 	row("manager_unexpected_exits", r.UnexpectedExits, "exits nobody caused")
 	row("faults_fired", sumCounts(r.FaultsFired), "requests the sandbox's rules changed, by fault:")
 	for _, name := range slices.Sorted(maps.Keys(r.FaultsFired)) {

@@ -548,7 +548,7 @@ func summarise(plan []logicalOp) map[string]int {
 func TestDefaults(t *testing.T) {
 	c := Config{}.Defaults()
 	if c.Operations != 2000 || c.Seed != 1 || c.FaultRate != 0.3 || c.NoFaults || c.KillInterval != 5*time.Second ||
-		c.FailpointShare != 0.4 || c.SettleTimeout != 10*time.Minute {
+		c.FailpointShare != 0.4 || c.SettleTimeout != 10*time.Minute || c.LieShare != 0.3 || c.TermShare != 0.15 {
 		t.Errorf("defaults: %+v", c)
 	}
 	if err := c.validate(); err != nil {
@@ -560,5 +560,8 @@ func TestDefaults(t *testing.T) {
 	}
 	if err := (Config{NativeShare: 0.7, LookupShare: 0.7}).Defaults().validate(); err == nil {
 		t.Error("shares above 1 validate")
+	}
+	if err := (Config{FailpointShare: 0.5, StallShare: 0.3, TermShare: 0.3}).Defaults().validate(); err == nil {
+		t.Error("kill shares above 1 validate")
 	}
 }

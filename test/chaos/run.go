@@ -165,7 +165,8 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	supervised := make(chan struct{})
 	go func() {
 		defer close(supervised)
-		r.sup.supervise(superviseCtx, r.cfg.KillInterval, r.cfg.FailpointShare, r.cfg.StallShare, calm, calmed)
+		r.sup.supervise(superviseCtx, r.cfg.KillInterval, r.cfg.FailpointShare, r.cfg.StallShare, r.cfg.TermShare,
+			calm, calmed)
 	}()
 	r.onCleanup(func() {
 		stopSupervising()
@@ -188,8 +189,8 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	}
 	chaosSeconds := time.Since(chaosStart).Seconds()
 	k := r.sup.counts()
-	r.log("chaos over after %.0fs: %d managers started, %d SIGKILLs, %d failpoint kills; settling (at most %s)",
-		chaosSeconds, k.starts, k.killsRandom, k.killsFailpoint, r.cfg.SettleTimeout)
+	r.log("chaos over after %.0fs: %d managers started, %d SIGKILLs, %d failpoint kills, %d graceful stops; "+
+		"settling (at most %s)", chaosSeconds, k.starts, k.killsRandom, k.killsFailpoint, k.terms, r.cfg.SettleTimeout)
 
 	settleStart := time.Now()
 	settled, err := r.settle(ctx, plan, d)
@@ -255,6 +256,12 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	rep.UnexpectedExits = len(k.unexpected)
 	for _, u := range k.unexpected {
 		rep.Findings = append(rep.Findings, Issue{Kind: "ManagerExit", Detail: u})
+	}
+	rep.GracefulStops = k.terms
+	rep.GracefulStopTimeouts = k.termTimeouts
+	rep.GracefulStopLongestms = k.termLongest.Milliseconds()
+	for _, u := range k.termIssues {
+		rep.Findings = append(rep.Findings, Issue{Kind: "ManagerStop", Detail: u})
 	}
 	rep.FaultsFired = map[string]int{}
 	for _, f := range faults.Rules {
