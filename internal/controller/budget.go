@@ -26,7 +26,6 @@ import (
 	"github.com/once-dev/once/internal/metrics"
 )
 
-
 // RetryBudgets holds one token bucket of retries per tool, so that an
 // outage of one tool cannot make the manager hammer it: first attempts are
 // never limited, retries share the tool's budget.

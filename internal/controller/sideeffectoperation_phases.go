@@ -47,13 +47,13 @@ type pass struct {
 	ctx context.Context
 	// stopping ends when the manager stops; only failpoints wait on it.
 	stopping context.Context
-	log    logr.Logger
-	op     *v1.SideEffectOperation
-	st     v1.SideEffectOperationStatus
-	scope  protocol.Scope
-	params []byte
-	env    protocol.Env
-	policy protocol.Policy
+	log      logr.Logger
+	op       *v1.SideEffectOperation
+	st       v1.SideEffectOperationStatus
+	scope    protocol.Scope
+	params   []byte
+	env      protocol.Env
+	policy   protocol.Policy
 	// timeout bounds one call.
 	timeout time.Duration
 	tool    v1.GenericTool
@@ -65,9 +65,9 @@ func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.Side
 		ctx:      context.WithoutCancel(ctx),
 		stopping: ctx,
 		log:      logf.FromContext(ctx),
-		op:  op,
-		st:  *op.Status.DeepCopy(),
-		env: protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: jitter},
+		op:       op,
+		st:       *op.Status.DeepCopy(),
+		env:      protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: jitter},
 		// Until the tool is loaded, the policy knows what the operation
 		// alone says: enough to apply a person's resolution or to fail.
 		policy: protocol.Policy{Retention: protocol.Retention(&op.Spec),
@@ -248,4 +248,3 @@ func (r *SideEffectOperationReconciler) prepareCall(p *pass, d protocol.Decision
 	}
 	return reconcile.Result{}, true, nil
 }
-

@@ -218,4 +218,3 @@ func outcomeOf(op *v1.SideEffectOperation, now time.Time) v1.RecordOutcome {
 	}
 	return o
 }
-

@@ -169,7 +169,8 @@ func toolYAML(name, mode string) string {
 	if mode == "Lookup" {
 		lookup = `
     lookup:
-      path: /lookup/charges?key={idempotencyKey}`
+      path: /lookup/charges?key={idempotencyKey}
+      absent: response.status == 404 && type(response.body) == map && response.body.error == 'not_found'`
 	}
 	return fmt.Sprintf(`apiVersion: effects.once.dev/v1alpha1
 kind: Tool
