@@ -22,6 +22,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
@@ -128,8 +129,8 @@ func (r *SideEffectOperationReconciler) call(p *pass, action protocol.Action) (a
 // after that the attempt belongs to whoever takes it over, who counts on no
 // request of it leaving later (a worker that stalled between its claim and
 // its call must not send at all). If the claim is lost, the context ends
-// too. stop ends the renewals and waits for them, after which the pass owns
-// p.op again.
+// too. The renewals work on a copy of the operation; stop ends them, waits
+// for them, and hands the pass the newest version they wrote.
 func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	left := p.st.Claim.ExpiryTime.Sub(r.Clock.Now())
@@ -145,6 +146,7 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 		}
 	}
 	done := make(chan struct{})
+	latest := p.op.DeepCopy()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		tick := time.NewTicker(p.policy.ClaimDuration / 3)
@@ -154,11 +156,13 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 			case <-done:
 				return
 			case <-tick.C:
-				if !r.renew(p, a) {
+				op, held := r.renew(p, latest, a)
+				if !held {
 					cancel()
 					return
 				}
-				expiry.Reset(p.st.Claim.ExpiryTime.Sub(r.Clock.Now()))
+				latest = op
+				expiry.Reset(op.Status.Claim.ExpiryTime.Sub(r.Clock.Now()))
 			}
 		}
 	})
@@ -167,43 +171,45 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 		wg.Wait()
 		expiry.Stop()
 		cancel()
+		if latest.ResourceVersion != p.op.ResourceVersion {
+			p.op = latest
+			p.st = *latest.Status.DeepCopy()
+		}
 	}
 }
 
-// renew extends the claim; false means the claim is no longer this
+// renew extends the claim of op, a copy of the pass's operation, and
+// returns the version it wrote; false means the claim is no longer this
 // worker's.
-func (r *SideEffectOperationReconciler) renew(p *pass, a *answer) bool {
+func (r *SideEffectOperationReconciler) renew(p *pass, op *v1.SideEffectOperation, a *answer) (*v1.SideEffectOperation, bool) {
 	for range fencedRetries {
 		env := p.env
 		env.Now = r.Clock.Now()
-		st := protocol.Renew(p.op.Status, p.policy, env)
-		prev := p.op.Status
-		p.op.Status = st
-		err := r.Status().Update(p.ctx, p.op)
+		next := op.DeepCopy()
+		next.Status = protocol.Renew(op.Status, p.policy, env)
+		err := r.Status().Update(p.ctx, next)
 		if err == nil {
-			p.st = *p.op.Status.DeepCopy()
-			return true
+			return next, true
 		}
-		p.op.Status = prev
 		if apierrors.IsNotFound(err) {
 			// The operation was deleted: nobody will record the answer.
-			return false
+			return op, false
 		}
 		if !apierrors.IsConflict(err) {
 			// Keep calling; the claim holds until it expires.
 			p.log.Error(err, "Renewing the claim failed")
-			return true
+			return op, true
 		}
-		fresh, err := r.fresh(p)
-		if err != nil {
-			return true
+		fresh := &v1.SideEffectOperation{}
+		if err := r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+			return op, true
 		}
 		if !a.claimHeld(fresh.Status, r.Holder) {
-			return false
+			return op, false
 		}
-		p.op = fresh
+		op = fresh
 	}
-	return true
+	return op, true
 }
 
 // keepPending remembers an answer whose write failed for a reason other

@@ -119,7 +119,7 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 	if !protocol.NeedsTool(p.st, p.op.Spec.Resolution, p.env) {
 		// A person's MarkCommitted or Fail is applied even while the tool
 		// is missing or broken.
-		return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env), nil)
+		return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
 	}
 	if res, ok, err := r.loadTool(p); !ok {
 		return res, err
@@ -135,9 +135,9 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		}
 	}
 	if a, ok := r.takePending(p); ok {
-		return r.step(p, a.apply(p.st, p.policy, p.env), a)
+		return r.record(p, a)
 	}
-	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env), nil)
+	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
 }
 
 // loadTool reads the operation's tool and derives the policy. ok is false
@@ -195,40 +195,47 @@ func (r *SideEffectOperationReconciler) fail(p *pass, class v1.ErrorClass, reaso
 	return reconcile.Result{}, r.writeStatus(p, protocol.Fail(p.st, p.policy, p.env, class, reason, msg))
 }
 
-// step carries out a decision. A decision that calls the tool is written
-// first (it holds the claim), then the call is made and the decision its
-// answer leads to is written, fenced on that claim. a is the answer d
-// follows from, if any.
-func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision, a *answer) (reconcile.Result, error) {
-	switch d.Action {
-	case protocol.ActionWait:
+// step carries out a decision: a write; or, for a decision that calls the
+// tool, claim → call → record. The claim is written first; the answer's
+// decision is written fenced on that claim. A decision that follows an
+// answer never calls the tool, so a pass makes one call at most.
+func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reconcile.Result, error) {
+	switch {
+	case d.Action == protocol.ActionWait:
 		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
-	case protocol.ActionDone:
+	case d.Action == protocol.ActionDone:
 		return reconcile.Result{}, nil
+	case !d.Action.IsCall():
+		return r.settle(p, d, r.writeStatus(p, d))
 	}
-	if a == nil && d.Action.IsCall() {
-		if res, ok, err := r.prepareCall(p, d); !ok {
-			return res, err
-		}
+	if res, ok, err := r.prepareCall(p, d); !ok {
+		return res, err
 	}
-	var err error
-	if a != nil {
-		d, err = r.writeFenced(p, d, a)
-	} else {
-		err = r.writeStatus(p, d)
-	}
-	if err != nil || !d.Action.IsCall() {
-		if err == nil && p.st.State.IsTerminal() {
-			err = r.recordOutcome(p)
-		}
-		return reconcile.Result{RequeueAfter: d.RequeueAfter}, err
+	if err := r.writeStatus(p, d); err != nil {
+		return reconcile.Result{}, err
 	}
 	a, abandoned := r.call(p, d.Action)
 	if abandoned {
 		return reconcile.Result{}, nil
 	}
 	p.env.Now = r.Clock.Now()
-	return r.step(p, a.apply(p.st, p.policy, p.env), a)
+	return r.record(p, a)
+}
+
+// record writes the decision an answer leads to, fenced on the claim the
+// call ran under.
+func (r *SideEffectOperationReconciler) record(p *pass, a *answer) (reconcile.Result, error) {
+	d, err := r.writeFenced(p, a.apply(p.st, p.policy, p.env), a)
+	return r.settle(p, d, err)
+}
+
+// settle ends a pass after its last write: a terminal record's outcome goes
+// to the scope's record.
+func (r *SideEffectOperationReconciler) settle(p *pass, d protocol.Decision, err error) (reconcile.Result, error) {
+	if err == nil && p.st.State.IsTerminal() {
+		err = r.recordOutcome(p)
+	}
+	return reconcile.Result{RequeueAfter: d.RequeueAfter}, err
 }
 
 // prepareCall connects to the tool and takes a retry from its budget.
