@@ -112,9 +112,10 @@ func (p *pass) result(res reconcile.Result, err error) (reconcile.Result, error)
 // drive runs the phases of an unfinished operation.
 func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error) {
 	planned := p.st.State.IsPlanned()
-	if planned && len(p.params) > v1.MaxParametersBytes {
-		return r.fail(p, v1.ErrorInvalid, v1.ReasonParametersTooLarge, fmt.Sprintf(
-			"spec.parameters take %d bytes of canonical JSON; the limit is %d", len(p.params), v1.MaxParametersBytes))
+	if planned {
+		if no := protocol.CheckParameters(p.params); no != nil {
+			return r.refuse(p, no)
+		}
 	}
 	if !protocol.NeedsTool(p.st, p.op.Spec.Resolution, p.env) {
 		// A person's MarkCommitted or Fail is applied even while the tool
@@ -125,10 +126,8 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		return res, err
 	}
 	if planned {
-		if w := p.tool.GetSpec().Idempotency.ReplayWindow; w != nil && p.policy.Retention < w.Duration {
-			return r.fail(p, v1.ErrorInvalid, v1.ReasonRetentionTooShort, fmt.Sprintf(
-				"spec.retention %s is shorter than the replay window %s of %s %s: a replay could execute again",
-				p.policy.Retention, w.Duration, p.tool.Kind(), p.tool.GetName()))
+		if no := protocol.CheckRetention(p.policy, p.tool.GetSpec(), string(p.tool.Kind())+" "+p.tool.GetName()); no != nil {
+			return r.refuse(p, no)
 		}
 		if res, ok, err := r.bindScope(p); !ok {
 			return res, err
@@ -188,6 +187,12 @@ func (r *SideEffectOperationReconciler) block(p *pass, reason, msg string, retry
 		}
 	}
 	return reconcile.Result{RequeueAfter: retry}, false, nil
+}
+
+// refuse ends an operation that must not execute, for a reason found
+// before any call.
+func (r *SideEffectOperationReconciler) refuse(p *pass, no *protocol.Refusal) (reconcile.Result, error) {
+	return r.fail(p, no.Class, no.Reason, no.Message)
 }
 
 // fail ends an operation that must not execute.

@@ -18,6 +18,7 @@ package protocol
 
 import (
 	"cmp"
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,4 +81,33 @@ func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 		return def
 	}
 	return d.Duration
+}
+
+// Refusal is why an operation must fail before any call.
+type Refusal struct {
+	Class   v1.ErrorClass
+	Reason  string
+	Message string
+}
+
+// CheckParameters refuses parameters larger than the documented limit,
+// measured as canonical JSON.
+func CheckParameters(canonical []byte) *Refusal {
+	if len(canonical) <= v1.MaxParametersBytes {
+		return nil
+	}
+	return &Refusal{v1.ErrorInvalid, v1.ReasonParametersTooLarge, fmt.Sprintf(
+		"spec.parameters take %d bytes of canonical JSON; the limit is %d", len(canonical), v1.MaxParametersBytes)}
+}
+
+// CheckRetention refuses a retention shorter than the tool's replay
+// window: a replay after the record expired would execute again (I7).
+func CheckRetention(p Policy, tool *v1.ToolSpec, toolName string) *Refusal {
+	w := tool.Idempotency.ReplayWindow
+	if w == nil || p.Retention >= w.Duration {
+		return nil
+	}
+	return &Refusal{v1.ErrorInvalid, v1.ReasonRetentionTooShort, fmt.Sprintf(
+		"spec.retention %s is shorter than the replay window %s of %s: a replay could execute again",
+		p.Retention, w.Duration, toolName)}
 }

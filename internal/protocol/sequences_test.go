@@ -288,3 +288,19 @@ func TestNativeRetryAfterGatewayError(t *testing.T) {
 		t.Errorf("after a 429 a refusal fails the operation: %s", d.Status.State)
 	}
 }
+
+func TestPreflight(t *testing.T) {
+	if no := CheckParameters(make([]byte, v1.MaxParametersBytes+1)); no == nil || no.Reason != v1.ReasonParametersTooLarge {
+		t.Errorf("parameters over the limit must be refused, got %+v", no)
+	}
+	if no := CheckParameters(make([]byte, v1.MaxParametersBytes)); no != nil {
+		t.Errorf("parameters at the limit pass, got %+v", no)
+	}
+	tool := &v1.ToolSpec{Idempotency: v1.ToolIdempotency{ReplayWindow: &metav1.Duration{Duration: 2 * time.Hour}}}
+	if no := CheckRetention(Policy{Retention: time.Hour}, tool, "Tool payments"); no == nil || no.Reason != v1.ReasonRetentionTooShort {
+		t.Errorf("I7: a retention shorter than the replay window must be refused, got %+v", no)
+	}
+	if no := CheckRetention(Policy{Retention: 2 * time.Hour}, tool, "Tool payments"); no != nil {
+		t.Errorf("a retention as long as the replay window passes, got %+v", no)
+	}
+}
