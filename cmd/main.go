@@ -67,6 +67,8 @@ type options struct {
 	clusterResourceNamespace string
 	maxConcurrentReconciles  int
 	maxClaim, claimGrace     time.Duration
+	// serviceCIDRs, podCIDRs and allowEgressCIDRs are comma-separated.
+	serviceCIDRs, podCIDRs, allowEgressCIDRs string
 }
 
 func main() {
@@ -89,6 +91,13 @@ func main() {
 		"The longest claim taken without renewal; calls with longer timeouts renew their claim while they run.")
 	flag.DurationVar(&o.claimGrace, "claim-grace", 10*time.Second,
 		"Added to every claim, for writing the outcome after the call's timeout.")
+	flag.StringVar(&o.serviceCIDRs, "service-cidrs", "",
+		"The cluster's service CIDRs, comma-separated: tools are never called at addresses in them.")
+	flag.StringVar(&o.podCIDRs, "pod-cidrs", "",
+		"The cluster's pod CIDRs, comma-separated: tools are never called at addresses in them.")
+	flag.StringVar(&o.allowEgressCIDRs, "allow-egress-cidrs", "",
+		"CIDRs, comma-separated, that tools may be called at even though they are refused otherwise "+
+			"(loopback, link-local, the cluster's ranges); for example 127.0.0.0/8 for a tool on the manager's host.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -130,6 +139,10 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	egress, err := egressPolicy(o)
+	if err != nil {
+		return err
+	}
 	clk := clock.RealClock{}
 	// Secrets are read past the cache: the manager neither watches nor
 	// caches them.
@@ -137,14 +150,15 @@ func run(o options) error {
 		Secrets:                  mgr.GetAPIReader(),
 		ClusterResourceNamespace: o.clusterResourceNamespace,
 		Compiler:                 compiler,
-		Transport:                httpeffects.NewTransport(),
+		Transport:                httpeffects.NewTransport(egress),
+		Egress:                   egress,
 	}
 	if err := (&controller.SideEffectOperationReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("once"),
 		Connector:               connector,
-		Validator:               compiler,
+		Validator:               connector,
 		Budgets:                 controller.NewRetryBudgets(),
 		Clock:                   clk,
 		Holder:                  o.holder,
@@ -160,7 +174,7 @@ func run(o options) error {
 		return fmt.Errorf("setting up the idempotencyrecord controller: %w", err)
 	}
 	if err := controller.SetupToolReconcilers(mgr, controller.ToolReconciler{
-		Client: mgr.GetClient(), Validator: compiler, Headers: connector, Clock: clk,
+		Client: mgr.GetClient(), Validator: connector, Headers: connector, Clock: clk,
 	}); err != nil {
 		return fmt.Errorf("setting up the tool controllers: %w", err)
 	}
@@ -175,6 +189,24 @@ func run(o options) error {
 	}
 	setupLog.Info("Starting manager", "holder", o.holder)
 	return mgr.Start(ctx)
+}
+
+// egressPolicy is the egress policy the flags describe.
+func egressPolicy(o options) (*httpeffects.Egress, error) {
+	e := &httpeffects.Egress{}
+	for flagName, v := range map[string]string{"service-cidrs": o.serviceCIDRs, "pod-cidrs": o.podCIDRs} {
+		p, err := httpeffects.ParseCIDRs(v)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", flagName, err)
+		}
+		e.Refused = append(e.Refused, p...)
+	}
+	allowed, err := httpeffects.ParseCIDRs(o.allowEgressCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("--allow-egress-cidrs: %w", err)
+	}
+	e.Allowed = allowed
+	return e, nil
 }
 
 // defaultHolder is unique per process: a restarted manager must not take

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,14 +159,17 @@ func startManager(o managerOptions) (stop func()) {
 	compiler, err := httpeffects.NewCompiler()
 	Expect(err).NotTo(HaveOccurred())
 	mctx, mcancel := context.WithCancel(ctx)
+	// The sandbox listens on 127.0.0.1, which the egress policy refuses
+	// unless allowed, as --allow-egress-cidrs does for the manager.
+	egress := &httpeffects.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	connector := &httpeffects.Connector{Secrets: mgr.GetAPIReader(), ClusterResourceNamespace: "once-system",
-		Compiler: compiler, Transport: httpeffects.NewTransport()}
+		Compiler: compiler, Transport: httpeffects.NewTransport(egress), Egress: egress}
 	Expect((&SideEffectOperationReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("once"),
 		Connector:               connector,
-		Validator:               compiler,
+		Validator:               connector,
 		Budgets:                 NewRetryBudgets(),
 		Clock:                   clock.RealClock{},
 		Holder:                  o.holder,
@@ -175,7 +179,7 @@ func startManager(o managerOptions) (stop func()) {
 	}).SetupWithManager(mctx, mgr)).To(Succeed())
 	Expect((&IdempotencyRecordReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Clock: clock.RealClock{}}).SetupWithManager(mgr)).To(Succeed())
-	Expect(SetupToolReconcilers(mgr, ToolReconciler{Client: mgr.GetClient(), Validator: compiler,
+	Expect(SetupToolReconcilers(mgr, ToolReconciler{Client: mgr.GetClient(), Validator: connector,
 		Headers: connector, Clock: clock.RealClock{}})).To(Succeed())
 	done := make(chan struct{})
 	go func() {
