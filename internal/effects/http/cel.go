@@ -202,16 +202,16 @@ func (c *Compiler) JSON(ctx context.Context, expr string, r response) ([]byte, e
 }
 
 // decodeBody makes a body CEL-friendly: JSON with whole numbers as int, so
-// that `response.body.id == 42` holds; otherwise the text.
-func decodeBody(b []byte) any {
+// that `response.body.id == 42` holds; otherwise the text. isJSON tells
+// which.
+func decodeBody(b []byte) (v any, isJSON bool) {
 	if len(b) == 0 {
-		return ""
+		return "", false
 	}
-	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
-		return string(b)
+		return string(b), false
 	}
-	return wholeNumbers(v)
+	return wholeNumbers(v), true
 }
 
 func wholeNumbers(v any) any {

@@ -220,6 +220,8 @@ type answer struct {
 	// JSON or was cut, scrubbed after decoding: escapes in JSON can hide a
 	// secret from a look at the bytes.
 	Decoded any
+	// JSON is true when the body is JSON.
+	JSON bool
 	// Cut is true when the body was longer than maxBody.
 	Cut        bool
 	RetryAfter time.Duration
@@ -235,7 +237,7 @@ func (a answer) cel() response {
 func (a answer) summary() string {
 	s := a.StatusText
 	text := string(a.Body)
-	if _, isText := a.Decoded.(string); !isText {
+	if a.JSON {
 		var b strings.Builder
 		e := json.NewEncoder(&b)
 		e.SetEscapeHTML(false)
@@ -308,7 +310,8 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, req effects.
 		a.Body, a.Cut = a.Body[:maxBody], true
 		a.Decoded = strings.ToValidUTF8(string(a.Body), "")
 	} else {
-		a.Decoded = c.scrub.value(decodeBody(a.Body))
+		v, isJSON := decodeBody(a.Body)
+		a.Decoded, a.JSON = c.scrub.value(v), isJSON
 	}
 	return a, true, nil
 }
