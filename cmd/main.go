@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -123,60 +122,36 @@ func run(o options) error {
 	if o.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	cfg := controller.Config{
+		Holder:                   o.holder,
+		ClusterResourceNamespace: o.clusterResourceNamespace,
+		MaxConcurrentReconciles:  o.maxConcurrentReconciles,
+		MaxClaim:                 o.maxClaim,
+		ClaimGrace:               o.claimGrace,
+	}
+	egress, err := egressPolicy(o)
+	if err != nil {
+		return err
+	}
+	cfg.Egress = egress
+	shutdown := cfg.GracefulShutdownTimeout()
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "once-manager.once.dev",
+		// A stopping manager finishes the calls in flight and records
+		// their answers: a rolling update must not turn a committed call
+		// into an unknown outcome.
+		GracefulShutdownTimeout: &shutdown,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-
-	compiler, err := httpeffects.NewCompiler()
-	if err != nil {
+	if err := controller.Setup(ctx, mgr, cfg); err != nil {
 		return err
-	}
-	egress, err := egressPolicy(o)
-	if err != nil {
-		return err
-	}
-	clk := clock.RealClock{}
-	// Secrets are read past the cache: the manager neither watches nor
-	// caches them.
-	connector := &httpeffects.Connector{
-		Secrets:                  mgr.GetAPIReader(),
-		ClusterResourceNamespace: o.clusterResourceNamespace,
-		Compiler:                 compiler,
-		Transport:                httpeffects.NewTransport(egress),
-		Egress:                   egress,
-	}
-	if err := (&controller.SideEffectOperationReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorder("once"),
-		Connector:               connector,
-		Validator:               connector,
-		Budgets:                 controller.NewRetryBudgets(),
-		Clock:                   clk,
-		Holder:                  o.holder,
-		MaxClaim:                o.maxClaim,
-		ClaimGrace:              o.claimGrace,
-		MaxConcurrentReconciles: o.maxConcurrentReconciles,
-	}).SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("setting up the sideeffectoperation controller: %w", err)
-	}
-	if err := (&controller.IdempotencyRecordReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clk,
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the idempotencyrecord controller: %w", err)
-	}
-	if err := controller.SetupToolReconcilers(mgr, controller.ToolReconciler{
-		Client: mgr.GetClient(), Validator: connector, Headers: connector, Clock: clk,
-	}); err != nil {
-		return fmt.Errorf("setting up the tool controllers: %w", err)
 	}
 	// +kubebuilder:scaffold:builder
 	metrics.Register(mgr.GetClient())

@@ -21,6 +21,25 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
+// ClusterToolSpec is a ToolSpec, shared by every namespace the
+// namespaceSelector admits. The selector is ClusterTool's own field rather
+// than part of ToolSpec: a Tool is only ever used from its own namespace, so
+// the field would mean nothing there.
+type ClusterToolSpec struct {
+	ToolSpec `json:",inline"`
+
+	// namespaceSelector selects, by their labels, the namespaces whose
+	// SideEffectOperations may use this tool. Omitted, every namespace may;
+	// an empty selector ({}) also selects every namespace. An operation
+	// from a namespace that is not selected makes no call and stalls with
+	// reason NamespaceNotAllowed, and proceeds once its namespace or this
+	// selector changes to admit it. The selector is checked before every
+	// call, so relabelling a namespace also stops the reconciling calls of
+	// its unfinished operations.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+}
+
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,categories=once
@@ -40,9 +59,9 @@ type ClusterTool struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitzero"`
 
-	// spec describes the tool.
+	// spec describes the tool, and which namespaces may use it.
 	// +required
-	Spec ToolSpec `json:"spec"`
+	Spec ClusterToolSpec `json:"spec"`
 
 	// status is what Once observed about the definition.
 	// +optional

@@ -20,8 +20,9 @@ package v1alpha1
 // Argo CD read an operation right: Ready=False alone means "in progress",
 // Stalled=True means "failed for good or waiting for a person".
 const (
-	// ConditionReady is True when the effect is committed (or, for a tool,
-	// when its definition is valid).
+	// ConditionReady is True when the operation is done as asked: the
+	// effect is committed, or it was compensated (or, for a tool, when its
+	// definition is valid).
 	ConditionReady = "Ready"
 	// ConditionSucceeded is True when the effect is committed, False when
 	// the operation failed for good, Unknown while it is in progress.
@@ -80,6 +81,9 @@ const (
 	ReasonToolNotFound = "ToolNotFound"
 	// ReasonToolInvalid: the referenced tool's definition cannot be used.
 	ReasonToolInvalid = "ToolInvalid"
+	// ReasonNamespaceNotAllowed: the referenced ClusterTool's
+	// spec.namespaceSelector does not select the operation's namespace.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	// ReasonOperationNotDeclared: the tool does not offer spec.operation.
 	ReasonOperationNotDeclared = "OperationNotDeclared"
 	// ReasonResolvedCommitted: a person marked the effect committed.
@@ -92,4 +96,20 @@ const (
 	ReasonValid = "Valid"
 	// ReasonInvalid: a tool's definition is not valid.
 	ReasonInvalid = "Invalid"
+)
+
+// Event reasons that are not condition reasons: actions Once took, and
+// what it must tell a person at once.
+const (
+	// EventClaimed: an attempt was claimed, just before the call.
+	EventClaimed = "Claimed"
+	// EventResolved: a person's spec.resolution was applied.
+	EventResolved = "Resolved"
+	// EventProvenAbsent: a lookup proved that an unknown attempt had no
+	// effect; it will be retried.
+	EventProvenAbsent = "ProvenAbsent"
+	// EventSecondEffect: a tool's answer names an effect other than the one
+	// recorded, or one made while a later attempt was claimed: there may be
+	// two effects for one key. A warning a person must act on.
+	EventSecondEffect = "SecondEffect"
 )

@@ -46,7 +46,7 @@ func (t *Tool) GetStatus() *ToolStatus { return &t.Status }
 func (t *Tool) Kind() ToolKind { return ToolKindTool }
 
 // GetSpec returns the tool's spec.
-func (t *ClusterTool) GetSpec() *ToolSpec { return &t.Spec }
+func (t *ClusterTool) GetSpec() *ToolSpec { return &t.Spec.ToolSpec }
 
 // GetStatus returns the tool's status.
 func (t *ClusterTool) GetStatus() *ToolStatus { return &t.Status }

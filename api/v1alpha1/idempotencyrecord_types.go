@@ -52,6 +52,15 @@ type IdempotencyRecordSpec struct {
 	// +required
 	Owner RecordOwner `json:"owner"`
 
+	// previousOwner is the operation that owned the scope before owner took
+	// it over, having been deleted before it ended: whether its attempt took
+	// effect is unknown, so owner must reconcile before it may execute. It
+	// is written in the same write that changes the owner, so a takeover
+	// interrupted before the new owner recorded the unknown outcome is still
+	// known for one.
+	// +optional
+	PreviousOwner *RecordOwner `json:"previousOwner,omitempty"`
+
 	// retention is the owner's spec.retention.
 	// +required
 	Retention metav1.Duration `json:"retention"`

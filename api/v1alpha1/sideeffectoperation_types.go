@@ -128,7 +128,8 @@ type ToolReference struct {
 }
 
 // RetryPolicy bounds the retries of attempts that provably had no effect
-// (never sent, or refused with 429, 502, 503, 504). Backoff is exponential
+// (never sent, refused with 429, or, for a Native tool, answered 408, 502,
+// 503 or 504, after which a retry is a same-key re-send). Backoff is exponential
 // with full jitter, honours Retry-After, and is capped.
 type RetryPolicy struct {
 	// maxAttempts is the largest number of attempts, the first included.
@@ -191,6 +192,14 @@ type Resolution struct {
 	// +kubebuilder:validation:MaxLength=253
 	By string `json:"by"`
 
+	// user is the authenticated user who wrote this resolution, as the API
+	// server saw the request; by is only what the writer claims. It is set
+	// by Once's admission policy (config/policy) whenever spec.resolution is
+	// created or changed; a value sent by the writer is overwritten.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	User string `json:"user,omitempty"`
+
 	// reason says why, for the record.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
@@ -228,6 +237,11 @@ const (
 	// StateCompensated: the effect was undone by its compensation. Terminal.
 	StateCompensated OperationState = "Compensated"
 )
+
+// IsPlanned reports whether nothing has been attempted in state s yet.
+func (s OperationState) IsPlanned() bool {
+	return s == "" || s == StatePlanned
+}
 
 // IsTerminal reports whether no further transition can leave s.
 func (s OperationState) IsTerminal() bool {
@@ -355,9 +369,11 @@ type SideEffectOperationStatus struct {
 	// +optional
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 
-	// toolIdempotencyKey is the key sent to the tool: the scope
-	// namespace/operation/key, so that tenants sharing a ClusterTool and
-	// operations sharing a tool never collide there.
+	// toolIdempotencyKey is the key sent to the tool: the whole scope,
+	// "<namespace>/<Kind>:<tool>/<operation>/<key>", or "once:" and its hex
+	// SHA-256 when longer than 255 bytes, so that tenants sharing a
+	// ClusterTool, operations sharing a tool and tools sharing one API never
+	// collide there.
 	// +optional
 	ToolIdempotencyKey string `json:"toolIdempotencyKey,omitempty"`
 
@@ -424,11 +440,23 @@ type SideEffectOperationStatus struct {
 	// +optional
 	ErrorMessage string `json:"errorMessage,omitempty"`
 
+	// idempotencyMode is the tool's mode when the current attempt was made.
+	// An unknown outcome is reconciled the way that mode allows, even if the
+	// tool's mode changed since: a tool switched to Native after an attempt
+	// it did not dedupe must not be sent the request again.
+	// +optional
+	IdempotencyMode IdempotencyMode `json:"idempotencyMode,omitempty"`
+	// reviewGeneration is the object's generation when it last entered
+	// NeedsReview. Only a spec.resolution written after that is applied.
+	// +optional
+	ReviewGeneration int64 `json:"reviewGeneration,omitempty"`
 	// observations are the most recent things Once learned from the tool,
-	// newest last, at most ten.
+	// newest last, at most sixteen. When the list is full, repeated
+	// questions (lookups and re-sends) are dropped first, so the calls that
+	// made each attempt stay for the person who reviews it.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:MaxItems=16
 	Observations []Observation `json:"observations,omitempty"`
 
 	// resolution is the person's resolution that was applied, if any.
@@ -484,6 +512,7 @@ type SideEffectOperationStatus struct {
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.resolution) || (has(oldSelf.spec.resolution) && self.spec.resolution == oldSelf.spec.resolution) || (has(self.status) && has(self.status.state) && self.status.state == 'NeedsReview')",message="spec.resolution can be set or changed only while the operation is in NeedsReview"
 // SideEffectOperation is one side effect (a payment, an email, a ticket, a
 // tool call) that happens at most once per idempotency key, however often it
 // is retried, re-applied or replayed.

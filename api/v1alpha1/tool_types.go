@@ -23,7 +23,8 @@ import (
 
 // ToolSpec describes an external system that performs side effects, and what
 // it promises about idempotency. Tool and ClusterTool share it.
-// +kubebuilder:validation:XValidation:rule="self.idempotency.mode != 'Lookup' || self.operations.all(o, has(o.lookup))",message="every operation of a tool in Lookup mode needs a lookup request"
+// +kubebuilder:validation:XValidation:rule="self.idempotency.mode != 'Lookup' || self.operations.all(o, has(o.lookup) && has(o.lookup.absent))",message="every operation of a tool in Lookup mode needs a lookup request whose absent expression says what proves that an effect does not exist"
+// +kubebuilder:validation:XValidation:rule="self.idempotency.mode != 'Lookup' || has(self.idempotency.lookupDelay)",message="a tool in Lookup mode must state its lookupDelay: how long after a request is sent its effect may still be missing from lookups"
 type ToolSpec struct {
 	// http calls the tool over HTTP.
 	// +required
@@ -158,15 +159,28 @@ type ToolIdempotency struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="replayWindow must not be negative"
 	ReplayWindow *metav1.Duration `json:"replayWindow,omitempty"`
 
-	// lookupDelay is, in Lookup mode, how long after an attempt was sent a
-	// lookup can prove that the attempt had no effect. A request may still
-	// be in flight at the tool after Once stopped waiting for it; a lookup
-	// before it lands finds nothing and would allow a second attempt. Set it
-	// to the longest time the tool may take to process a request. Defaults
-	// to the call's timeout.
+	// lookupDelay is, in Lookup mode, the longest time from the moment a
+	// request is sent until its effect shows in lookups: the time the tool
+	// may take to process a request, plus how far its lookup index may lag
+	// behind. A lookup sooner than that can miss an effect that exists, and
+	// an absent answer would allow a second attempt. Once counts it from
+	// the latest moment the unknown attempt's request could have left (the
+	// end of its claim), so an absent answer proves absence only if the
+	// tool keeps this promise. Required in Lookup mode.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="lookupDelay must not be negative"
 	LookupDelay *metav1.Duration `json:"lookupDelay,omitempty"`
+
+	// replayed is a CEL expression over `response`, true when an answer to a
+	// re-send is the tool's replay of the first answer, for example
+	// `response.headers['idempotent-replayed'] == 'true'`. In Native mode a
+	// re-send that is answered with a 4xx that is not a replay (a rotated
+	// credential, a moved route) settles nothing: the operation goes to
+	// NeedsReview instead of failing. Without it, only 2xx answers to a
+	// re-send settle an unknown attempt.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Replayed string `json:"replayed,omitempty"`
 
 	// reconcileLimit bounds the questions asked about one unknown attempt
 	// (re-sends in Native mode, lookups in Lookup mode) before the operation
@@ -233,11 +247,14 @@ type LookupRequest struct {
 	// +kubebuilder:validation:MaxLength=4096
 	Found string `json:"found,omitempty"`
 
-	// absent is true when the answer proves the effect does not exist. An
+	// absent is true when the answer proves the effect does not exist; it is
+	// required in Lookup mode, with no default, because a bare 404 also
+	// comes from an ingress or a gateway for a route that does not exist.
+	// Make it match only the tool's own "not found" answer, for example
+	// `response.status == 404 && response.body.error == 'not_found'`. An
 	// answer that is neither found nor absent is undecidable: Once asks
 	// again later, and a person decides when the limit is reached.
 	// +optional
-	// +kubebuilder:default="response.status == 404"
 	// +kubebuilder:validation:MaxLength=4096
 	Absent string `json:"absent,omitempty"`
 }
@@ -249,9 +266,12 @@ type LookupRequest struct {
 type ResponseMapping struct {
 	// outcomes are rules evaluated in order before the default
 	// classification; the first whose `when` is true decides.
-	// By default 2xx succeeds; 408, 429, 502, 503 and 504 are retryable (and
-	// 409 for a Native tool, "same key in flight"); 500 and other 5xx have
-	// an unknown outcome; other 4xx are permanent.
+	// By default 2xx succeeds; 429 is retryable; 408, 502, 503 and 504 are
+	// retryable for a Native tool (a re-send with the same key is safe) and
+	// have an unknown outcome otherwise (a gateway may answer them after its
+	// upstream committed); 409 has an unknown outcome (a Native tool's "same
+	// key in flight", another tool's "already exists"); 500 and other 5xx
+	// have an unknown outcome; other 4xx are permanent.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32

@@ -48,12 +48,16 @@ func run() int {
 	flag.IntVar(&c.Operations, "n", 2000, "number of logical operations")
 	flag.Int64Var(&c.Seed, "seed", 1, "seed of every random choice (workload, faults, kills)")
 	flag.Float64Var(&c.FaultRate, "fault-rate", 0.3, "share of the tool's requests that fail (0 for none)")
+	flag.Float64Var(&c.LieShare, "lie-share", 0.3,
+		"share of the failures drawn from the lies of gateways, proxies and tools (0: none)")
 	flag.DurationVar(&c.KillInterval, "kill-interval", 5*time.Second,
 		"mean time between two kills of the manager (0: no kills)")
 	flag.Float64Var(&c.FailpointShare, "failpoint-share", 0.4,
 		"share of the kills made by arming a failpoint (0: SIGKILL only)")
 	flag.Float64Var(&c.StallShare, "stall-share", 0.15,
 		"share of the kills replaced by stalling the manager's calls after the claim while a successor runs (0: none)")
+	flag.Float64Var(&c.TermShare, "term-share", 0.15,
+		"share of the kills replaced by a graceful stop: SIGTERM, then a wait for the manager to exit (0: none)")
 	flag.Float64Var(&c.Rate, "rate", 20, "logical operations created per second")
 	flag.IntVar(&c.Creators, "creators", 4, "concurrent creators")
 	flag.DurationVar(&c.Tail, "tail", 10*time.Second, "chaos after the last operation is created")
@@ -71,6 +75,12 @@ func run() int {
 	}
 	if c.StallShare == 0 {
 		c.StallShare = -1
+	}
+	if c.LieShare == 0 {
+		c.LieShare = -1
+	}
+	if c.TermShare == 0 {
+		c.TermShare = -1
 	}
 	if c.KillInterval == 0 {
 		c.KillInterval = -1

@@ -26,9 +26,6 @@ import (
 	"github.com/once-dev/once/internal/metrics"
 )
 
-// defaultRetriesPerMinute is the retry budget of a tool that sets none.
-const defaultRetriesPerMinute = 60
-
 // RetryBudgets holds one token bucket of retries per tool, so that an
 // outage of one tool cannot make the manager hammer it: first attempts are
 // never limited, retries share the tool's budget.
@@ -45,7 +42,7 @@ func NewRetryBudgets() *RetryBudgets {
 // Take takes one retry from the tool's budget. When the budget is spent it
 // returns false and how long until a retry is available.
 func (b *RetryBudgets) Take(tool string, budget *v1.RetryBudget) (time.Duration, bool) {
-	perMinute := defaultRetriesPerMinute
+	perMinute := v1.DefaultRetriesPerMinute
 	if budget != nil && budget.RetriesPerMinute > 0 {
 		perMinute = int(budget.RetriesPerMinute)
 	}

@@ -58,7 +58,8 @@ func newTool(ns, name string, mode v1.IdempotencyMode, mutate ...func(*v1.ToolSp
 			Timeout:     &metav1.Duration{Duration: time.Second},
 			Operations: []v1.ToolOperation{{
 				Name: "charge.create", Path: prefix + "/charges",
-				Lookup:   &v1.LookupRequest{Path: prefix + "/charges?key={idempotencyKey}"},
+				Lookup: &v1.LookupRequest{Path: prefix + "/charges?key={idempotencyKey}",
+					Absent: sandboxAbsent},
 				Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"},
 			}},
 		},
@@ -69,6 +70,11 @@ func newTool(ns, name string, mode v1.IdempotencyMode, mutate ...func(*v1.ToolSp
 	Expect(k8sClient.Create(ctx, t)).To(Succeed())
 	return t
 }
+
+// sandboxAbsent proves absence only by the sandbox's own "not found"
+// answer, never by a bare 404 from something in front of it.
+const sandboxAbsent = "response.status == 404 && type(response.body) == map && " +
+	"'error' in response.body && response.body.error == 'not_found'"
 
 // newOp builds (without creating) an operation on a tool.
 func newOp(ns, name, tool string, params map[string]any) *v1.SideEffectOperation {
@@ -130,12 +136,20 @@ func condition(op *v1.SideEffectOperation, typ string) metav1.Condition {
 }
 
 // effectsOf counts the effects the tool performed for a key of a namespace
-// (mode is the tool's mode, lower case), from its ledger.
+// (mode is the tool's mode), from its ledger, whichever tool of the
+// namespace sent it.
 func effectsOf(mode v1.IdempotencyMode, ns, key string) int {
 	GinkgoHelper()
 	sum, err := ledger.Summary(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	return sum.Keys[fmt.Sprintf("%s/charges/create/%s/charge.create/%s", strings.ToLower(string(mode)), ns, key)]
+	prefix := fmt.Sprintf("%s/charges/create/%s/", strings.ToLower(string(mode)), ns)
+	n := 0
+	for k, c := range sum.Keys {
+		if strings.HasPrefix(k, prefix) && strings.HasSuffix(k, "/charge.create/"+key) {
+			n += c
+		}
+	}
+	return n
 }
 
 // effectsIn counts every effect whose key belongs to a namespace.

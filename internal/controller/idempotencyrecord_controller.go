@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 // IdempotencyRecordReconciler collects scope records: a record goes once
@@ -49,7 +50,13 @@ func (r *IdempotencyRecordReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if err := r.Get(ctx, req.NamespacedName, rec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if wait := recordExpiry(rec).Sub(r.Clock.Now()); wait > 0 {
+	expiry, ok := protocol.RecordExpiry(rec.Spec)
+	if !ok {
+		// Its owner never ended: the record stays until an operation with
+		// the same scope takes it over and settles it.
+		return ctrl.Result{}, nil
+	}
+	if wait := expiry.Sub(r.Clock.Now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	owner := &v1.SideEffectOperation{}

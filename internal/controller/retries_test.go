@@ -27,6 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/metrics"
 	"github.com/once-dev/once/test/sandbox"
@@ -43,7 +45,13 @@ var _ = Describe("Retries", func() {
 		faults(ns,
 			sandbox.FaultRule{Method: "POST", Fault: "503=1", Count: 1},
 			sandbox.FaultRule{Method: "POST", Fault: "429=1", Count: 1})
-		newTool(ns, "payments", v1.IdempotencyNone)
+		// The tool's author knows its own 503 (with its JSON body) comes
+		// before any effect: a gateway's 503 would be an unknown outcome.
+		newTool(ns, "payments", v1.IdempotencyNone, func(s *v1.ToolSpec) {
+			s.Operations[0].Response.Outcomes = []v1.OutcomeRule{{
+				When:    "response.status == 503 && type(response.body) == map && response.body.error == 'unavailable'",
+				Outcome: v1.OutcomeRetryable}}
+		})
 		create(newOp(ns, "op", "payments", map[string]any{"amount": 1}))
 		Eventually(state(ns, "op")).Should(Equal(v1.StateFailedRetryable))
 		op := get(ns, "op")
@@ -103,6 +111,11 @@ var _ = Describe("Retries", func() {
 			s.RetryBudget = &v1.RetryBudget{RetriesPerMinute: 6}
 		})
 		const ops = 5
+		// The operations never finish: delete them, or a later manager
+		// picks them up and spends another test's one-shot failpoint.
+		DeferCleanup(func() {
+			Expect(k8sClient.DeleteAllOf(ctx, &v1.SideEffectOperation{}, client.InNamespace(ns))).To(Succeed())
+		})
 		for i := range ops {
 			op := newOp(ns, fmt.Sprintf("op-%d", i), tool, map[string]any{"i": i})
 			op.Spec.RetryPolicy.MaxAttempts = 50

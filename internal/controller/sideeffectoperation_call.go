@@ -57,11 +57,28 @@ func (a *answer) claimHeld(st v1.SideEffectOperationStatus, holder string) bool 
 	return st.State == a.state && st.Claim != nil && st.Claim.Holder == holder && st.Claim.Attempt == a.attempt
 }
 
-func (a *answer) observation(env protocol.Env) v1.Observation {
-	if a.action == protocol.ActionLookup {
-		return protocol.LookupObservation(env, a.attempt, a.lookup)
+// late is the answer as a worker that lost its claim knows it.
+func (a *answer) late(env protocol.Env) protocol.Late {
+	l := protocol.Late{Attempt: a.attempt}
+	switch a.action {
+	case protocol.ActionLookup:
+		l.Observation = protocol.LookupObservation(env, a.attempt, a.lookup)
+		if a.lookup.Verdict == protocol.VerdictFound {
+			c := a.lookup.Call()
+			l.Effect = &c
+		}
+	default:
+		kind := v1.ObservationCall
+		if a.action == protocol.ActionResend {
+			kind = v1.ObservationResend
+		}
+		l.Observation = protocol.CallObservation(env, kind, a.attempt, a.call)
+		if a.call.Outcome == v1.OutcomeSucceeded {
+			c := a.call
+			l.Effect = &c
+		}
 	}
-	return protocol.CallObservation(env, v1.ObservationCall, a.attempt, a.call)
+	return l
 }
 
 // call asks the tool what the claimed decision wants, renewing the claim
@@ -72,12 +89,12 @@ func (r *SideEffectOperationReconciler) call(p *pass, action protocol.Action) (a
 	if action == protocol.ActionExecute {
 		before, after = failpoint.ExecuteAfterClaim, failpoint.ExecuteAfterAnswer
 	}
-	if failpoint.Hit(p.ctx, before) {
+	if failpoint.Hit(p.stopping, before) {
 		return nil, true
 	}
 	a = &answer{action: action, attempt: p.st.Claim.Attempt, state: p.st.State}
 	req := effects.Request{Operation: p.op.Spec.Operation, Key: p.st.ToolIdempotencyKey,
-		Parameters: p.params, Timeout: p.timeout}
+		Parameters: p.params, Timeout: p.timeout, Mode: p.st.IdempotencyMode}
 
 	ctx, stop := r.keepClaim(p, a)
 	outcome := ""
@@ -100,7 +117,7 @@ func (r *SideEffectOperationReconciler) call(p *pass, action protocol.Action) (a
 	}
 	stop()
 	metrics.ToolCalls.WithLabelValues(metrics.ToolValues(p.tool, lowerFirst(string(action)), outcome)...).Inc()
-	if failpoint.Hit(p.ctx, after) {
+	if failpoint.Hit(p.stopping, after) {
 		return nil, true
 	}
 	return a, false
@@ -168,6 +185,10 @@ func (r *SideEffectOperationReconciler) renew(p *pass, a *answer) bool {
 			return true
 		}
 		p.op.Status = prev
+		if apierrors.IsNotFound(err) {
+			// The operation was deleted: nobody will record the answer.
+			return false
+		}
 		if !apierrors.IsConflict(err) {
 			// Keep calling; the claim holds until it expires.
 			p.log.Error(err, "Renewing the claim failed")

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -97,6 +98,11 @@ const recordedSize = 100_000
 
 // Reconcile moves one operation as far as it can go now.
 func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if ctx.Err() != nil {
+		// The manager is stopping: it drains the passes in flight, but
+		// starts none (a new claim would outlive it).
+		return ctrl.Result{}, nil
+	}
 	op := &v1.SideEffectOperation{}
 	if err := r.Get(ctx, req.NamespacedName, op); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -138,6 +144,7 @@ func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mg
 		Watches(&v1.SideEffectOperation{}, handler.EnqueueRequestsFromMapFunc(r.duplicatesOf)).
 		Watches(&v1.Tool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
 		Watches(&v1.ClusterTool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.operationsInNamespace), namespaceLabelsChanged).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Named("sideeffectoperation").
 		Complete(r)

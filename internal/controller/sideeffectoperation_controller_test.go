@@ -48,7 +48,7 @@ var _ = Describe("SideEffectOperation", func() {
 		Expect(op.Status.ExternalObjectID).To(HavePrefix("ch_"))
 		Expect(op.Status.Attempts).To(BeEquivalentTo(1))
 		Expect(op.Status.IdempotencyKey).To(Equal("charge-1"))
-		Expect(op.Status.ToolIdempotencyKey).To(Equal(ns + "/charge.create/charge-1"))
+		Expect(op.Status.ToolIdempotencyKey).To(Equal(ns + "/Tool:payments/charge.create/charge-1"))
 		Expect(op.Status.RequestHash).To(MatchRegexp(`^sha256:[0-9a-f]{64}$`))
 		Expect(op.Status.StartedTime).NotTo(BeNil())
 		Expect(op.Status.CommittedTime).NotTo(BeNil())
@@ -133,16 +133,21 @@ var _ = Describe("SideEffectOperation", func() {
 			Expect(effectsIn(ns)).To(Equal(1))
 		})
 
-		It("lets spec.resolution change, also through a full update from a typed client", func() {
+		It("takes a full update from a typed client, and refuses a resolution outside NeedsReview", func() {
 			newTool(ns, "payments", v1.IdempotencyNative)
 			create(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100}))
 			op := waitFor(ns, "charge-1", v1.StateCommitted)
 			// The typed client writes durations as "24h0m0s", the API
 			// server stored "24h": the rules compare durations, not text.
-			op.Spec.Resolution = &v1.Resolution{Action: v1.ResolutionFail, By: "alice"}
+			op.Labels = map[string]string{"team": "payments"}
 			Expect(k8sClient.Update(ctx, op)).To(Succeed())
-			By("and ignores it outside NeedsReview: terminal stays terminal")
-			Consistently(state(ns, "charge-1"), 2*time.Second).Should(Equal(v1.StateCommitted))
+			By("refusing a resolution on a committed operation: terminal stays terminal")
+			op = get(ns, "charge-1")
+			op.Spec.Resolution = &v1.Resolution{Action: v1.ResolutionFail, By: "alice"}
+			err := k8sClient.Update(ctx, op)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring("only while the operation is in NeedsReview"))
+			Consistently(state(ns, "charge-1"), time.Second).Should(Equal(v1.StateCommitted))
 		})
 	})
 

@@ -25,7 +25,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -35,31 +34,26 @@ import (
 	"github.com/once-dev/once/internal/protocol"
 )
 
-// Defaults for fields the API server defaults too, for objects written
-// before a default existed.
-const (
-	defaultTimeout        = 30 * time.Second
-	defaultRetention      = 24 * time.Hour
-	defaultMaxAttempts    = 5
-	defaultInitialBackoff = time.Second
-	defaultMaxBackoff     = 5 * time.Minute
-	defaultReconcileLimit = 10
-	// secretRetry is how soon an operation blocked on a Secret looks again:
-	// Secrets are not watched.
-	secretRetry = 10 * time.Second
-)
+// secretRetry is how soon an operation blocked on a Secret looks again:
+// Secrets are not watched.
+const secretRetry = 10 * time.Second
 
 // pass is one reconciliation of one operation: what it learned, and the
 // working copy of the record.
 type pass struct {
-	ctx    context.Context
-	log    logr.Logger
-	op     *v1.SideEffectOperation
-	st     v1.SideEffectOperationStatus
-	scope  protocol.Scope
-	params []byte
-	env    protocol.Env
-	policy protocol.Policy
+	// ctx is for the pass's calls and writes: it does not end when the
+	// manager stops, so that a call in flight is finished and its answer
+	// recorded within its claim (the manager's graceful shutdown waits).
+	ctx context.Context
+	// stopping ends when the manager stops; only failpoints wait on it.
+	stopping context.Context
+	log      logr.Logger
+	op       *v1.SideEffectOperation
+	st       v1.SideEffectOperationStatus
+	scope    protocol.Scope
+	params   []byte
+	env      protocol.Env
+	policy   protocol.Policy
 	// timeout bounds one call.
 	timeout time.Duration
 	tool    v1.GenericTool
@@ -68,14 +62,16 @@ type pass struct {
 
 func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.SideEffectOperation) *pass {
 	return &pass{
-		ctx: ctx,
-		log: logf.FromContext(ctx),
-		op:  op,
-		st:  *op.Status.DeepCopy(),
-		env: protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: jitter},
-		policy: protocol.Policy{
-			Retention: durationOr(op.Spec.Retention, defaultRetention),
-		},
+		ctx:      context.WithoutCancel(ctx),
+		stopping: ctx,
+		log:      logf.FromContext(ctx),
+		op:       op,
+		st:       *op.Status.DeepCopy(),
+		env:      protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: jitter},
+		// Until the tool is loaded, the policy knows what the operation
+		// alone says: enough to apply a person's resolution or to fail.
+		policy: protocol.Policy{Retention: protocol.Retention(&op.Spec),
+			MaxClaimDuration: r.limits().MaxClaimDuration()},
 	}
 }
 
@@ -115,10 +111,15 @@ func (p *pass) result(res reconcile.Result, err error) (reconcile.Result, error)
 
 // drive runs the phases of an unfinished operation.
 func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error) {
-	planned := p.st.State == "" || p.st.State == v1.StatePlanned
+	planned := p.st.State.IsPlanned()
 	if planned && len(p.params) > v1.MaxParametersBytes {
 		return r.fail(p, v1.ErrorInvalid, v1.ReasonParametersTooLarge, fmt.Sprintf(
 			"spec.parameters take %d bytes of canonical JSON; the limit is %d", len(p.params), v1.MaxParametersBytes))
+	}
+	if !protocol.NeedsTool(p.st, p.op.Spec.Resolution, p.env) {
+		// A person's MarkCommitted or Fail is applied even while the tool
+		// is missing or broken.
+		return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env), nil)
 	}
 	if res, ok, err := r.loadTool(p); !ok {
 		return res, err
@@ -154,6 +155,9 @@ func (r *SideEffectOperationReconciler) loadTool(p *pass) (reconcile.Result, boo
 		}
 		return r.block(p, v1.ReasonToolNotFound, fmt.Sprintf("%s %s does not exist", ref.Kind, ref.Name), 0)
 	}
+	if res, ok, err := r.admitNamespace(p, tool); !ok {
+		return res, false, err
+	}
 	spec := tool.GetSpec()
 	if err := r.Validator.Validate(spec); err != nil {
 		return r.block(p, v1.ReasonToolInvalid, fmt.Sprintf("%s %s is not valid: %v", ref.Kind, ref.Name, err), 0)
@@ -163,22 +167,14 @@ func (r *SideEffectOperationReconciler) loadTool(p *pass) (reconcile.Result, boo
 			ref.Kind, ref.Name, p.op.Spec.Operation), 0)
 	}
 	p.tool = tool
-	p.timeout = durationOr(p.op.Spec.Timeout, durationOr(spec.Timeout, defaultTimeout))
-	rp := p.op.Spec.RetryPolicy
-	if rp == nil {
-		rp = &v1.RetryPolicy{}
-	}
-	p.policy = protocol.Policy{
-		Mode:           spec.Idempotency.Mode,
-		MaxAttempts:    cmp.Or(rp.MaxAttempts, defaultMaxAttempts),
-		ReconcileLimit: cmp.Or(spec.Idempotency.ReconcileLimit, defaultReconcileLimit),
-		InitialBackoff: durationOr(rp.InitialBackoff, defaultInitialBackoff),
-		MaxBackoff:     durationOr(rp.MaxBackoff, defaultMaxBackoff),
-		ClaimDuration:  min(p.timeout, r.MaxClaim) + r.ClaimGrace,
-		LookupDelay:    durationOr(spec.Idempotency.LookupDelay, p.timeout),
-		Retention:      p.policy.Retention,
-	}
+	p.timeout = protocol.Timeout(spec, &p.op.Spec)
+	p.policy = protocol.NewPolicy(spec, &p.op.Spec, r.limits())
 	return reconcile.Result{}, true, nil
+}
+
+// limits are this manager's bounds on claims.
+func (r *SideEffectOperationReconciler) limits() protocol.Limits {
+	return protocol.Limits{MaxClaim: r.MaxClaim, ClaimGrace: r.ClaimGrace}
 }
 
 // block records that the operation waits for something outside it, if the
@@ -254,12 +250,4 @@ func (r *SideEffectOperationReconciler) prepareCall(p *pass, d protocol.Decision
 		countRetry(p.tool)
 	}
 	return reconcile.Result{}, true, nil
-}
-
-// durationOr returns d's duration, or def when d is unset.
-func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
-	if d == nil {
-		return def
-	}
-	return d.Duration
 }

@@ -18,10 +18,8 @@ package controller
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/failpoint"
 	"github.com/once-dev/once/internal/metrics"
 	"github.com/once-dev/once/internal/protocol"
 )
@@ -37,31 +36,49 @@ import (
 // scope. The scope's IdempotencyRecord is named after the scope and created
 // with an atomic create: of two operations with the same scope, created
 // at once or seen through a lagging cache, exactly one creates it. ok is
-// true for that one; the other becomes a duplicate reporting the first
-// one's outcome, or fails with IdempotencyParameterMismatch.
+// true for that one; what the others become, protocol.Arbitrate decides.
 func (r *SideEffectOperationReconciler) bindScope(p *pass) (reconcile.Result, bool, error) {
+	self := v1.RecordOwner{Name: p.op.Name, UID: p.op.UID}
 	for range 2 {
 		rec, created, err := r.getOrCreateRecord(p)
 		if err != nil {
 			return reconcile.Result{}, false, err
 		}
-		if created || rec.Spec.Owner.UID == p.op.UID {
+		var owner protocol.Owner
+		if !created && rec.Spec.Owner.UID != self.UID {
+			if owner, err = r.ownerOf(p, rec); err != nil {
+				return reconcile.Result{}, false, err
+			}
+		}
+		sd := protocol.Arbitrate(p.st, self, rec.Spec, created, owner, p.policy, p.env)
+		if sd.Conflict != "" {
+			metrics.Conflicts.WithLabelValues(sd.Conflict).Inc()
+		}
+		switch sd.Action {
+		case protocol.ScopeProceed:
 			return reconcile.Result{}, true, nil
-		}
-		owner, alive, err := r.ownerOf(p, rec)
-		if err != nil {
-			return reconcile.Result{}, false, err
-		}
-		if alive || !recordExpired(rec, p.env.Now) {
-			res, err := r.judge(p, rec, owner, alive)
-			return res, false, err
-		}
-		// The record expired and its owner is gone: collect it, then bind
-		// the scope anew.
-		uid, rv := rec.UID, rec.ResourceVersion
-		err = r.Delete(p.ctx, rec, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, false, err
+		case protocol.ScopeWait:
+			return reconcile.Result{}, false, nil
+		case protocol.ScopeWrite:
+			return reconcile.Result{}, false, r.writeStatus(p, sd.Decision)
+		case protocol.ScopeTakeOver:
+			// One write names this operation the owner and the deleted one
+			// the previous owner: if the next write never happens, the
+			// next pass still starts from the unknown outcome.
+			rec.Spec = sd.Record
+			if err := r.Update(p.ctx, rec); err != nil {
+				return reconcile.Result{}, false, err
+			}
+			if failpoint.Hit(p.stopping, failpoint.TakeoverAfterRecord) {
+				return reconcile.Result{}, false, nil
+			}
+			return reconcile.Result{}, false, r.writeStatus(p, sd.Decision)
+		case protocol.ScopeCollect:
+			uid, rv := rec.UID, rec.ResourceVersion
+			err = r.Delete(p.ctx, rec, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return reconcile.Result{}, false, err
+			}
 		}
 	}
 	return reconcile.Result{}, false, fmt.Errorf("scope record %s keeps changing", p.st.RecordName)
@@ -105,59 +122,28 @@ func (r *SideEffectOperationReconciler) getOrCreateRecord(p *pass) (*v1.Idempote
 }
 
 // ownerOf reads the record's owner past the cache: a just-created owner
-// must not look deleted.
-func (r *SideEffectOperationReconciler) ownerOf(p *pass, rec *v1.IdempotencyRecord) (*v1.SideEffectOperation, bool, error) {
+// must not look deleted. Its outcome is there if it has ended.
+func (r *SideEffectOperationReconciler) ownerOf(p *pass, rec *v1.IdempotencyRecord) (protocol.Owner, error) {
 	owner := &v1.SideEffectOperation{}
 	err := r.APIReader.Get(p.ctx, client.ObjectKey{Namespace: rec.Namespace, Name: rec.Spec.Owner.Name}, owner)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, false, nil
+		return protocol.Owner{}, nil
 	case err != nil:
-		return nil, false, err
-	default:
-		return owner, owner.UID == rec.Spec.Owner.UID, nil
-	}
-}
-
-// judge decides what an operation whose scope another one holds becomes.
-func (r *SideEffectOperationReconciler) judge(p *pass, rec *v1.IdempotencyRecord,
-	owner *v1.SideEffectOperation, alive bool) (reconcile.Result, error) {
-	ownerName := rec.Spec.Owner.Name
-	if rec.Spec.RequestHash != p.st.RequestHash {
-		metrics.Conflicts.WithLabelValues("parameter_mismatch").Inc()
-		return r.fail(p, v1.ErrorConflict, v1.ReasonIdempotencyParameterMismatch, fmt.Sprintf(
-			"Idempotency key %q is bound to different parameters by %s (%s, this request is %s); use a new key for a new request",
-			p.scope.Key, ownerName, shortHash(rec.Spec.RequestHash), shortHash(p.st.RequestHash)))
-	}
-	var outcome *v1.RecordOutcome
-	switch {
-	case alive && owner.Status.State.IsTerminal():
+		return protocol.Owner{}, err
+	case owner.UID != rec.Spec.Owner.UID:
+		return protocol.Owner{}, nil
+	case owner.Status.State.IsTerminal():
 		o := outcomeOf(owner, p.env.Now)
-		outcome = &o
-	case alive:
-		st := protocol.WaitForOriginal(p.st, p.env, ownerName)
-		if equality.Semantic.DeepEqual(st, p.op.Status) {
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, r.writeStatus(p, protocol.Decision{Action: protocol.ActionWrite, Status: st})
+		return protocol.Owner{Alive: true, Outcome: &o}, nil
 	default:
-		outcome = rec.Spec.Outcome
+		return protocol.Owner{Alive: true}, nil
 	}
-	if outcome != nil {
-		metrics.Conflicts.WithLabelValues("duplicate").Inc()
-		return reconcile.Result{}, r.writeStatus(p, protocol.Adopt(p.st, p.policy, p.env, ownerName, *outcome))
-	}
-	// The owner was deleted before it ended: whether it took effect is
-	// unknown. Take the scope over and reconcile before anything else.
-	rec.Spec.Owner = v1.RecordOwner{Name: p.op.Name, UID: p.op.UID}
-	if err := r.Update(p.ctx, rec); err != nil {
-		return reconcile.Result{}, err
-	}
-	return reconcile.Result{}, r.writeStatus(p, protocol.Inherit(p.st, p.policy, p.env, ownerName))
 }
 
 // recordOutcome copies a terminal owner's outcome into its scope's record,
-// so that it outlives the object for the retention.
+// so that it outlives the object for the retention. The record is read from
+// the cache first; what the cache cannot prove is read again past it.
 func (r *SideEffectOperationReconciler) recordOutcome(p *pass) error {
 	name := p.op.Status.RecordName
 	if name == "" || !p.op.Status.State.IsTerminal() || p.op.Status.DuplicateOf != "" {
@@ -166,41 +152,44 @@ func (r *SideEffectOperationReconciler) recordOutcome(p *pass) error {
 	if _, done := r.recorded.Get(p.op.UID); done {
 		return nil
 	}
+	self := v1.RecordOwner{Name: p.op.Name, UID: p.op.UID}
 	key := client.ObjectKey{Namespace: p.op.Namespace, Name: name}
-	rec := &v1.IdempotencyRecord{}
-	err := r.Get(p.ctx, key, rec)
-	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(p.ctx, key, rec)
-	}
-	if err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if rec.Spec.Owner.UID != p.op.UID || rec.Spec.Outcome != nil {
-		r.recorded.Add(p.op.UID, struct{}{})
-		return nil
-	}
-	o := outcomeOf(p.op, p.env.Now)
-	rec.Spec.Outcome = &o
-	err = r.Update(p.ctx, rec)
-	if err == nil {
-		r.recorded.Add(p.op.UID, struct{}{})
-	}
-	if !apierrors.IsConflict(err) {
-		return err
-	}
-	// The cache showed an older record: look past it.
-	if err := r.APIReader.Get(p.ctx, key, rec); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if rec.Spec.Owner.UID == p.op.UID && rec.Spec.Outcome == nil {
-		rec.Spec.Outcome = &o
-		if err := r.Update(p.ctx, rec); err != nil {
-			// Not quiet: the outcome must reach the record.
-			return fmt.Errorf("writing the outcome to scope record %s: %v", name, err)
+	var reader client.Reader = r.Client
+	for range fencedRetries {
+		rec := &v1.IdempotencyRecord{}
+		err := reader.Get(p.ctx, key, rec)
+		if apierrors.IsNotFound(err) && reader != r.APIReader {
+			reader = r.APIReader
+			continue
+		}
+		if err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		write, confirm, done := protocol.OutcomeToWrite(rec.Spec, self, reader != r.APIReader)
+		switch {
+		case done:
+			r.recorded.Add(p.op.UID, struct{}{})
+			return nil
+		case confirm:
+			reader = r.APIReader
+			continue
+		case write:
+			o := outcomeOf(p.op, p.env.Now)
+			rec.Spec.Outcome = &o
+			err = r.Update(p.ctx, rec)
+			if err == nil {
+				r.recorded.Add(p.op.UID, struct{}{})
+				return nil
+			}
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("writing the outcome to scope record %s: %w", name, err)
+			}
+			// The cache showed an older record: look past it.
+			reader = r.APIReader
 		}
 	}
-	r.recorded.Add(p.op.UID, struct{}{})
-	return nil
+	// Not quiet: the outcome must reach the record.
+	return fmt.Errorf("writing the outcome to scope record %s kept losing to newer versions", name)
 }
 
 // outcomeOf is a terminal operation's outcome, as its record keeps it.
@@ -223,31 +212,9 @@ func outcomeOf(op *v1.SideEffectOperation, now time.Time) v1.RecordOutcome {
 	if st.CompletionTime != nil {
 		o.CompletionTime = *st.CompletionTime
 	}
-	o.ExpiryTime = metav1.NewTime(o.CompletionTime.Add(durationOr(op.Spec.Retention, defaultRetention)))
+	o.ExpiryTime = metav1.NewTime(o.CompletionTime.Add(protocol.Retention(&op.Spec)))
 	if st.ExpiryTime != nil {
 		o.ExpiryTime = *st.ExpiryTime
 	}
 	return o
-}
-
-// recordExpired reports whether a record's retention has passed: counted
-// from its owner's end, or from its creation if the owner never ended.
-func recordExpired(rec *v1.IdempotencyRecord, now time.Time) bool {
-	return !now.Before(recordExpiry(rec))
-}
-
-func recordExpiry(rec *v1.IdempotencyRecord) time.Time {
-	if o := rec.Spec.Outcome; o != nil {
-		return o.ExpiryTime.Time
-	}
-	return rec.CreationTimestamp.Add(rec.Spec.Retention.Duration)
-}
-
-// shortHash abbreviates a request hash for messages.
-func shortHash(h string) string {
-	h = strings.TrimPrefix(h, "sha256:")
-	if len(h) > 12 {
-		h = h[:12]
-	}
-	return "sha256:" + h
 }

@@ -90,22 +90,25 @@ func (r *SideEffectOperationReconciler) fresh(p *pass) (*v1.SideEffectOperation,
 	return op, r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(p.op), op)
 }
 
-// keepEvidence records what a stale worker learned, unless it contradicts
-// the record; it never changes the state. An answer naming a second effect
-// is not recorded, but raised: a person must hear of it.
+// keepEvidence records what a worker learned after its claim moved on, as
+// protocol.Stale decides: evidence, a commit when the record is still about
+// that attempt, or a second effect, which is raised at once.
 func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 	metrics.StaleWrites.Inc()
-	obs := a.observation(p.env)
-	p.log.Info("Claim moved on while the tool was called; keeping the answer as evidence only",
-		"attempt", a.attempt, "outcome", obs.Outcome, "state", stateLabel(p.op.Status.State))
+	late := a.late(p.env)
+	p.log.Info("Claim moved on while the tool was called; deciding on the late answer",
+		"attempt", a.attempt, "outcome", late.Observation.Outcome, "state", stateLabel(p.op.Status.State))
+	raised := false
 	for range fencedRetries {
-		st, ok := protocol.StaleEvidence(p.op.Status, obs)
-		if !ok {
-			r.raiseSecondEffect(p, a.attempt, obs)
+		d, verdict := protocol.Stale(p.op.Status, p.policy, p.env, late)
+		if verdict == protocol.LateIgnored {
 			return nil
 		}
-		p.op.Status = st
-		err := r.Status().Update(p.ctx, p.op)
+		if verdict == protocol.LateSecondEffect && !raised {
+			r.raiseSecondEffect(p, late)
+			raised = true
+		}
+		err := r.writeStatus(p, d)
 		if !apierrors.IsConflict(err) {
 			return err
 		}
@@ -118,19 +121,18 @@ func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 	return nil
 }
 
-// raiseSecondEffect reports a stale answer that names another effect than
-// the record: the record stays as it is, but the effect exists.
-func (r *SideEffectOperationReconciler) raiseSecondEffect(p *pass, attempt int32, obs v1.Observation) {
-	recorded := p.op.Status.ExternalObjectID
-	if obs.ExternalObjectID == "" || obs.ExternalObjectID == recorded {
-		return
-	}
+// raiseSecondEffect tells a person at once of an answer that names an
+// effect besides the recorded one: the record stays as it is, but there may
+// be two effects for one key.
+func (r *SideEffectOperationReconciler) raiseSecondEffect(p *pass, late protocol.Late) {
+	st := p.op.Status
 	metrics.ContradictingAnswers.Inc()
-	p.log.Error(nil, "A worker that lost its claim got an answer naming a second effect",
-		"attempt", attempt, "externalObjectID", obs.ExternalObjectID, "recorded", recorded)
-	r.Recorder.Eventf(p.op, nil, corev1.EventTypeWarning, "SecondEffect", "KeepEvidence",
-		"A worker that had lost its claim on attempt %d got an answer naming %s, not the recorded %s",
-		attempt, obs.ExternalObjectID, recorded)
+	p.log.Error(nil, "A worker that lost its claim got an answer naming a possible second effect",
+		"attempt", late.Attempt, "externalObjectID", late.Observation.ExternalObjectID,
+		"recorded", st.ExternalObjectID, "state", stateLabel(st.State), "attempts", st.Attempts)
+	r.Recorder.Eventf(p.op, nil, corev1.EventTypeWarning, v1.EventSecondEffect, "KeepEvidence",
+		"A worker that had lost its claim on attempt %d got an answer naming effect %q while the record is %s at attempt %d with effect %q: there may be two effects",
+		late.Attempt, late.Observation.ExternalObjectID, stateLabel(st.State), st.Attempts, st.ExternalObjectID)
 }
 
 // observe emits the event and the metrics of a written decision.

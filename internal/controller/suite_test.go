@@ -38,7 +38,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -94,6 +93,7 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "once-system"}})).To(Succeed())
+	installPolicies()
 
 	By("starting the sandbox tool")
 	s, err := sandbox.New(sandbox.Options{})
@@ -149,38 +149,22 @@ func startManager(o managerOptions) (stop func()) {
 	if o.maxClaim == 0 {
 		o.maxClaim = 2 * time.Second
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: new(true)},
-	})
-	Expect(err).NotTo(HaveOccurred())
-	compiler, err := httpeffects.NewCompiler()
-	Expect(err).NotTo(HaveOccurred())
-	mctx, mcancel := context.WithCancel(ctx)
 	// The sandbox listens on 127.0.0.1, which the egress policy refuses
 	// unless allowed, as --allow-egress-cidrs does for the manager.
-	egress := &httpeffects.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-	connector := &httpeffects.Connector{Secrets: mgr.GetAPIReader(), ClusterResourceNamespace: "once-system",
-		Compiler: compiler, Transport: httpeffects.NewTransport(egress), Egress: egress}
-	Expect((&SideEffectOperationReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorder("once"),
-		Connector:               connector,
-		Validator:               connector,
-		Budgets:                 NewRetryBudgets(),
-		Clock:                   clock.RealClock{},
-		Holder:                  o.holder,
-		MaxClaim:                o.maxClaim,
-		ClaimGrace:              time.Second,
-		MaxConcurrentReconciles: 4,
-	}).SetupWithManager(mctx, mgr)).To(Succeed())
-	Expect((&IdempotencyRecordReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Clock: clock.RealClock{}}).SetupWithManager(mgr)).To(Succeed())
-	Expect(SetupToolReconcilers(mgr, ToolReconciler{Client: mgr.GetClient(), Validator: connector,
-		Headers: connector, Clock: clock.RealClock{}})).To(Succeed())
+	c := Config{Holder: o.holder, ClusterResourceNamespace: "once-system", MaxConcurrentReconciles: 4,
+		MaxClaim: o.maxClaim, ClaimGrace: time.Second,
+		Egress: &httpeffects.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+	shutdown := c.GracefulShutdownTimeout()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		Controller:              config.Controller{SkipNameValidation: new(true)},
+		GracefulShutdownTimeout: &shutdown,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	mctx, mcancel := context.WithCancel(ctx)
+	Expect(Setup(mctx, mgr, c)).To(Succeed())
 	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()

@@ -37,6 +37,9 @@ type Request struct {
 	Parameters []byte
 	// Timeout bounds the call.
 	Timeout time.Duration
+	// Mode is the idempotency mode the attempt was made under, which
+	// decides how an answer is classified; empty means the tool's.
+	Mode v1.IdempotencyMode
 }
 
 // Client performs the side effects of one tool. Its contract:

@@ -48,7 +48,11 @@ const (
 	// ReconcileAfterAnswer: the tool answered the reconciliation; the
 	// answer is not recorded.
 	ReconcileAfterAnswer = "reconcileAfterAnswer"
+	// TakeoverAfterRecord: an operation took over the scope record of a
+	// deleted owner; it has not recorded the inherited unknown outcome.
+	TakeoverAfterRecord = "takeoverAfterRecord"
 )
 
 // Points lists every point.
-var Points = []string{ExecuteAfterClaim, ExecuteAfterAnswer, ReconcileAfterClaim, ReconcileAfterAnswer}
+var Points = []string{ExecuteAfterClaim, ExecuteAfterAnswer, ReconcileAfterClaim, ReconcileAfterAnswer,
+	TakeoverAfterRecord}

@@ -28,6 +28,7 @@ import (
 // transition moves st to state and sets its conditions to match.
 func transition(st *v1.SideEffectOperationStatus, state v1.OperationState, reason, msg string, env Env) {
 	st.State = state
+	enforceFields(st)
 	setConditions(st, reason, msg, false, env)
 }
 
@@ -65,7 +66,9 @@ func conditionStatuses(state v1.OperationState, blocked bool) (ready, succeeded,
 	case state == v1.StateFailedFinal:
 		return f, f, f, t
 	case state == v1.StateCompensated:
-		return f, f, f, f
+		// Done: the effect was undone as asked. Ready, so that kstatus
+		// reads Current; not Succeeded, since the effect no longer stands.
+		return t, f, f, f
 	case state == v1.StateNeedsReview, blocked:
 		return f, u, f, t
 	default:

@@ -93,9 +93,24 @@ func (s Scope) RecordName() string {
 	return "scope-" + hex.EncodeToString(sum[:])
 }
 
-// ToolKey is the idempotency key sent to the tool: the scope within the
-// tool, so that tenants sharing a ClusterTool, and operations sharing a
-// tool, never collide there.
+// maxToolKey is the longest key sent to a tool as it is; longer keys are
+// sent as their digest. Many APIs cap keys at 255 characters.
+const maxToolKey = 255
+
+// ToolKey is the idempotency key sent to the tool: the whole scope, so that
+// tenants sharing a ClusterTool, operations sharing a tool, and tools
+// sharing one API never collide there. It reads
+// "<namespace>/<kind>:<tool>/<operation>/<key>", or "once:" and the hex
+// SHA-256 of that when it is longer than 255 bytes.
 func (s Scope) ToolKey() string {
-	return s.Namespace + "/" + s.Operation + "/" + s.Key
+	kind := s.Tool.Kind
+	if kind == "" {
+		kind = v1.ToolKindTool
+	}
+	k := s.Namespace + "/" + string(kind) + ":" + s.Tool.Name + "/" + s.Operation + "/" + s.Key
+	if len(k) <= maxToolKey {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "once:" + hex.EncodeToString(sum[:])
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package protocol
 
 import (
+	"strings"
 	"testing"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -108,7 +109,17 @@ func TestScope(t *testing.T) {
 	if n := base.RecordName(); len(n) > 253 || n != base.RecordName() {
 		t.Errorf("record name %q must be stable and fit an object name", n)
 	}
-	if got, want := base.ToolKey(), "shop/charge.create/order-1"; got != want {
+	if got, want := base.ToolKey(), "shop/Tool:payments/charge.create/order-1"; got != want {
 		t.Errorf("ToolKey: want %q, got %q", want, got)
+	}
+	other := base
+	other.Tool.Name = "refunds"
+	if base.ToolKey() == other.ToolKey() {
+		t.Errorf("two tools of one namespace send the same key %q", base.ToolKey())
+	}
+	long := base
+	long.Key = strings.Repeat("k", 300)
+	if got := long.ToolKey(); len(got) > 255 || !strings.HasPrefix(got, "once:") {
+		t.Errorf("a long scope must be sent as its digest, got %q", got)
 	}
 }

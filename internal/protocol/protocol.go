@@ -40,8 +40,13 @@ type Policy struct {
 	InitialBackoff, MaxBackoff time.Duration
 	// ClaimDuration is how long a claim holds without renewal.
 	ClaimDuration time.Duration
+	// MaxClaimDuration bounds any worker's claim, of any operation: the
+	// longest a request of an operation this worker knows nothing about
+	// (a deleted owner's) may still leave after now.
+	MaxClaimDuration time.Duration
 	// LookupDelay is, in Lookup mode, how long after an attempt was sent a
-	// lookup can prove that it had no effect.
+	// lookup can prove that it had no effect: the tool's processing time
+	// plus the lag of its lookup index, as the tool declares them.
 	LookupDelay time.Duration
 	// Retention is how long the record is kept after the operation ends.
 	Retention time.Duration
@@ -130,6 +135,9 @@ type CallResult struct {
 	ResultDigest string
 	// RetryAfter is the tool's Retry-After, zero if none.
 	RetryAfter time.Duration
+	// Replayed marks an answer the tool says is its replay of the first
+	// answer to the same key (the tool's replayed expression).
+	Replayed bool
 	// Request summarises what was sent; Message what came back. Neither
 	// holds secrets.
 	Request, Message string
@@ -156,9 +164,6 @@ type LookupResult struct {
 	ResultDigest                        string
 	Request, Message                    string
 }
-
-// maxObservations bounds status.observations.
-const maxObservations = 10
 
 // Next decides what to do with an operation that no call of this worker is
 // in flight for. resolution is the object's spec.resolution.
@@ -188,11 +193,35 @@ func Next(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env
 	}
 }
 
-// execute claims the next attempt.
+// NeedsTool reports whether deciding on st needs the tool: everything but a
+// terminal operation and a person's MarkCommitted or Fail, which must be
+// applied even while the tool is missing or broken.
+func NeedsTool(st v1.SideEffectOperationStatus, res *v1.Resolution, env Env) bool {
+	if st.State.IsTerminal() {
+		return false
+	}
+	if st.State == v1.StateNeedsReview {
+		return resolutionPending(st, res, env) && res.Action == v1.ResolutionRetry
+	}
+	return true
+}
+
+// attemptMode is the mode the current attempt was made under: its unknown
+// outcome is reconciled the way that mode allows, whatever the tool says
+// now.
+func attemptMode(st v1.SideEffectOperationStatus, p Policy) v1.IdempotencyMode {
+	if st.IdempotencyMode != "" {
+		return st.IdempotencyMode
+	}
+	return p.Mode
+}
+
+// execute claims the next attempt, under the tool's current mode.
 func execute(st v1.SideEffectOperationStatus, p Policy, env Env, retry bool) Decision {
 	st.Attempts++
 	st.ReconcileAttempts = 0
 	st.NextAttemptTime = nil
+	st.IdempotencyMode = p.Mode
 	st.Claim = newClaim(env, p, st.Attempts)
 	if st.StartedTime == nil {
 		st.StartedTime = timePtr(env.Now)
@@ -200,7 +229,7 @@ func execute(st v1.SideEffectOperationStatus, p Policy, env Env, retry bool) Dec
 	msg := fmt.Sprintf("Attempt %d claimed", st.Attempts)
 	transition(&st, v1.StateStarted, v1.ReasonExecuting, msg, env)
 	return Decision{Action: ActionExecute, Status: st, Retry: retry,
-		Event: &Event{Reason: "Claimed", Message: msg}}
+		Event: &Event{Reason: v1.EventClaimed, Message: msg}}
 }
 
 func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
@@ -208,35 +237,34 @@ func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 	switch {
 	case c == nil:
 		// A Started record always carries its claim; without one nothing
-		// tells whether a call was made, so the outcome is unknown.
-		return unknown(st, p, env, "Attempt %d lost its claim record; its outcome is unknown", st.Attempts)
+		// tells whether or until when a call was made, so the outcome is
+		// unknown and a request may leave as late as any claim allows.
+		return unknown(st, p, env, env.Now.Add(p.MaxClaimDuration),
+			"Attempt %d lost its claim record; its outcome is unknown", st.Attempts)
 	case c.Holder == env.Holder:
 		// This worker holds the claim but runs no call for it: the call
 		// was abandoned (the pass crashed or its outcome write failed).
-		return unknown(st, p, env, "Attempt %d was abandoned by its worker; its outcome is unknown", c.Attempt)
+		// Its request could have left until the claim ends.
+		return unknown(st, p, env, c.ExpiryTime.Time,
+			"Attempt %d was abandoned by its worker; its outcome is unknown", c.Attempt)
 	case env.Now.Before(c.ExpiryTime.Time):
 		return Decision{Action: ActionWait, RequeueAfter: c.ExpiryTime.Sub(env.Now)}
 	default:
 		observeExpiredClaim(&st, env, c, "Claim expired while the attempt was in progress")
-		return unknown(st, p, env, "Claim of attempt %d expired; its outcome is unknown", c.Attempt)
+		return unknown(st, p, env, c.ExpiryTime.Time, "Claim of attempt %d expired; its outcome is unknown", c.Attempt)
 	}
 }
 
-// unknown records that the current attempt's outcome is unknown. In Lookup
-// mode the first question waits until the attempt can no longer be in
-// flight at the tool, so that an absent answer proves absence: lookupDelay
-// after the latest moment its request could have left, which is now, or
-// the claim's expiry if that came first (a worker never sends past its
-// claim).
-func unknown(st v1.SideEffectOperationStatus, p Policy, env Env, format string, args ...any) Decision {
-	sent := env.Now
-	if st.Claim != nil && st.Claim.ExpiryTime.Before(&metav1.Time{Time: sent}) {
-		sent = st.Claim.ExpiryTime.Time
-	}
+// unknown records that the current attempt's outcome is unknown. lastSend
+// is the latest moment its request could have left: a worker never sends
+// past its claim. In Lookup mode the first question waits until lookupDelay
+// after that, when the attempt can no longer be in flight at the tool nor
+// missing from its lookups, so that an absent answer proves absence.
+func unknown(st v1.SideEffectOperationStatus, p Policy, env Env, lastSend time.Time, format string, args ...any) Decision {
 	st.Claim = nil
 	st.NextAttemptTime = nil
-	if p.Mode == v1.IdempotencyLookup && p.LookupDelay > 0 {
-		if at := sent.Add(p.LookupDelay); at.After(env.Now) {
+	if attemptMode(st, p) == v1.IdempotencyLookup {
+		if at := lastSend.Add(p.LookupDelay); at.After(env.Now) {
 			st.NextAttemptTime = timePtr(at)
 		}
 	}
@@ -282,10 +310,11 @@ func observeExpiredClaim(st *v1.SideEffectOperationStatus, env Env, c *v1.Claim,
 		Attempt: c.Attempt, Holder: c.Holder, Outcome: string(v1.OutcomeUnknown), Message: msg})
 }
 
-// reconcile asks the tool about the unknown attempt, as its mode allows,
-// or hands the operation to a person.
+// reconcile asks the tool about the unknown attempt, as the attempt's mode
+// allows, or hands the operation to a person.
 func reconcile(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
-	if p.Mode == v1.IdempotencyNone {
+	mode := attemptMode(st, p)
+	if mode == v1.IdempotencyNone {
 		return needsReview(st, env, fmt.Sprintf(
 			"Attempt %d has an unknown outcome and the tool can neither dedupe nor be asked; a person must decide", st.Attempts))
 	}
@@ -298,7 +327,7 @@ func reconcile(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 	st.NextAttemptTime = nil
 	st.Claim = newClaim(env, p, st.Attempts)
 	action, how := ActionLookup, "looking it up by key"
-	if p.Mode == v1.IdempotencyNative {
+	if mode == v1.IdempotencyNative {
 		action, how = ActionResend, "re-sending it with the same key"
 	}
 	msg := fmt.Sprintf("Reconciling attempt %d by %s", st.Attempts, how)
@@ -307,44 +336,57 @@ func reconcile(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 }
 
 func needsReview(st v1.SideEffectOperationStatus, env Env, msg string) Decision {
-	st.Claim = nil
-	st.NextAttemptTime = nil
 	st.ErrorClass = v1.ErrorOutcomeUnknown
 	st.ErrorMessage = msg
+	st.ReviewGeneration = env.Generation
 	transition(&st, v1.StateNeedsReview, v1.ReasonNeedsReview, msg, env)
 	return Decision{Action: ActionWrite, Status: st,
 		Event: &Event{Warning: true, Reason: v1.ReasonNeedsReview, Message: msg}}
 }
 
-// nextNeedsReview applies a person's resolution, once: only a resolution
-// given after the record was last written counts, so a resolution that was
-// already there when the operation entered NeedsReview is not applied.
+// resolutionPending reports whether res was given after the operation last
+// entered NeedsReview: a resolution that was already there then is not
+// applied, and one is applied once.
+func resolutionPending(st v1.SideEffectOperationStatus, res *v1.Resolution, env Env) bool {
+	since := st.ReviewGeneration
+	if since == 0 {
+		// Recorded before reviewGeneration existed.
+		since = st.ObservedGeneration
+	}
+	if st.Resolution != nil {
+		since = max(since, st.Resolution.Generation)
+	}
+	return res != nil && env.Generation > since
+}
+
+// nextNeedsReview applies a person's resolution, once.
 func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env) Decision {
-	if res == nil || env.Generation <= st.ObservedGeneration {
+	if !resolutionPending(st, res, env) {
 		return Decision{Action: ActionWait}
 	}
 	st.Resolution = &v1.AppliedResolution{Resolution: *res, Generation: env.Generation,
 		Time: metav1.NewTime(env.Now), FromState: st.State}
 	observe(&st, v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationResolution,
 		Attempt: st.Attempts, Outcome: string(res.Action), ExternalObjectID: res.ExternalObjectID,
-		Message: fmt.Sprintf("Resolved by %s: %s", res.By, res.Reason)})
-	ev := &Event{Reason: "Resolved"}
+		Message: fmt.Sprintf("Resolved by %s: %s", res.Attribution(), res.Reason)})
+	ev := &Event{Reason: v1.EventResolved}
 	switch res.Action {
 	case v1.ResolutionMarkCommitted:
-		msg := fmt.Sprintf("Marked committed by %s", res.By)
+		msg := fmt.Sprintf("Marked committed by %s", res.Attribution())
 		commit(&st, p, env, CallResult{ExternalObjectID: res.ExternalObjectID}, v1.ReasonResolvedCommitted, msg)
 		ev.Message = msg
 		return Decision{Action: ActionWrite, Status: st, Event: ev}
 	case v1.ResolutionFail:
-		msg := fmt.Sprintf("Failed by %s", res.By)
+		msg := fmt.Sprintf("Failed by %s", res.Attribution())
 		fail(&st, p, env, v1.ErrorPermanent, v1.ReasonResolvedFailed, msg)
 		ev.Message = msg
 		return Decision{Action: ActionWrite, Status: st, Event: ev}
 	default:
 		// Retry: the person vouches that the attempt had no effect.
+		st.ErrorClass, st.ErrorMessage = "", ""
 		d := execute(st, p, env, false)
-		d.Event = &Event{Reason: "Resolved", Message: fmt.Sprintf("Retry allowed by %s; %s",
-			res.By, d.Event.Message)}
+		d.Event = &Event{Reason: v1.EventResolved, Message: fmt.Sprintf("Retry allowed by %s; %s",
+			res.Attribution(), d.Event.Message)}
 		return d
 	}
 }
@@ -356,6 +398,15 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 	case v1.OutcomeSucceeded:
 		return committed(st, p, env, r)
 	case v1.OutcomePermanent:
+		if st.ErrorClass == v1.ErrorOutcomeUnknown && !r.Replayed {
+			// An earlier attempt was answered by a gateway that may have
+			// passed it on (a Native tool's 502, 503, 504 or 408): this
+			// attempt is its same-key re-send, and a refusal that is not
+			// the tool's replay answers the re-send, not the earlier one.
+			return needsReview(st, env, fmt.Sprintf(
+				"An earlier attempt may have taken effect and attempt %d, its re-send, was refused with an answer that is not the tool's replay (%s); a person must decide",
+				st.Attempts, r.Message))
+		}
 		return Fail(st, p, env, v1.ErrorPermanent, v1.ReasonRejected, "Tool rejected the request: "+r.Message)
 	case v1.OutcomeRetryable:
 		if st.Attempts >= p.MaxAttempts {
@@ -363,28 +414,52 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 				fmt.Sprintf("All %d attempts failed without effect; last: %s", st.Attempts, r.Message))
 		}
 		wait := max(backoff(p, st.Attempts, env), r.RetryAfter)
-		st.Claim = nil
 		st.NextAttemptTime = timePtr(env.Now.Add(wait))
-		st.ErrorClass = v1.ErrorRetryable
+		if mayHaveActed(r) || st.ErrorClass == v1.ErrorOutcomeUnknown {
+			// An effect may exist: retried only because the retry is a
+			// same-key re-send, and it stays so for later attempts.
+			st.ErrorClass = v1.ErrorOutcomeUnknown
+		} else {
+			st.ErrorClass = v1.ErrorRetryable
+		}
 		st.ErrorMessage = r.Message
 		msg := fmt.Sprintf("Attempt %d failed without effect and will be retried: %s", st.Attempts, r.Message)
 		transition(&st, v1.StateFailedRetryable, v1.ReasonBackingOff, msg, env)
 		return Decision{Action: ActionWrite, Status: st, RequeueAfter: wait,
 			Event: &Event{Warning: true, Reason: v1.ReasonBackingOff, Message: msg}}
 	default:
-		return unknown(st, p, env, "Attempt %d has an unknown outcome: %s", st.Attempts, r.Message)
+		// The call has returned: its request left no later than now.
+		return unknown(st, p, env, env.Now, "Attempt %d has an unknown outcome: %s", st.Attempts, r.Message)
 	}
 }
 
+// mayHaveActed reports whether a retryable answer may come from a gateway
+// that passed the request on: only a Native tool retries those, because
+// the retry is a same-key re-send.
+func mayHaveActed(r CallResult) bool {
+	switch r.HTTPStatus {
+	case 408, 502, 503, 504:
+		return true
+	}
+	return false
+}
+
 // AfterResend records the answer to a re-send of an unknown attempt to a
-// tool that dedupes natively: the tool answers with the first result.
+// tool that dedupes natively. A 2xx settles it; a refusal settles it only
+// when the tool marks it as its replay of the first answer: otherwise it
+// answers the re-send (a rotated credential, a moved route), not the
+// attempt, and a person must decide.
 func AfterResend(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult) Decision {
 	observe(&st, CallObservation(env, v1.ObservationResend, st.Attempts, r))
-	switch r.Outcome {
-	case v1.OutcomeSucceeded:
+	switch {
+	case r.Outcome == v1.OutcomeSucceeded:
 		return committed(st, p, env, r)
-	case v1.OutcomePermanent:
+	case r.Outcome == v1.OutcomePermanent && r.Replayed:
 		return Fail(st, p, env, v1.ErrorPermanent, v1.ReasonRejected, "Tool rejected the request: "+r.Message)
+	case r.Outcome == v1.OutcomePermanent:
+		return needsReview(st, env, fmt.Sprintf(
+			"Attempt %d has an unknown outcome and the re-send was refused with an answer that is not the tool's replay (%s); a person must decide",
+			st.Attempts, r.Message))
 	default:
 		// In flight (409), unavailable, or no answer again: ask later.
 		return askLater(st, p, env, r.RetryAfter, r.Message)
@@ -396,23 +471,28 @@ func AfterLookup(st v1.SideEffectOperationStatus, p Policy, env Env, r LookupRes
 	observe(&st, LookupObservation(env, st.Attempts, r))
 	switch r.Verdict {
 	case VerdictFound:
-		return committed(st, p, env, CallResult{ExternalObjectID: r.ExternalObjectID,
-			ExternalRequestID: r.ExternalRequestID, Result: r.Result, ResultDigest: r.ResultDigest})
+		return committed(st, p, env, r.Call())
 	case VerdictAbsent:
 		if st.Attempts >= p.MaxAttempts {
 			return Fail(st, p, env, v1.ErrorRetryable, v1.ReasonRetriesExhausted,
 				fmt.Sprintf("All %d attempts failed without effect; the last was proven absent", st.Attempts))
 		}
-		st.Claim = nil
 		st.NextAttemptTime = timePtr(env.Now)
 		st.ErrorClass = v1.ErrorRetryable
 		st.ErrorMessage = fmt.Sprintf("Attempt %d was proven absent at the tool", st.Attempts)
 		msg := st.ErrorMessage + "; it will be retried"
 		transition(&st, v1.StateFailedRetryable, v1.ReasonBackingOff, msg, env)
-		return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: "ProvenAbsent", Message: msg}}
+		return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: v1.EventProvenAbsent, Message: msg}}
 	default:
 		return askLater(st, p, env, 0, r.Message)
 	}
+}
+
+// Call is the found effect as an answer to the attempt.
+func (r LookupResult) Call() CallResult {
+	return CallResult{Outcome: v1.OutcomeSucceeded, HTTPStatus: r.HTTPStatus, ExternalObjectID: r.ExternalObjectID,
+		ExternalRequestID: r.ExternalRequestID, Result: r.Result, ResultDigest: r.ResultDigest,
+		Request: r.Request, Message: r.Message}
 }
 
 // askLater keeps reconciling after an answer that settled nothing.
@@ -442,8 +522,6 @@ func commit(st *v1.SideEffectOperationStatus, p Policy, env Env, r CallResult, r
 	st.ExternalRequestID = r.ExternalRequestID
 	st.Result = r.Result
 	st.ResultDigest = r.ResultDigest
-	st.ErrorClass = ""
-	st.ErrorMessage = ""
 	st.CommittedTime = timePtr(env.Now)
 	end(st, p, env)
 	transition(st, v1.StateCommitted, reason, msg, env)
@@ -456,10 +534,9 @@ func fail(st *v1.SideEffectOperationStatus, p Policy, env Env, class v1.ErrorCla
 	transition(st, v1.StateFailedFinal, reason, msg, env)
 }
 
-// end closes the record: no claim, no next attempt, and an expiry.
+// end closes the record with a completion time and an expiry; what a
+// terminal record may not hold, stateFields clears.
 func end(st *v1.SideEffectOperationStatus, p Policy, env Env) {
-	st.Claim = nil
-	st.NextAttemptTime = nil
 	st.CompletionTime = timePtr(env.Now)
 	st.ExpiryTime = timePtr(env.Now.Add(p.Retention))
 }
@@ -487,8 +564,6 @@ func Blocked(st v1.SideEffectOperationStatus, env Env, reason, msg string) v1.Si
 func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, o v1.RecordOutcome) Decision {
 	st.DuplicateOf = original
 	st.Attempts = 0
-	st.Claim = nil
-	st.NextAttemptTime = nil
 	st.ExternalObjectID = o.ExternalObjectID
 	st.ExternalRequestID = o.ExternalRequestID
 	st.Result = o.Result
@@ -513,29 +588,15 @@ func WaitForOriginal(st v1.SideEffectOperationStatus, env Env, original string) 
 	return st
 }
 
-// Inherit starts st from an unknown outcome: it takes over a scope whose
-// previous owner was deleted before it ended, so an effect may exist.
+// Inherit starts st from an unknown outcome: it took over a scope whose
+// previous owner was deleted before it ended, so an effect may exist, and
+// the previous owner's worker may still send its request until its claim
+// ends, which can be as late as the longest claim from now.
 func Inherit(st v1.SideEffectOperationStatus, p Policy, env Env, previous string) Decision {
 	st.Attempts = max(st.Attempts, 1)
-	return unknown(st, p, env, "Takes over the key from %s, deleted before it ended; whether it took effect is unknown", previous)
-}
-
-// StaleEvidence keeps what a worker that lost its claim learned, if it does
-// not contradict the current record: an answer about an attempt the record
-// has not reached, or one naming a different effect than a terminal record
-// does, is refused. It never changes the state, the claim or
-// observedGeneration.
-func StaleEvidence(cur v1.SideEffectOperationStatus, o v1.Observation) (v1.SideEffectOperationStatus, bool) {
-	if cur.Attempts < o.Attempt {
-		return cur, false
-	}
-	if cur.State.IsTerminal() && cur.ExternalObjectID != "" && o.ExternalObjectID != "" &&
-		cur.ExternalObjectID != o.ExternalObjectID {
-		return cur, false
-	}
-	o.Kind = v1.ObservationStaleCall
-	observe(&cur, o)
-	return cur, true
+	st.IdempotencyMode = p.Mode
+	return unknown(st, p, env, env.Now.Add(p.MaxClaimDuration),
+		"Takes over the key from %s, deleted before it ended; whether it took effect is unknown", previous)
 }
 
 // CallObservation is the evidence of an answer to a call.
@@ -550,15 +611,6 @@ func LookupObservation(env Env, attempt int32, r LookupResult) v1.Observation {
 	return v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationLookup, Attempt: attempt,
 		Holder: env.Holder, Outcome: string(r.Verdict), Request: r.Request, HTTPStatus: r.HTTPStatus,
 		ExternalObjectID: r.ExternalObjectID, Message: capMessage(r.Message)}
-}
-
-// observe appends o, keeping the newest maxObservations.
-func observe(st *v1.SideEffectOperationStatus, o v1.Observation) {
-	obs := append(append([]v1.Observation(nil), st.Observations...), o)
-	if len(obs) > maxObservations {
-		obs = obs[len(obs)-maxObservations:]
-	}
-	st.Observations = obs
 }
 
 func newClaim(env Env, p Policy, attempt int32) *v1.Claim {

@@ -139,11 +139,11 @@ func TestNext(t *testing.T) {
 				Reason: v1.ReasonOutcomeUnknown, Ready: condFalse, Stalled: condFalse},
 		},
 		"StartedOwnAbandonedClaimIsUnknown": {
-			reason: "This worker's own claim with no call in flight was abandoned: unknown at once.",
+			reason: "This worker's own claim with no call in flight was abandoned: unknown at once; its request could have left until the claim's end, so the first lookup counts from there.",
 			args: args{st: v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: 2,
 				Claim: claim(self, 2, -5*time.Second, 25*time.Second)}, mode: v1.IdempotencyLookup},
-			want: view{Action: ActionWrite, State: v1.StateUnknown, Attempts: 2, NextAttemptIn: 30 * time.Second,
-				RequeueAfter: 30 * time.Second, Reason: v1.ReasonOutcomeUnknown, Ready: condFalse, Stalled: condFalse},
+			want: view{Action: ActionWrite, State: v1.StateUnknown, Attempts: 2, NextAttemptIn: 55 * time.Second,
+				RequeueAfter: 55 * time.Second, Reason: v1.ReasonOutcomeUnknown, Ready: condFalse, Stalled: condFalse},
 		},
 		"StartedExpiredClaimLookupWaitsFromExpiry": {
 			reason: "A stalled worker may send until its claim expires: the first lookup counts from the expiry.",
@@ -368,15 +368,21 @@ func TestAfterResend(t *testing.T) {
 			want: view{Action: ActionWrite, State: v1.StateCommitted, Attempts: 1, ReconcileAttempts: 2,
 				ExternalObjectID: "ch_1", Reason: v1.ReasonCommitted, Ready: condTrue, Stalled: condFalse},
 		},
-		"FirstRejectionFails": {
-			reason: "A first answer that was a rejection is replayed as one.",
-			r:      CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 402},
+		"ReplayedRejectionFails": {
+			reason: "A first answer that was a rejection, replayed as the tool marks it, fails the operation.",
+			r:      CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 402, Replayed: true},
 			want: view{Action: ActionWrite, State: v1.StateFailedFinal, Attempts: 1, ReconcileAttempts: 2,
 				Reason: v1.ReasonRejected, Ready: condFalse, Stalled: condTrue},
 		},
+		"UnmarkedRejectionNeedsReview": {
+			reason: "Sequence 5: a 401/403/404 to a re-send (a rotated credential, a moved route) answers the re-send, not the attempt: a person decides.",
+			r:      CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 401},
+			want: view{Action: ActionWrite, State: v1.StateNeedsReview, Attempts: 1, ReconcileAttempts: 2,
+				Reason: v1.ReasonNeedsReview, Ready: condFalse, Stalled: condTrue},
+		},
 		"InFlightAsksLater": {
 			reason: "409: the first request is still in flight; wait and ask again.",
-			r:      CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 409},
+			r:      CallResult{Outcome: v1.OutcomeUnknown, HTTPStatus: 409},
 			want: view{Action: ActionWrite, State: v1.StateReconciling, Attempts: 1, ReconcileAttempts: 2,
 				NextAttemptIn: 2 * time.Second, RequeueAfter: 2 * time.Second,
 				Reason: v1.ReasonReconciling, Ready: condFalse, Stalled: condFalse},
@@ -577,44 +583,91 @@ func TestBackoffIsCappedExponential(t *testing.T) {
 	}
 }
 
-func TestStaleEvidence(t *testing.T) {
+func TestStale(t *testing.T) {
+	found := &CallResult{Outcome: v1.OutcomeSucceeded, ExternalObjectID: "ch_1"}
 	committed := v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 2, ExternalObjectID: "ch_2"}
 	cases := map[string]struct {
-		reason string
-		cur    v1.SideEffectOperationStatus
-		obs    v1.Observation
-		kept   bool
+		reason  string
+		cur     v1.SideEffectOperationStatus
+		late    Late
+		verdict LateVerdict
+		state   v1.OperationState
 	}{
-		"NoContradiction": {
-			reason: "An answer about an earlier attempt of a record now reconciling is evidence.",
-			cur:    v1.SideEffectOperationStatus{State: v1.StateReconciling, Attempts: 1},
-			obs:    v1.Observation{Attempt: 1, Outcome: "Succeeded", ExternalObjectID: "ch_1"}, kept: true,
+		"FailureIsEvidence": {
+			reason:  "An answer that names no effect is evidence, whatever the record.",
+			cur:     v1.SideEffectOperationStatus{State: v1.StateReconciling, Attempts: 1},
+			late:    Late{Attempt: 1, Observation: v1.Observation{Attempt: 1, Outcome: "Unknown"}},
+			verdict: LateEvidence, state: v1.StateReconciling,
 		},
-		"SameEffect": {
-			reason: "The same effect as the committed record confirms it.",
-			cur:    committed, obs: v1.Observation{Attempt: 2, Outcome: "Succeeded", ExternalObjectID: "ch_2"}, kept: true,
+		"SuccessAfterProvenAbsentCommits": {
+			reason: "Sequence 7: a success of attempt 1 after a lookup proved it absent, before attempt 2 was claimed, is the effect: it commits.",
+			cur: v1.SideEffectOperationStatus{State: v1.StateFailedRetryable, Attempts: 1,
+				NextAttemptTime: at(0)},
+			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded", ExternalObjectID: "ch_1"}},
+			verdict: LateCommits, state: v1.StateCommitted,
 		},
-		"Contradiction": {
-			reason: "A different effect than the committed record names is refused.",
-			cur:    committed, obs: v1.Observation{Attempt: 1, Outcome: "Succeeded", ExternalObjectID: "ch_1"}, kept: false,
+		"SuccessWhileReconcilingCommits": {
+			reason:  "A success of the attempt the record is reconciling commits: no later attempt was claimed.",
+			cur:     v1.SideEffectOperationStatus{State: v1.StateReconciling, Attempts: 1, Claim: claim("b", 1, 0, time.Minute)},
+			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded"}},
+			verdict: LateCommits, state: v1.StateCommitted,
+		},
+		"SuccessInNeedsReviewCommits": {
+			reason:  "The evidence a person waits for arrived: it commits.",
+			cur:     v1.SideEffectOperationStatus{State: v1.StateNeedsReview, Attempts: 1},
+			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded"}},
+			verdict: LateCommits, state: v1.StateCommitted,
+		},
+		"SuccessAfterLaterClaimIsSecondEffect": {
+			reason:  "Sequence 7: a success of attempt 1 after attempt 2 was claimed may be a second effect: raised, the record stands.",
+			cur:     v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: 2, Claim: claim("b", 2, 0, time.Minute)},
+			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded"}},
+			verdict: LateSecondEffect, state: v1.StateStarted,
+		},
+		"SameEffectAsCommitted": {
+			reason: "The effect the record already holds confirms it.",
+			cur:    committed,
+			late: Late{Attempt: 1, Effect: &CallResult{Outcome: v1.OutcomeSucceeded, ExternalObjectID: "ch_2"},
+				Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded", ExternalObjectID: "ch_2"}},
+			verdict: LateEvidence, state: v1.StateCommitted,
+		},
+		"OtherEffectThanCommitted": {
+			reason:  "A different effect than the committed record names is a second effect.",
+			cur:     committed,
+			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded", ExternalObjectID: "ch_1"}},
+			verdict: LateSecondEffect, state: v1.StateCommitted,
+		},
+		"SuccessAfterFailedFinal": {
+			reason:  "A terminal failure stays terminal; the effect it denies is raised.",
+			cur:     v1.SideEffectOperationStatus{State: v1.StateFailedFinal, Attempts: 1},
+			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded"}},
+			verdict: LateSecondEffect, state: v1.StateFailedFinal,
 		},
 		"FutureAttempt": {
-			reason: "An answer about an attempt the record never claimed is refused.",
-			cur:    v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: 1},
-			obs:    v1.Observation{Attempt: 2, Outcome: "Succeeded"}, kept: false,
+			reason:  "An answer about an attempt the record never claimed is ignored.",
+			cur:     v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: 1},
+			late:    Late{Attempt: 2, Effect: found, Observation: v1.Observation{Attempt: 2, Outcome: "Succeeded"}},
+			verdict: LateIgnored, state: v1.StateStarted,
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, kept := StaleEvidence(tc.cur, tc.obs)
-			if kept != tc.kept {
-				t.Fatalf("%s: kept: want %v, got %v", tc.reason, tc.kept, kept)
+			d, verdict := Stale(tc.cur, policy(v1.IdempotencyLookup), env(), tc.late)
+			if verdict != tc.verdict {
+				t.Fatalf("%s: verdict: want %s, got %s", tc.reason, tc.verdict, verdict)
 			}
-			if got.State != tc.cur.State || got.Attempts != tc.cur.Attempts || got.ExternalObjectID != tc.cur.ExternalObjectID {
-				t.Errorf("%s: evidence changed the record: %+v", tc.reason, got)
+			if verdict == LateIgnored {
+				return
 			}
-			if kept && (len(got.Observations) != 1 || got.Observations[0].Kind != v1.ObservationStaleCall) {
-				t.Errorf("%s: evidence not kept as a StaleCall observation: %+v", tc.reason, got.Observations)
+			if d.Status.State != tc.state {
+				t.Errorf("%s: state: want %s, got %s", tc.reason, tc.state, d.Status.State)
+			}
+			if verdict != LateCommits && d.Status.ExternalObjectID != tc.cur.ExternalObjectID {
+				t.Errorf("%s: evidence changed the record's effect: %+v", tc.reason, d.Status)
+			}
+			obs := d.Status.Observations
+			if len(obs) == 0 || obs[len(obs)-1].Kind != v1.ObservationStaleCall {
+				t.Errorf("%s: answer not kept as a StaleCall observation: %+v", tc.reason, obs)
 			}
 		})
 	}

@@ -17,8 +17,10 @@ limitations under the License.
 // Package chaos is Once's chaos run: thousands of side-effecting operations
 // against the sandbox tool, in all three idempotency modes, with duplicate
 // deliveries, same-key-different-payload conflicts and GitOps re-applies,
-// while the tool injects the failures of DESIGN.md §8 and the manager is
-// killed at random moments and inside the protocol's crash windows.
+// while the tool injects the failures of DESIGN.md §8 and the lies of real
+// gateways, proxies and tools, and the manager is killed at random moments
+// and inside the protocol's crash windows, or stopped gracefully as a
+// rolling update stops it.
 //
 // When every operation has settled, Run counts the effects at the tool's
 // ledger (never from the operator's own status), computes the figures of
@@ -57,8 +59,14 @@ type Config struct {
 	Seed int64
 	// FaultRate is the share of effect requests the sandbox fails, spread
 	// over the failure kinds of DESIGN.md §8 (default 0.3). Lookups fail
-	// with lookup-503 at the same rate.
+	// at the same rate.
 	FaultRate float64
+	// LieShare is the share of those failures drawn from the ways real
+	// gateways, proxies and tools lie (a gateway's 5xx after the commit, a
+	// conditional create's 409, a re-send answered 4xx, a lagging lookup
+	// index, an ingress's 404 for a lookup), each kept within the tool's
+	// declared contract (default 0.3; see faultRules).
+	LieShare float64
 	// NoFaults turns the sandbox's faults off, as a negative FaultRate
 	// does.
 	NoFaults bool
@@ -76,6 +84,11 @@ type Config struct {
 	// runs next to it; then it is killed. It is DESIGN.md §8's "worker
 	// double execution" (a GC pause, a frozen node). Default 0.15.
 	StallShare float64
+	// TermShare is the share of kills replaced by a graceful stop: SIGTERM,
+	// as a rolling update sends, then a wait for the manager to drain its
+	// calls and exit on its own (default 0.15). A manager that has not
+	// exited after termGrace is killed and counted.
+	TermShare float64
 	// Rate is how many logical operations are created per second, in waves
 	// of that size (default 20).
 	Rate float64
@@ -145,6 +158,8 @@ func (c Config) Defaults() Config {
 	} else {
 		setFloat(&c.FaultRate, 0.3)
 	}
+	setFloat(&c.LieShare, 0.3)
+	setFloat(&c.TermShare, 0.15)
 	setDuration(&c.KillInterval, 5*time.Second)
 	setFloat(&c.FailpointShare, 0.4)
 	setFloat(&c.StallShare, 0.15)
@@ -178,8 +193,11 @@ func (c Config) validate() error {
 	share("fault rate", c.FaultRate)
 	share("failpoint share", c.FailpointShare)
 	share("stall share", c.StallShare)
-	if c.FailpointShare+c.StallShare > 1 {
-		errs = append(errs, fmt.Errorf("failpoint share %v and stall share %v exceed 1", c.FailpointShare, c.StallShare))
+	share("lie share", c.LieShare)
+	share("term share", c.TermShare)
+	if c.FailpointShare+c.StallShare+c.TermShare > 1 {
+		errs = append(errs, fmt.Errorf("failpoint share %v, stall share %v and term share %v exceed 1",
+			c.FailpointShare, c.StallShare, c.TermShare))
 	}
 	share("duplicate share", c.DuplicateShare)
 	share("conflict share", c.ConflictShare)

@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/once-dev/once/internal/failpoint"
@@ -39,7 +40,8 @@ import (
 // through gofail's HTTP endpoint, so that the manager kills itself inside a
 // protocol window. After each death it starts a new manager, with a new
 // holder identity, within a second. On request it also stalls a manager
-// while its successor runs (see stall).
+// while its successor runs (see stall), or stops it gracefully as a
+// rolling update does (see terminate).
 type supervisor struct {
 	cp     *harness.ControlPlane
 	args   []string
@@ -64,6 +66,13 @@ type kills struct {
 	// unexpected holds the log tail of every manager that exited on its
 	// own.
 	unexpected []string
+	// terms counts graceful stops, termTimeouts those of them that had to
+	// be finished with SIGKILL, and termLongest is the longest time a
+	// manager took to exit after SIGTERM. termIssues describe the stops
+	// that timed out or exited with an error.
+	terms, termTimeouts int
+	termLongest         time.Duration
+	termIssues          []string
 }
 
 // counts returns a copy of the counters.
@@ -73,6 +82,7 @@ func (s *supervisor) counts() kills {
 	k := s.kills
 	k.fpKills = maps.Clone(s.fpKills)
 	k.unexpected = slices.Clone(s.unexpected)
+	k.termIssues = slices.Clone(s.termIssues)
 	return k
 }
 
@@ -121,9 +131,10 @@ func (s *supervisor) start() error {
 // supervise kills and restarts the manager every interval on average
 // until calm is asked for, then keeps one manager running (restarting it
 // should it exit on its own) until ctx is done. Of the kills, fpShare are
-// made by a failpoint and stallShare are stalls instead. calmed is closed
-// once the chaos has stopped and a manager without an armed failpoint runs.
-func (s *supervisor) supervise(ctx context.Context, interval time.Duration, fpShare, stallShare float64,
+// made by a failpoint, stallShare are stalls instead and termShare are
+// graceful stops. calmed is closed once the chaos has stopped and a
+// manager without an armed failpoint runs.
+func (s *supervisor) supervise(ctx context.Context, interval time.Duration, fpShare, stallShare, termShare float64,
 	calm <-chan struct{}, calmed chan<- struct{}) {
 	chaos := interval > 0
 	signalled := false
@@ -152,6 +163,8 @@ func (s *supervisor) supervise(ctx context.Context, interval time.Duration, fpSh
 				continue // the successor runs already
 			case x < stallShare+fpShare:
 				s.killByFailpoint(ctx, interval)
+			case x < stallShare+fpShare+termShare:
+				s.terminate()
 			default:
 				s.log("SIGKILL %s (pid %d)", s.name(), s.proc.Pid())
 				s.proc.Kill()
@@ -216,6 +229,52 @@ func (s *supervisor) stall(ctx context.Context) {
 	}
 	s.log("SIGKILL the stalled %s (pid %d)", stalled, old.Pid())
 	old.Kill()
+}
+
+// termGrace bounds a graceful stop. The manager drains its in-flight
+// calls within their claims (--max-claim) and then exits; this leaves that
+// ample room, as a pod's terminationGracePeriodSeconds would.
+const termGrace = 30 * time.Second
+
+// terminate stops the manager as a rolling update does: SIGTERM, then a
+// wait for it to exit on its own, finished with SIGKILL after termGrace.
+// The successor starts only after it exited, as with a Recreate strategy or
+// a leader that hands over on exit.
+func (s *supervisor) terminate() {
+	p, name := s.proc, s.name()
+	s.log("SIGTERM %s (pid %d): a rolling update", name, p.Pid())
+	began := time.Now()
+	p.Stop(termGrace)
+	took := time.Since(began)
+	code, _ := p.Wait(time.Second)
+	var issue string
+	sig, signalled := p.Signaled()
+	timedOut := signalled && sig == syscall.SIGKILL
+	switch {
+	case timedOut:
+		issue = fmt.Sprintf("%s did not exit within %s of SIGTERM and was killed; log %s ends:\n%s",
+			name, termGrace, p.Log, lastLines(readFile(p.Log), 20))
+	case signalled:
+		issue = fmt.Sprintf("%s was ended by %s instead of exiting; log %s", name, sig, p.Log)
+	case code != 0:
+		issue = fmt.Sprintf("%s exited with code %d after SIGTERM; log %s ends:\n%s",
+			name, code, p.Log, lastLines(readFile(p.Log), 20))
+	}
+	if issue != "" {
+		s.log("%s", issue)
+	} else {
+		s.log("%s exited %s after SIGTERM", name, took.Round(time.Millisecond))
+	}
+	s.count(func(k *kills) {
+		k.terms++
+		k.termLongest = max(k.termLongest, took)
+		if issue != "" {
+			k.termIssues = append(k.termIssues, issue)
+		}
+		if timedOut {
+			k.termTimeouts++
+		}
+	})
 }
 
 // killByFailpoint arms a random failpoint with return("kill") and waits

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -118,7 +119,7 @@ func scopeOf(logical int) string {
 	return sandbox.SummaryKey("native", "charges", sandbox.ActionCreate, keyOf(logical))
 }
 
-func keyOf(logical int) string { return "ns/charge.create/k" + string(rune('0'+logical)) }
+func keyOf(logical int) string { return "ns/Tool:payments/charge.create/k" + string(rune('0'+logical)) }
 
 func withReason(o Object, reason string) Object {
 	o.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason}}
@@ -316,6 +317,65 @@ func TestAnalyseUnknowns(t *testing.T) {
 	}
 }
 
+func TestAnalyseResendRefused(t *testing.T) {
+	refused := func(o Object, kind v1.ObservationKind, attempt int32, status int32) Object {
+		o.Status.Observations = []v1.Observation{
+			{Kind: v1.ObservationCall, Attempt: 1, Outcome: "Unknown"},
+			{Kind: kind, Attempt: attempt, HTTPStatus: status},
+		}
+		return o
+	}
+	r := analyse([]Object{
+		refused(obj("op-1", 1, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationResend, 1, 401),
+		refused(obj("op-2", 2, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationCall, 2, 404),
+		refused(obj("op-3", 3, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationResend, 1, 500),
+		refused(obj("op-4", 4, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationLookup, 1, 404),
+	})
+	if diff := cmp.Diff([]int{4, 2}, []int{r.NeedsReviewNativeLookup, r.NeedsReviewResendRefused}); diff != "" {
+		t.Errorf("needs review, of which re-sends refused (-want, +got):\n%s", diff)
+	}
+	if !r.Passed {
+		t.Errorf("findings do not fail a run: %v", r.Problems())
+	}
+}
+
+func TestProblems(t *testing.T) {
+	tests := map[string]struct {
+		r    Report
+		want int
+	}{
+		"clean":             {r: Report{}, want: 0},
+		"masked duplicates": {r: Report{MaskedDuplicates: 2}, want: 1},
+		"duplicates":        {r: Report{DuplicateEffects: 1}, want: 1},
+		"lost":              {r: Report{LostOperations: 1, LostObjects: 1}, want: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.r.Problems(); len(got) != tc.want {
+				t.Errorf("problems %q, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestScopeKey(t *testing.T) {
+	op := logicalOp{tool: toolOf(v1.IdempotencyNative), key: "order-1"}
+	tests := map[string]struct {
+		reported string
+		want     string
+	}{
+		"as the status reports it": {reported: "once:abc", want: "native/charges/create/once:abc"},
+		"as the operator sends it": {want: "native/charges/create/t1/Tool:payments/charge.create/order-1"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, op.scopeKey("t1", tc.reported)); diff != "" {
+				t.Errorf("scope key mismatch (-want, +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestBodySHA(t *testing.T) {
 	sum := sha256.Sum256([]byte(`{"amount":4200,"currency":"eur","order":"order-1"}`))
 	want := hex.EncodeToString(sum[:])
@@ -373,18 +433,68 @@ func TestParseWrites(t *testing.T) {
 }
 
 func TestFaultRules(t *testing.T) {
-	rules := faultRules("ns", 0.3)
-	miss := 1.0
+	const rate, lieShare = 0.3, 0.4
+	rules := faultRules("ns", rate, lieShare)
+	// fail and lie are the chances that a request of one tool and method
+	// fails, and fails with a lie.
+	type target struct{ mode, method string }
+	fail, lie := map[target]float64{}, map[target]float64{}
+	left := map[target]float64{}
+	lies := map[string]bool{}
+	for _, f := range []string{sandbox.Fault502AfterCommit, sandbox.Fault503AfterCommit, sandbox.Fault504AfterCommit,
+		sandbox.Fault409Exists, sandbox.FaultResend401, sandbox.FaultResend403, sandbox.FaultResend404,
+		sandbox.FaultLookupLag, sandbox.FaultLookupRoute404} {
+		lies[f] = true
+	}
 	for _, r := range rules {
 		if r.KeyPrefix != "ns/" {
 			t.Errorf("rule %s matches other namespaces", r.Fault)
 		}
-		if r.Method == "POST" {
-			miss *= 1 - r.Probability
+		tg := target{r.Mode, r.Method}
+		if _, ok := left[tg]; !ok {
+			left[tg] = 1
+		}
+		p := left[tg] * r.Probability
+		left[tg] -= p
+		fail[tg] += p
+		name, param, _ := strings.Cut(r.Fault, "=")
+		if lies[name] {
+			lie[tg] += p
+		}
+		switch name {
+		case sandbox.FaultHoldBeforeCommit:
+			t.Errorf("hold-before-commit breaks the tool's contract; it must not be drawn")
+		case sandbox.Fault409Exists:
+			if r.Mode == "native" {
+				t.Errorf("409-exists drawn for the Native tool")
+			}
+		case sandbox.FaultResend401, sandbox.FaultResend403, sandbox.FaultResend404:
+			if r.Mode != "native" {
+				t.Errorf("%s drawn for the %s tool", name, r.Mode)
+			}
+		case sandbox.FaultLookupLag:
+			lag, err := time.ParseDuration(param)
+			if err != nil || lag+faultDelay >= lookupDelay {
+				t.Errorf("lookup-lag %q plus the longest processing %s is not below lookupDelay %s", param, faultDelay, lookupDelay)
+			}
 		}
 	}
-	if got := 1 - miss; math.Abs(got-0.3) > 1e-9 {
-		t.Errorf("effect requests fail with probability %v, want 0.3", got)
+	want := []target{{"native", "POST"}, {"lookup", "POST"}, {"none", "POST"}, {"lookup", "GET"}}
+	if len(fail) != len(want) {
+		t.Errorf("rules for %v, want %v", fail, want)
+	}
+	for _, tg := range want {
+		if got := fail[tg]; math.Abs(got-rate) > 1e-9 {
+			t.Errorf("%v requests fail with probability %v, want %v", tg, got, rate)
+		}
+		if got := lie[tg]; math.Abs(got-rate*lieShare) > 1e-9 {
+			t.Errorf("%v requests are lied to with probability %v, want %v", tg, got, rate*lieShare)
+		}
+	}
+	for _, r := range faultRules("ns", rate, 0) {
+		if name, _, _ := strings.Cut(r.Fault, "="); lies[name] {
+			t.Errorf("lie share 0 draws %s", r.Fault)
+		}
 	}
 }
 
@@ -438,7 +548,7 @@ func summarise(plan []logicalOp) map[string]int {
 func TestDefaults(t *testing.T) {
 	c := Config{}.Defaults()
 	if c.Operations != 2000 || c.Seed != 1 || c.FaultRate != 0.3 || c.NoFaults || c.KillInterval != 5*time.Second ||
-		c.FailpointShare != 0.4 || c.SettleTimeout != 10*time.Minute {
+		c.FailpointShare != 0.4 || c.SettleTimeout != 10*time.Minute || c.LieShare != 0.3 || c.TermShare != 0.15 {
 		t.Errorf("defaults: %+v", c)
 	}
 	if err := c.validate(); err != nil {
@@ -450,5 +560,8 @@ func TestDefaults(t *testing.T) {
 	}
 	if err := (Config{NativeShare: 0.7, LookupShare: 0.7}).Defaults().validate(); err == nil {
 		t.Error("shares above 1 validate")
+	}
+	if err := (Config{FailpointShare: 0.5, StallShare: 0.3, TermShare: 0.3}).Defaults().validate(); err == nil {
+		t.Error("kill shares above 1 validate")
 	}
 }

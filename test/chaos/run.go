@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -166,7 +165,8 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	supervised := make(chan struct{})
 	go func() {
 		defer close(supervised)
-		r.sup.supervise(superviseCtx, r.cfg.KillInterval, r.cfg.FailpointShare, r.cfg.StallShare, calm, calmed)
+		r.sup.supervise(superviseCtx, r.cfg.KillInterval, r.cfg.FailpointShare, r.cfg.StallShare, r.cfg.TermShare,
+			calm, calmed)
 	}()
 	r.onCleanup(func() {
 		stopSupervising()
@@ -189,8 +189,8 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	}
 	chaosSeconds := time.Since(chaosStart).Seconds()
 	k := r.sup.counts()
-	r.log("chaos over after %.0fs: %d managers started, %d SIGKILLs, %d failpoint kills; settling (at most %s)",
-		chaosSeconds, k.starts, k.killsRandom, k.killsFailpoint, r.cfg.SettleTimeout)
+	r.log("chaos over after %.0fs: %d managers started, %d SIGKILLs, %d failpoint kills, %d graceful stops; "+
+		"settling (at most %s)", chaosSeconds, k.starts, k.killsRandom, k.killsFailpoint, k.terms, r.cfg.SettleTimeout)
 
 	settleStart := time.Now()
 	settled, err := r.settle(ctx, plan, d)
@@ -257,11 +257,18 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	for _, u := range k.unexpected {
 		rep.Findings = append(rep.Findings, Issue{Kind: "ManagerExit", Detail: u})
 	}
+	rep.GracefulStops = k.terms
+	rep.GracefulStopTimeouts = k.termTimeouts
+	rep.GracefulStopLongestms = k.termLongest.Milliseconds()
+	for _, u := range k.termIssues {
+		rep.Findings = append(rep.Findings, Issue{Kind: "ManagerStop", Detail: u})
+	}
 	rep.FaultsFired = map[string]int{}
 	for _, f := range faults.Rules {
 		name, _, _ := strings.Cut(f.Fault, "=")
 		rep.FaultsFired[name] += f.Fired
 	}
+	rep.MaskedDuplicates = rep.FaultsFired[sandbox.Fault409Exists]
 	for name, why := range d.refusedReapply {
 		rep.Findings = append(rep.Findings, Issue{Kind: "Reapply",
 			Detail: fmt.Sprintf("re-applying %s with its unchanged spec was refused: %s", name, why)})
@@ -355,7 +362,7 @@ func (r *run) setUp(ctx context.Context) error {
 	r.sb = &sandbox.Client{BaseURL: sb.URL}
 	r.log("sandbox tool on %s", sb.URL)
 	if !cfg.NoFaults {
-		if err := r.sb.SetFaults(ctx, cfg.Seed, faultRules(r.ns, cfg.FaultRate)); err != nil {
+		if err := r.sb.SetFaults(ctx, cfg.Seed, faultRules(r.ns, cfg.FaultRate, cfg.LieShare)); err != nil {
 			return fmt.Errorf("setting the fault rules: %w", err)
 		}
 	}
@@ -402,12 +409,33 @@ func (r *run) waitForTools(ctx context.Context) error {
 	}
 }
 
-// faultRules are the sandbox's faults for the run's namespace: the
-// failures of DESIGN.md §8, each equally likely, so that about rate of
-// all effect requests fail; and lookups that fail at the same rate.
-func faultRules(ns string, rate float64) []sandbox.FaultRule {
+// faultRules are the sandbox's faults for the run's namespace, for each
+// tool: the failures of DESIGN.md §8 and, lieShare of the draws, the lies
+// of real gateways, proxies and tools, so that about rate of all effect
+// requests fail; and lookups that fail at the same rate. Every fault drawn
+// stays within the tool's declared contract, so that the run can demand
+// zero duplicates:
+//
+//   - 502/503/504-after-commit: any tool (a gateway may say so of any
+//     upstream).
+//   - resend-401/403/404: only the Native tool, the one that re-sends an
+//     unknown attempt with the same key.
+//   - 409-exists: only the Lookup and None tools, the ones that may do a
+//     conditional create with a client-supplied id. It fires only when an
+//     object exists for the key, that is when the operator sent a second
+//     create for an effect that exists: each firing is a duplicate the
+//     tool prevented (Report.MaskedDuplicates).
+//   - lookup-lag: only lookupLag, below the Lookup tool's lookupDelay minus
+//     the longest injected processing time.
+//   - hold-before-commit is never drawn: a request held past the declared
+//     lookupDelay breaks the tool's contract, and a client can only detect
+//     and raise it, not prevent its duplicate. It has its own envtest test.
+//
+// The rules match the tool key's namespace prefix: the run's keys are far
+// below the 255 bytes past which the operator sends a digest instead.
+func faultRules(ns string, rate, lieShare float64) []sandbox.FaultRule {
 	delay := faultDelay.String()
-	post := []string{
+	failures := []string{
 		sandbox.FaultDropAfterCommit,
 		sandbox.FaultDelayAfterCommit + "=" + delay,
 		sandbox.Fault500AfterCommit,
@@ -420,15 +448,50 @@ func faultRules(ns string, rate float64) []sandbox.FaultRule {
 		// A Native re-send sees 409 while the first request is in flight.
 		sandbox.FaultDelayBeforeCommit + "=" + delay,
 	}
-	// The rules are tried in order, each firing with probability p: all
-	// together fire with probability 1 − (1 − p)^len(post) = rate.
-	p := 1 - math.Pow(1-rate, 1/float64(len(post)))
-	rules := make([]sandbox.FaultRule, 0, len(post)+1)
-	for _, f := range post {
-		rules = append(rules, sandbox.FaultRule{Method: http.MethodPost, KeyPrefix: ns + "/", Fault: f, Probability: p})
+	var rules []sandbox.FaultRule
+	for _, t := range tools {
+		lies := []string{sandbox.Fault502AfterCommit, sandbox.Fault503AfterCommit, sandbox.Fault504AfterCommit}
+		switch t.mode {
+		case v1.IdempotencyNative:
+			lies = append(lies, sandbox.FaultResend401, sandbox.FaultResend403, sandbox.FaultResend404)
+		default:
+			lies = append(lies, sandbox.Fault409Exists)
+		}
+		rules = append(rules, drawRules(t, ns, http.MethodPost, rate, lieShare, failures, lies)...)
+		if t.mode == v1.IdempotencyLookup {
+			lookupLies := []string{sandbox.FaultLookupLag + "=" + lookupLag.String(), sandbox.FaultLookupRoute404}
+			rules = append(rules, drawRules(t, ns, http.MethodGet, rate, lieShare,
+				[]string{sandbox.FaultLookup503 + "=1"}, lookupLies)...)
+		}
 	}
-	return append(rules, sandbox.FaultRule{Method: http.MethodGet, KeyPrefix: ns + "/",
-		Fault: sandbox.FaultLookup503 + "=1", Probability: rate})
+	return rules
+}
+
+// drawRules are rules for t's requests with method, tried in order, that
+// fail about rate of them: lieShare of those with one of lies, the rest
+// with one of failures, each fault of a list equally likely.
+func drawRules(t toolDef, ns, method string, rate, lieShare float64, failures, lies []string) []sandbox.FaultRule {
+	var faults []string
+	var shares []float64
+	for _, f := range failures {
+		faults, shares = append(faults, f), append(shares, rate*(1-lieShare)/float64(len(failures)))
+	}
+	for _, f := range lies {
+		faults, shares = append(faults, f), append(shares, rate*lieShare/float64(len(lies)))
+	}
+	rules := make([]sandbox.FaultRule, 0, len(faults))
+	left := 1.0 // the chance that no earlier rule fired
+	for i, f := range faults {
+		if shares[i] <= 0 {
+			continue
+		}
+		// A rule fires on the requests no earlier rule took, so its
+		// probability is its share of what is left.
+		rules = append(rules, sandbox.FaultRule{Mode: t.sandboxMode(), Collection: t.collection, Method: method,
+			KeyPrefix: ns + "/", Fault: f, Probability: min(shares[i]/left, 1)})
+		left -= shares[i]
+	}
+	return rules
 }
 
 // settle waits until every object ended, needs a person or waits for one,
@@ -469,12 +532,13 @@ func (r *run) collect(ctx context.Context, plan []logicalOp, d *driver) ([]Objec
 	}
 	var objects []Object
 	for _, op := range plan {
+		scope := op.scopeKey(r.ns, reportedToolKey(op, byName))
 		for _, po := range op.objects {
 			if !d.isCreated(po.name) {
 				continue
 			}
 			o := Object{Name: po.name, Logical: op.index, Role: po.role, Mode: op.tool.mode,
-				ScopeKey: op.scopeKey(r.ns), BodySHA: bodySHA(po.params)}
+				ScopeKey: scope, BodySHA: bodySHA(po.params)}
 			if got := byName[po.name]; got != nil {
 				o.Found, o.Status = true, got.Status
 			}
@@ -483,6 +547,18 @@ func (r *run) collect(ctx context.Context, plan []logicalOp, d *driver) ([]Objec
 	}
 	r.last = list.Items
 	return objects, nil
+}
+
+// reportedToolKey is the key the operator sent to the tool for op, as the
+// first of its objects that reports one has it in status.toolIdempotencyKey;
+// "" if none does. Every object of a scope reports the same key.
+func reportedToolKey(op logicalOp, byName map[string]*v1.SideEffectOperation) string {
+	for _, po := range op.objects {
+		if o := byName[po.name]; o != nil && o.Status.ToolIdempotencyKey != "" {
+			return o.Status.ToolIdempotencyKey
+		}
+	}
+	return ""
 }
 
 // sleep waits for d or until ctx is done.

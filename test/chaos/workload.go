@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -67,11 +68,29 @@ var tools = []toolDef{
 // Timing of the tools. Every injected delay (faultDelay) is longer than the
 // call's timeout, so that the caller gives up while the tool still works;
 // a lookup waits lookupDelay after the attempt was sent, longer than any
-// injected delay, so that an absent answer proves absence.
+// injected delay plus the injected index lag (lookupLag), so that an absent
+// answer proves absence: the Lookup tool keeps the promise it declares.
 const (
 	toolTimeout = time.Second
 	faultDelay  = 2 * time.Second
 	lookupDelay = 5 * time.Second
+	// lookupLag is the lag of the lookup index that lookup-lag injects: an
+	// effect commits at most faultDelay after its request was sent, and
+	// must show in lookups lookupDelay after it, so the lag stays below
+	// lookupDelay − faultDelay.
+	lookupLag = lookupDelay - faultDelay - time.Second
+)
+
+// Expressions of the tools' manifests, CEL over `response`.
+const (
+	// absentExpr proves absence only with the sandbox's own not-found
+	// answer, {"error":"not_found"}: an ingress's HTML 404 for a route, or
+	// any other 404, proves nothing. The body is the decoded JSON, or the
+	// text when it is not JSON, hence the type guard.
+	absentExpr = "response.status == 404 && type(response.body) == map && " +
+		"'error' in response.body && response.body.error == '" + sandbox.CodeNotFound + "'"
+	// replayedExpr marks the Native tool's replays, as Stripe marks them.
+	replayedExpr = "response.headers['idempotent-replayed'] == 'true'"
 )
 
 // sandboxMode is the first path segment of the tool's collection.
@@ -92,10 +111,11 @@ func (t toolDef) object(ns, url string) *v1.Tool {
 	switch t.mode {
 	case v1.IdempotencyLookup:
 		op.Lookup = &v1.LookupRequest{Path: t.path() + "?key={idempotencyKey}",
-			Found: "response.status == 200", Absent: "response.status == 404"}
+			Found: "response.status == 200", Absent: absentExpr}
 		idem.LookupDelay = &metav1.Duration{Duration: lookupDelay}
 	case v1.IdempotencyNative:
 		idem.ReplayWindow = &metav1.Duration{Duration: time.Hour}
+		idem.Replayed = replayedExpr
 	}
 	return &v1.Tool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: t.name},
@@ -178,7 +198,7 @@ func (op logicalOp) object(ns string, po plannedObject) *v1.SideEffectOperation 
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: po.name, Labels: map[string]string{
 			labelRole: string(po.role), labelLogical: strconv.Itoa(op.index)}},
 		Spec: v1.SideEffectOperationSpec{
-			ToolRef:        v1.ToolReference{Kind: v1.ToolKindTool, Name: op.tool.name},
+			ToolRef:        op.ref(),
 			Operation:      op.tool.operation,
 			IdempotencyKey: op.key,
 			Parameters:     &runtime.RawExtension{Raw: po.params},
@@ -190,11 +210,20 @@ func (op logicalOp) object(ns string, po plannedObject) *v1.SideEffectOperation 
 }
 
 // scopeKey is the ledger key of the operation's effects: the sandbox
-// counts them by mode, collection, action and the key Once sends, which is
-// namespace/operation/key.
-func (op logicalOp) scopeKey(ns string) string {
-	return sandbox.SummaryKey(op.tool.sandboxMode(), op.tool.collection, sandbox.ActionCreate,
-		ns+"/"+op.tool.operation+"/"+op.key)
+// counts them by mode, collection, action and the key Once sends to the
+// tool. toolKey is that key as an object's status.toolIdempotencyKey
+// reports it; when no object reports one yet, it is what the operator
+// would send (protocol.Scope.ToolKey).
+func (op logicalOp) scopeKey(ns, toolKey string) string {
+	if toolKey == "" {
+		toolKey = protocol.Scope{Namespace: ns, Tool: op.ref(), Operation: op.tool.operation, Key: op.key}.ToolKey()
+	}
+	return sandbox.SummaryKey(op.tool.sandboxMode(), op.tool.collection, sandbox.ActionCreate, toolKey)
+}
+
+// ref is the operation's tool reference.
+func (op logicalOp) ref() v1.ToolReference {
+	return v1.ToolReference{Kind: v1.ToolKindTool, Name: op.tool.name}
 }
 
 // bodySHA is the hex SHA-256 of a JSON object canonicalised the way the

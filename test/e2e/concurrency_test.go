@@ -91,7 +91,7 @@ var _ = Describe("Two managers without leader election", func() {
 			Expect(r.duplicateOf).To(BeEmpty(), r.name)
 			Expect(r.attempts).To(Equal("1"), r.name)
 			holders[r.firstHolder]++
-			want[toolKey(ns, "charge.create", r.name)] = 1
+			want[toolKey(ns, "Tool:payments", "charge.create", r.name)] = 1
 		}
 		Expect(effectsPerKey(ns)).To(Equal(want), "one effect per key, no more, no less")
 		Expect(holders).To(HaveKey("alpha"), "alpha made calls: %v", holders)
@@ -148,7 +148,7 @@ var _ = Describe("50 concurrent creates of one scope key through kubectl", func(
 		}
 		effects := effectsFor(ns)
 		Expect(effects).To(HaveLen(1), "one effect at the tool")
-		Expect(effects[0].Key).To(Equal(toolKey(ns, "charge.create", "order-1")))
+		Expect(effects[0].Key).To(Equal(toolKey(ns, "Tool:payments", "charge.create", "order-1")))
 		Expect(ids).To(Equal(map[string]bool{effects[0].ID: true}), "every object reports the one effect")
 	})
 })

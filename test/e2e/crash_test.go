@@ -86,7 +86,7 @@ var _ = Describe("A manager killed with kill -9", func() {
 			}
 			effects := effectsFor(ns)
 			Expect(effects).To(HaveLen(1))
-			Expect(effects[0].Key).To(Equal(toolKey(ns, "charge.create", "op")))
+			Expect(effects[0].Key).To(Equal(toolKey(ns, "Tool:tool", "charge.create", "op")))
 			if c.final == "Committed" {
 				Expect(jsonpath(ns, "seo/op", "{.status.externalObjectID}")).To(Equal(effects[0].ID))
 				Expect(jsonpath(ns, "seo/op", "{.status.observations[-1:].holder}")).To(Equal("successor"),
@@ -146,7 +146,7 @@ var _ = Describe("The tool crashes after committing", func() {
 		Expect(code).To(Equal(sandbox.ExitCodeCrash))
 		onDisk, err := os.ReadFile(ledgerPath)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(string(onDisk)).To(ContainSubstring(`"` + toolKey(ns, "charge.create", "op") + `"`))
+		Expect(string(onDisk)).To(ContainSubstring(`"` + toolKey(ns, "Tool:payments", "charge.create", "op") + `"`))
 
 		By("restarting it on the same address with the same ledger file")
 		startSandbox()

@@ -169,7 +169,8 @@ func toolYAML(name, mode string) string {
 	if mode == "Lookup" {
 		lookup = `
     lookup:
-      path: /lookup/charges?key={idempotencyKey}`
+      path: /lookup/charges?key={idempotencyKey}
+      absent: response.status == 404 && type(response.body) == map && response.body.error == 'not_found'`
 	}
 	return fmt.Sprintf(`apiVersion: effects.once.dev/v1alpha1
 kind: Tool
@@ -213,9 +214,10 @@ spec:
 `, name, tool, keyLine, params)
 }
 
-// toolKey is the key the tool receives for an operation's scope.
-func toolKey(ns, operation, key string) string {
-	return ns + "/" + operation + "/" + key
+// toolKey is the key the tool receives for an operation's scope; tool is
+// "<Kind>:<name>", for example "Tool:payments".
+func toolKey(ns, tool, operation, key string) string {
+	return ns + "/" + tool + "/" + operation + "/" + key
 }
 
 // effectsFor returns the effects the tool performed for the namespace's

@@ -42,7 +42,7 @@ var _ = Describe("The same key", func() {
 		Expect(jsonpath(ns, "seo/first", "{.status.state}")).To(Equal("Committed"))
 		effects := effectsFor(ns)
 		Expect(effects).To(HaveLen(1), "still one effect for the key")
-		Expect(effects[0].Key).To(Equal(toolKey(ns, "charge.create", "order-7")))
+		Expect(effects[0].Key).To(Equal(toolKey(ns, "Tool:payments", "charge.create", "order-7")))
 	})
 
 	It("delivered twice as a message makes one effect, whether it maps to one object or two", func() {
@@ -68,7 +68,7 @@ var _ = Describe("The same key", func() {
 		Expect([]string{rows[0].attempts, rows[1].attempts}).To(ConsistOf("1", ""), "the duplicate makes no call")
 		effects := effectsFor(ns)
 		Expect(effects).To(HaveLen(1))
-		Expect(effects[0].Key).To(Equal(toolKey(ns, "charge.create", "msg-123")))
+		Expect(effects[0].Key).To(Equal(toolKey(ns, "Tool:payments", "charge.create", "msg-123")))
 		Expect(rows[0].externalID).To(Equal(effects[0].ID))
 		Expect(rows[1].externalID).To(Equal(effects[0].ID))
 	})

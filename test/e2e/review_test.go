@@ -44,7 +44,7 @@ var _ = Describe("An operation in NeedsReview", func() {
 		By("finding the effect in the tool's ledger, as a person would")
 		effects := effectsFor(ns)
 		Expect(effects).To(HaveLen(1))
-		Expect(effects[0].Key).To(Equal(toolKey(ns, "charge.create", "x")))
+		Expect(effects[0].Key).To(Equal(toolKey(ns, "Tool:mailer", "charge.create", "x")))
 		id := effects[0].ID
 		Expect(id).NotTo(BeEmpty())
 

@@ -40,8 +40,8 @@ var _ = Describe("The samples", func() {
 		apply(ns, rendered)
 		waitFor(ns, "seo --all", "Ready")
 
-		chargeKey := toolKey(ns, "charge.create", "order-1001")
-		ticketKey := toolKey(ns, "ticket.create", "ticket-disk-full")
+		chargeKey := toolKey(ns, "Tool:payments", "charge.create", "order-1001")
+		ticketKey := toolKey(ns, "ClusterTool:tickets", "ticket.create", "ticket-disk-full")
 		Expect(effectsPerKey(ns)).To(Equal(map[string]int{chargeKey: 1, ticketKey: 1}))
 
 		By("reading them with kubectl get seo")

@@ -59,7 +59,13 @@ limitations under the License.
 //
 // Faults model the failures an effectively-once client must survive: lost
 // responses after a commit, resets, 5xx answers, throttling, slow answers
-// and process crashes. A fault is chosen per request by the X-Sandbox-Fault
+// and process crashes; and the ways real gateways, proxies and tools lie:
+// a gateway's 502, 503 or 504 (HTML, plain text, foreign JSON) after the
+// upstream committed, a conditional create's 409 for a key that already
+// has an object, a re-send answered 401, 403 or 404 instead of the replayed
+// first answer, a lookup index that lags, an ingress's HTML 404 for a
+// lookup route, and a request held in a queue past the tool's declared
+// lookup delay. A fault is chosen per request by the X-Sandbox-Fault
 // header, or else by the rules set with PUT /admin/faults (or Options.Rules),
 // whose random draws come from a seeded source so that runs are
 // reproducible. Every response sent while a fault is active carries the

@@ -63,7 +63,7 @@ func (s *Server) serveEffect(w http.ResponseWriter, r *http.Request, action stri
 		target:     r.PathValue("id"),
 		key:        r.Header.Get(HeaderIdempotencyKey),
 	}
-	f, ok := s.chooseFault(w, r, faultMatch{mode: mode, collection: collection, method: http.MethodPost, key: req.key})
+	f, ok := s.chooseFault(w, r, s.matchEffect(req))
 	if !ok || s.faultBeforeCommit(w, f) {
 		return
 	}
@@ -71,6 +71,19 @@ func (s *Server) serveEffect(w http.ResponseWriter, r *http.Request, action stri
 		return
 	}
 	s.respond(w, r, f, s.execute(req, f))
+}
+
+// matchEffect describes req for fault rules, and records that a request
+// with its key arrived.
+func (s *Server) matchEffect(req effectRequest) faultMatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := faultMatch{mode: req.mode, collection: req.collection, method: http.MethodPost, key: req.key}
+	m.resend = s.state.see(requestKey{mode: req.mode, collection: req.collection, action: req.action, key: req.key})
+	if req.action == ActionCreate && req.key != "" {
+		_, m.exists = s.state.lookup(req.mode, req.collection, req.key)
+	}
+	return m
 }
 
 // readParams reads the body into req. On a bad body it answers the request
@@ -128,11 +141,20 @@ func canonicalJSON(data []byte) (map[string]any, []byte, error) {
 
 // execute commits req, deduplicating on the native key table when the
 // request carries a key in native mode.
+// Delays sleep whatever the client does: the tool goes on processing a
+// request its client gave up on.
 func (s *Server) execute(req effectRequest, f *fault) outcome {
+	time.Sleep(f.holdDelay())
 	if req.mode != ModeNative || req.key == "" {
 		time.Sleep(f.beforeCommitDelay())
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if f.existingOnly() && req.action == ActionCreate && req.key != "" {
+			if _, exists := s.state.lookup(req.mode, req.collection, req.key); exists {
+				return jsonOutcome(http.StatusConflict, errorBody{Error: CodeAlreadyExists,
+					Message: fmt.Sprintf("an object with key %q already exists", req.key)})
+			}
+		}
 		out, _ := s.commitLocked(req)
 		return out
 	}

@@ -36,8 +36,11 @@ const (
 	// FaultDelayAfterCommit commits, then waits a Go duration (default 5s)
 	// before answering.
 	FaultDelayAfterCommit = "delay-after-commit"
-	// FaultDelayBeforeCommit waits a Go duration (default 5s) while a native
-	// key is in flight, then proceeds normally.
+	// FaultDelayBeforeCommit processes the request for a Go duration
+	// (default 5s) before committing, and commits even if the client has
+	// gone away meanwhile. A native key is in flight for that long, so a
+	// re-send with the same key answers 409 in_flight. It stands for a
+	// slow tool: a payment that waits for the card network.
 	FaultDelayBeforeCommit = "delay-before-commit"
 	// Fault429 answers 429 with Retry-After seconds (default 1); no effect.
 	Fault429 = "429"
@@ -64,6 +67,64 @@ const (
 	// FaultLookupTimeout makes a lookup by key wait a Go duration (default
 	// 5s) before answering. It does nothing to other requests.
 	FaultLookupTimeout = "lookup-timeout"
+
+	// Fault502AfterCommit commits, then answers 502 with an HTML page. It
+	// stands for a reverse proxy (nginx) whose upstream committed the
+	// effect, then closed the connection before its answer reached the
+	// proxy.
+	Fault502AfterCommit = "502-after-commit"
+	// Fault503AfterCommit commits, then answers 503 with Envoy's plain-text
+	// body "upstream connect error or disconnect/reset before headers.
+	// reset reason: connection termination". It stands for a service mesh
+	// sidecar whose upstream committed the effect and was then terminated
+	// (a rolling update) before it sent its headers.
+	Fault503AfterCommit = "503-after-commit"
+	// Fault504AfterCommit commits, then answers 504 with the JSON body
+	// {"message":"Endpoint request timed out"}. It stands for an API
+	// gateway whose upstream committed the charge but took longer to answer
+	// than the gateway's integration timeout.
+	Fault504AfterCommit = "504-after-commit"
+	// Fault409Exists answers 409 already_exists, and creates nothing, when
+	// the collection already holds an object created with the request's
+	// key in the same mode; otherwise the request proceeds normally. It
+	// stands for a conditional create with a client-supplied id (a
+	// Kubernetes-style create, an S3 put with If-None-Match: *): a Lookup or
+	// None tool that refuses a second object for one key. Native requests
+	// with a key are deduped on it first, so it changes nothing there.
+	Fault409Exists = "409-exists"
+	// FaultResend401 answers 401 unauthorized, with no effect, to a request
+	// whose key the sandbox has seen before; first sends proceed normally.
+	// It stands for a credential rotated between an attempt and its
+	// re-send: the re-send is not answered with the replayed first answer.
+	FaultResend401 = "resend-401"
+	// FaultResend403 answers 403 forbidden, with no effect, to a re-send
+	// (as FaultResend401). It stands for a permission revoked, or a WAF
+	// rule added, between an attempt and its re-send.
+	FaultResend403 = "resend-403"
+	// FaultResend404 answers an ingress's HTML 404 page, with no effect, to
+	// a re-send (as FaultResend401). It stands for a route moved or removed
+	// between an attempt and its re-send.
+	FaultResend404 = "resend-404"
+	// FaultLookupLag makes a lookup by key answer the sandbox's own 404
+	// not_found for an object younger than a Go duration (default 5s),
+	// though it exists. It stands for a search index that lags behind the
+	// primary store (eventual consistency). It does nothing to other
+	// requests.
+	FaultLookupLag = "lookup-lag"
+	// FaultLookupRoute404 makes a lookup by key answer 404 with an HTML page
+	// (Content-Type text/html), not the sandbox's JSON. It stands for an
+	// ingress or gateway that has no route for the lookup path (a moved or
+	// not yet deployed route): a 404 that says nothing about the effect.
+	// It does nothing to other requests.
+	FaultLookupRoute404 = "lookup-route-404"
+	// FaultHoldBeforeCommit holds the request for a Go duration (default
+	// 5s) before the tool sees it, then processes and commits it even if
+	// the client has gone away; lookups meanwhile find nothing, and a
+	// native key is not in flight yet. It stands for a load balancer's
+	// queue, or a tool that takes longer than the lookupDelay it declared:
+	// its answer arrives after a successor proved the attempt absent. A
+	// client can only detect that and raise it to a person.
+	FaultHoldBeforeCommit = "hold-before-commit"
 )
 
 // ErrUnknownFault reports a fault name or parameter the sandbox does not
@@ -99,6 +160,16 @@ var faultParams = map[string]faultParam{
 	Fault504:               paramNone,
 	FaultLookup503:         paramSeconds,
 	FaultLookupTimeout:     paramDuration,
+	Fault502AfterCommit:    paramNone,
+	Fault503AfterCommit:    paramNone,
+	Fault504AfterCommit:    paramNone,
+	Fault409Exists:         paramNone,
+	FaultResend401:         paramNone,
+	FaultResend403:         paramNone,
+	FaultResend404:         paramNone,
+	FaultLookupLag:         paramDuration,
+	FaultLookupRoute404:    paramNone,
+	FaultHoldBeforeCommit:  paramDuration,
 }
 
 // fault is a parsed fault specification. Methods accept a nil *fault,
@@ -153,12 +224,59 @@ func (f *fault) name() string {
 
 // lookupOnly reports whether the fault only affects lookups by key.
 func (f *fault) lookupOnly() bool {
-	return f.name() == FaultLookup503 || f.name() == FaultLookupTimeout
+	switch f.name() {
+	case FaultLookup503, FaultLookupTimeout, FaultLookupLag, FaultLookupRoute404:
+		return true
+	}
+	return false
 }
 
-// beforeCommitDelay is how long to wait before committing an effect.
+// resendOnly reports whether the fault only affects a request whose key
+// the sandbox has seen before.
+func (f *fault) resendOnly() bool {
+	switch f.name() {
+	case FaultResend401, FaultResend403, FaultResend404:
+		return true
+	}
+	return false
+}
+
+// existingOnly reports whether the fault only affects a create whose key
+// already has an object.
+func (f *fault) existingOnly() bool {
+	return f.name() == Fault409Exists
+}
+
+// applies reports whether the fault affects the request m describes:
+// lookup faults only lookups, re-send faults only re-sends, and 409-exists
+// only creates whose key already has an object.
+func (f *fault) applies(m faultMatch) bool {
+	if m.lookup {
+		return !f.resendOnly() && !f.existingOnly()
+	}
+	return !f.lookupOnly() && (!f.resendOnly() || m.resend) && (!f.existingOnly() || m.exists)
+}
+
+// beforeCommitDelay is how long to process a request before committing
+// its effect, holding a native key in flight.
 func (f *fault) beforeCommitDelay() time.Duration {
 	if f.name() == FaultDelayBeforeCommit {
+		return f.delay
+	}
+	return 0
+}
+
+// holdDelay is how long to hold a request before processing it.
+func (f *fault) holdDelay() time.Duration {
+	if f.name() == FaultHoldBeforeCommit {
+		return f.delay
+	}
+	return 0
+}
+
+// lookupLag is how old an object must be for a lookup to find it.
+func (f *fault) lookupLag() time.Duration {
+	if f.name() == FaultLookupLag {
 		return f.delay
 	}
 	return 0
@@ -183,7 +301,9 @@ func (s *Server) chooseFault(w http.ResponseWriter, r *http.Request, m faultMatc
 			writeError(w, http.StatusBadRequest, errorBody{Error: CodeUnknownFault, Message: err.Error()})
 			return nil, false
 		}
-		if m.lookup || !parsed.lookupOnly() {
+		// 409-exists asked for by the header is decided at the commit,
+		// under the lock, so that concurrent creates cannot both pass.
+		if parsed.applies(m) || (parsed.existingOnly() && !m.lookup) {
 			f = parsed
 		}
 	} else {
@@ -209,6 +329,12 @@ func (s *Server) faultBeforeCommit(w http.ResponseWriter, f *fault) bool {
 		writeError(w, http.StatusGatewayTimeout, errorBody{Error: CodeGatewayTimeout})
 	case Fault500BeforeCommit:
 		writeEmpty(w, http.StatusInternalServerError)
+	case FaultResend401:
+		writeError(w, http.StatusUnauthorized, errorBody{Error: CodeUnauthorized, Message: "invalid API key"})
+	case FaultResend403:
+		writeError(w, http.StatusForbidden, errorBody{Error: CodeForbidden})
+	case FaultResend404, FaultLookupRoute404:
+		writeText(w, http.StatusNotFound, contentTypeHTML, ingress404)
 	case FaultResetBeforeCommit:
 		s.abort(w, true)
 	default:
@@ -234,10 +360,40 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, f *fault, out o
 	case Fault500AfterCommit:
 		writeEmpty(w, http.StatusInternalServerError)
 		return
+	case Fault502AfterCommit:
+		writeText(w, http.StatusBadGateway, contentTypeHTML, nginx502)
+		return
+	case Fault503AfterCommit:
+		writeText(w, http.StatusServiceUnavailable, contentTypeText, envoy503)
+		return
+	case Fault504AfterCommit:
+		writeText(w, http.StatusGatewayTimeout, contentTypeJSON, gateway504)
+		return
 	case FaultDelayAfterCommit:
 		sleepContext(r.Context(), f.delay)
 	}
 	writeOutcome(w, out)
+}
+
+// Bodies that gateways, proxies and ingresses send, not the sandbox.
+const (
+	contentTypeHTML = "text/html"
+	contentTypeText = "text/plain"
+	contentTypeJSON = "application/json"
+
+	ingress404 = "<html><body><h1>404 Not Found</h1></body></html>"
+	nginx502   = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n" +
+		"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+	envoy503   = "upstream connect error or disconnect/reset before headers. reset reason: connection termination"
+	gateway504 = `{"message":"Endpoint request timed out"}`
+)
+
+// writeText answers status with body as it is, of contentType.
+func writeText(w http.ResponseWriter, status int, contentType, body string) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
 }
 
 func writeUnavailable(w http.ResponseWriter, status, retryAfter int) {

@@ -16,7 +16,10 @@ limitations under the License.
 
 package sandbox
 
-import "net/http"
+import (
+	"net/http"
+	"time"
+)
 
 // handleGet serves GET /{mode}/{collection}/{id}.
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
@@ -58,11 +61,20 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 	}
 	sleepContext(r.Context(), f.lookupDelay())
 	s.mu.Lock()
-	obj, found := s.state.lookup(collection, key)
+	obj, found := s.state.lookup(ModeLookup, collection, key)
 	s.mu.Unlock()
 	out := jsonOutcome(http.StatusNotFound, errorBody{Error: CodeNotFound})
-	if found {
+	if found && s.visible(obj, f.lookupLag()) {
 		out = jsonOutcome(http.StatusOK, obj)
 	}
 	s.respond(w, r, f, out)
+}
+
+// visible reports whether a lookup index that lags lag behind sees obj.
+func (s *Server) visible(obj Object, lag time.Duration) bool {
+	if lag <= 0 {
+		return true
+	}
+	created, err := time.Parse(time.RFC3339Nano, obj.CreatedAt)
+	return err == nil && s.now().Sub(created) >= lag
 }

@@ -29,7 +29,12 @@ import (
 // FaultRule injects Fault into matching requests. Empty match fields match
 // everything. Rules apply to POST requests; a rule applies to lookups by
 // key (GET /lookup/{collection}?key=K) when its Method is GET or its Fault
-// is lookup-503 or lookup-timeout.
+// is a lookup fault (lookup-503, lookup-timeout, lookup-lag,
+// lookup-route-404), and to lookups only then. A rule whose Fault is a
+// re-send fault (resend-401, resend-403, resend-404) matches only requests
+// whose key the sandbox has seen before, and a 409-exists rule only creates
+// whose key already has an object, so that Fired counts only the requests
+// the fault changed.
 type FaultRule struct {
 	Mode       string `json:"mode"`
 	Collection string `json:"collection"`
@@ -73,6 +78,12 @@ type faultMatch struct {
 	method     string
 	key        string
 	lookup     bool
+	// resend is true when a request with the same mode, collection, action
+	// and key came before.
+	resend bool
+	// exists is true when the request is a create and an object was
+	// created with its key in its mode and collection.
+	exists bool
 }
 
 type activeRule struct {
@@ -88,10 +99,13 @@ func (a *activeRule) matches(m faultMatch) bool {
 		!strings.HasPrefix(m.key, r.KeyPrefix) {
 		return false
 	}
+	if !a.fault.applies(m) {
+		return false
+	}
 	if m.lookup {
 		return r.Method == http.MethodGet || (r.Method == "" && a.fault.lookupOnly())
 	}
-	return (r.Method == "" || r.Method == m.method) && !a.fault.lookupOnly()
+	return r.Method == "" || r.Method == m.method
 }
 
 func (a *activeRule) exhausted() bool {

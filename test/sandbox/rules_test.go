@@ -89,6 +89,26 @@ func TestFaultRules(t *testing.T) {
 			want:      []answer{created, faulted(503, Fault503)},
 			wantFired: []int{1},
 		},
+		"re-send rules apply to re-sends only": {
+			rules: []FaultRule{{Mode: ModeNative, Fault: FaultResend401}},
+			calls: []call{post(pathNativeCharges, "k1"), post(pathNativeCharges, "k2"), post(pathNativeCharges, "k1"),
+				post(pathNativeCharges, ""), post(pathNativeCharges, "")},
+			want:      []answer{created, created, faulted(401, FaultResend401), created, created},
+			wantFired: []int{1},
+		},
+		"409-exists rules fire only when the key has an object": {
+			rules: []FaultRule{{Fault: Fault409Exists}},
+			calls: []call{post(pathNoneCharges, "k1"), post(pathNoneCharges, "k2"), post(pathNoneCharges, "k1"),
+				post(pathLookupTickets, "k1")},
+			want:      []answer{created, created, faulted(409, Fault409Exists), created},
+			wantFired: []int{1},
+		},
+		"new lookup faults apply to lookups only": {
+			rules:     []FaultRule{{Fault: FaultLookupRoute404}, {Fault: "lookup-lag=1h"}},
+			calls:     []call{post(pathLookupTickets, "K"), get(pathLookupTicketsK), post(pathLookupTickets, "K")},
+			want:      []answer{created, faulted(404, FaultLookupRoute404), created},
+			wantFired: []int{1, 0},
+		},
 		"lookup faults apply to lookups only": {
 			rules:     []FaultRule{{Fault: FaultLookup503, KeyPrefix: "K"}},
 			calls:     []call{post(pathLookupTickets, "K"), get(pathLookupTicketsK), get("/lookup/tickets?key=X")},

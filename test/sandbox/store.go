@@ -42,9 +42,18 @@ type nativeKey struct {
 	key        string
 }
 
-// lookupKey indexes lookup-mode objects by the key they were created with.
+// lookupKey indexes objects by the key they were created with.
 type lookupKey struct {
+	mode       string
 	collection string
+	key        string
+}
+
+// requestKey is what makes two requests a send and its re-send.
+type requestKey struct {
+	mode       string
+	collection string
+	action     string
 	key        string
 }
 
@@ -64,8 +73,9 @@ type store struct {
 	seq     int64 // highest sequence number handed out
 	effects []Effect
 	objects map[string]Object
-	byKey   map[lookupKey]string
+	byKey   map[lookupKey]string // first object created with a key
 	native  map[nativeKey]*keyEntry
+	seen    map[requestKey]bool // keys of requests received or recorded
 }
 
 func newStore() *store {
@@ -81,6 +91,18 @@ func (st *store) reset(seq int64) {
 	st.objects = map[string]Object{}
 	st.byKey = map[lookupKey]string{}
 	st.native = map[nativeKey]*keyEntry{}
+	st.seen = map[requestKey]bool{}
+}
+
+// see records that a request with k arrived, and reports whether one had
+// arrived before. Requests without a key are never re-sends.
+func (st *store) see(k requestKey) bool {
+	if k.key == "" {
+		return false
+	}
+	seen := st.seen[k]
+	st.seen[k] = true
+	return seen
 }
 
 // apply adds one ledger record to the state. Live requests and ledger
@@ -111,8 +133,11 @@ func (st *store) applyEffect(e Effect) error {
 	st.seq = max(st.seq, e.Seq)
 	st.effects = append(st.effects, e)
 	st.objects[obj.ID] = obj
-	if e.Action == ActionCreate && e.Mode == ModeLookup && e.Key != "" {
-		k := lookupKey{collection: e.Collection, key: e.Key}
+	if e.Key != "" {
+		st.seen[requestKey{mode: e.Mode, collection: e.Collection, action: e.Action, key: e.Key}] = true
+	}
+	if e.Action == ActionCreate && e.Key != "" {
+		k := lookupKey{mode: e.Mode, collection: e.Collection, key: e.Key}
 		if _, taken := st.byKey[k]; !taken {
 			st.byKey[k] = obj.ID
 		}
@@ -177,11 +202,12 @@ func (st *store) object(mode, collection, id string) (Object, bool) {
 	return obj, true
 }
 
-// lookup returns the first lookup-mode object created with key.
-func (st *store) lookup(collection, key string) (Object, bool) {
-	id, ok := st.byKey[lookupKey{collection: collection, key: key}]
+// lookup returns the first object created with key in mode and
+// collection.
+func (st *store) lookup(mode, collection, key string) (Object, bool) {
+	id, ok := st.byKey[lookupKey{mode: mode, collection: collection, key: key}]
 	if !ok {
 		return Object{}, false
 	}
-	return st.object(ModeLookup, collection, id)
+	return st.object(mode, collection, id)
 }

@@ -111,6 +111,11 @@ func (responseSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	if path := n.Path(); len(path) > 0 && path[0] == "response" {
 		return &checker.SizeEstimate{Min: 0, Max: max(maxBody, maxHeaderBytes)}
 	}
+	if t := n.Type(); t != nil && t.Kind() == types.TypeKind {
+		// A type, as type(response.body) == map compares: CEL has no size
+		// for it and would assume the largest.
+		return &checker.SizeEstimate{Min: 1, Max: 1}
+	}
 	return nil
 }
 

@@ -155,7 +155,8 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 	r.HTTPStatus = int32(resp.Status)
 	r.RetryAfter = resp.RetryAfter
 	view := resp.cel()
-	r.Outcome = c.classify(ctx, op, resp.Status, view)
+	r.Outcome = c.classify(ctx, op, resp.Status, view, req.Mode)
+	r.Replayed = c.replayed(ctx, view)
 	r.Message = resp.summary()
 	var raw []byte
 	if r.Outcome == v1.OutcomeSucceeded {
@@ -199,7 +200,12 @@ func (c *Client) lookup(ctx context.Context, req effects.Request) (protocol.Look
 		r.Verdict = protocol.VerdictFound
 		return r, c.extract(ctx, op, view, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
 	}
-	absent, err := c.compiler.Bool(ctx, cmp.Or(l.Absent, "response.status == 404"), view)
+	if l.Absent == "" {
+		// Nothing the tool says proves absence: a bare 404 also comes from
+		// an ingress or a gateway for a route that does not exist.
+		return r, nil
+	}
+	absent, err := c.compiler.Bool(ctx, l.Absent, view)
 	if err != nil {
 		r.Message += "; " + err.Error()
 		return r, nil
@@ -283,7 +289,7 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, req effects.
 		hr.GetBody = nil
 	}
 	maps.Copy(hr.Header, c.headers)
-	hr.Header.Set(cmp.Or(c.spec.Idempotency.Header, "Idempotency-Key"), req.Key)
+	hr.Header.Set(cmp.Or(c.spec.Idempotency.Header, v1.DefaultIdempotencyHeader), req.Key)
 	if len(body) > 0 {
 		hr.Header.Set("Content-Type", "application/json")
 	}
@@ -316,28 +322,50 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, req effects.
 	return a, true, nil
 }
 
-// classify applies the operation's outcome rules, then the default table.
-func (c *Client) classify(ctx context.Context, op *v1.ToolOperation, status int, view response) v1.Outcome {
+// classify applies the operation's outcome rules, then the default table
+// for the mode the attempt was made under.
+func (c *Client) classify(ctx context.Context, op *v1.ToolOperation, status int, view response,
+	mode v1.IdempotencyMode) v1.Outcome {
 	for _, rule := range op.Response.Outcomes {
 		if ok, err := c.compiler.Bool(ctx, rule.When, view); err == nil && ok {
 			return rule.Outcome
 		}
 	}
-	return DefaultOutcome(status, c.spec.Idempotency.Mode)
+	return DefaultOutcome(status, cmp.Or(mode, c.spec.Idempotency.Mode))
 }
 
-// DefaultOutcome is DESIGN's error table for an HTTP status.
+// replayed applies the tool's replayed expression: whether the answer is
+// the tool's replay of the first answer to the key.
+func (c *Client) replayed(ctx context.Context, view response) bool {
+	expr := c.spec.Idempotency.Replayed
+	if expr == "" {
+		return false
+	}
+	ok, err := c.compiler.Bool(ctx, expr, view)
+	return err == nil && ok
+}
+
+// DefaultOutcome is DESIGN's error table for an HTTP status, in a mode.
+// Only what proves that the request had no effect is retryable: a 429 is
+// the tool's own refusal. A gateway answers 502, 503 and 504 (and a proxy
+// 408) also after its upstream committed, so they are retryable only where
+// a retry is a same-key re-send to a tool that dedupes. A 409 is a Native
+// tool's "same key in flight" (the first attempt is still running) or
+// another tool's "already exists": both say an effect may exist.
 func DefaultOutcome(status int, mode v1.IdempotencyMode) v1.Outcome {
 	switch {
 	case status >= 200 && status < 300:
 		return v1.OutcomeSucceeded
-	case status == nethttp.StatusRequestTimeout, status == nethttp.StatusTooManyRequests,
-		status == nethttp.StatusBadGateway, status == nethttp.StatusServiceUnavailable,
-		status == nethttp.StatusGatewayTimeout:
+	case status == nethttp.StatusTooManyRequests:
 		return v1.OutcomeRetryable
-	case status == nethttp.StatusConflict && mode == v1.IdempotencyNative:
-		// The same key is still in flight at the tool.
-		return v1.OutcomeRetryable
+	case status == nethttp.StatusRequestTimeout, status == nethttp.StatusBadGateway,
+		status == nethttp.StatusServiceUnavailable, status == nethttp.StatusGatewayTimeout:
+		if mode == v1.IdempotencyNative {
+			return v1.OutcomeRetryable
+		}
+		return v1.OutcomeUnknown
+	case status == nethttp.StatusConflict:
+		return v1.OutcomeUnknown
 	case status >= 400 && status < 500:
 		return v1.OutcomePermanent
 	default:

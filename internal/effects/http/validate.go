@@ -40,6 +40,7 @@ func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 			errs = append(errs, fmt.Errorf("%s: %w", field, err))
 		}
 	}
+	check("spec.idempotency.replayed", spec.Idempotency.Replayed)
 	for i, op := range spec.Operations {
 		at := fmt.Sprintf("spec.operations[%d]", i)
 		errs = append(errs, checkPath(at+".path", op.Path))

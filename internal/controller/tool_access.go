@@ -1,0 +1,94 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// admitNamespace blocks the operation when its namespace may not use tool.
+// ok is false when it must wait.
+func (r *SideEffectOperationReconciler) admitNamespace(p *pass, tool v1.GenericTool) (reconcile.Result, bool, error) {
+	reason, msg, err := r.toolAccess(p.ctx, tool, p.op.Namespace)
+	if err != nil {
+		return reconcile.Result{}, false, err
+	}
+	if reason != "" {
+		return r.block(p, reason, msg, 0)
+	}
+	return reconcile.Result{}, true, nil
+}
+
+// toolAccess says why the operation's namespace may not use tool, as a
+// reason and a message; an empty reason means it may. A Tool serves its own
+// namespace only (the reference cannot name another); a ClusterTool serves
+// the namespaces its spec.namespaceSelector selects, all when it has none.
+func (r *SideEffectOperationReconciler) toolAccess(ctx context.Context, tool v1.GenericTool, namespace string) (reason, msg string, err error) {
+	ct, ok := tool.(*v1.ClusterTool)
+	if !ok || ct.Spec.NamespaceSelector == nil {
+		return "", "", nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ct.Spec.NamespaceSelector)
+	if err != nil {
+		return v1.ReasonToolInvalid, fmt.Sprintf("ClusterTool %s has an invalid spec.namespaceSelector: %v",
+			ct.Name, err), nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return "", "", fmt.Errorf("reading namespace %s: %w", namespace, err)
+	}
+	if !sel.Matches(labels.Set(ns.Labels)) {
+		return v1.ReasonNamespaceNotAllowed, fmt.Sprintf(
+			"ClusterTool %s does not serve namespace %s: its spec.namespaceSelector (%s) does not select the namespace's labels",
+			ct.Name, namespace, sel), nil
+	}
+	return "", "", nil
+}
+
+// namespaceLabelsChanged lets through only the namespace events that can
+// change a ClusterTool's verdict on the namespace.
+var namespaceLabelsChanged = builder.WithPredicates(predicate.LabelChangedPredicate{})
+
+// operationsInNamespace wakes the unfinished operations of a namespace
+// whose labels changed that use a ClusterTool, so that a namespace admitted
+// by a namespaceSelector proceeds, and one no longer admitted stops.
+func (r *SideEffectOperationReconciler) operationsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1.SideEffectOperationList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetName())); err != nil {
+		return nil
+	}
+	var cluster []v1.SideEffectOperation
+	for _, op := range list.Items {
+		if op.Spec.ToolRef.Kind == v1.ToolKindClusterTool {
+			cluster = append(cluster, op)
+		}
+	}
+	return unfinished(cluster)
+}

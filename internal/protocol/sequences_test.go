@@ -1,0 +1,290 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package protocol
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// The decisions behind the sequences of issue 7 §2 that can lead to a
+// second effect, each as a table.
+
+func TestArbitrate(t *testing.T) {
+	self := v1.RecordOwner{Name: "b", UID: "uid-b"}
+	prev := v1.RecordOwner{Name: "a", UID: "uid-a"}
+	planned := v1.SideEffectOperationStatus{RequestHash: "sha256:1", IdempotencyKey: "k"}
+	committed := &v1.RecordOutcome{State: v1.StateCommitted, ExternalObjectID: "ch_1", ExpiryTime: *at(time.Hour)}
+	expired := &v1.RecordOutcome{State: v1.StateCommitted, ExternalObjectID: "ch_1", ExpiryTime: *at(-time.Second)}
+	rec := func(owner v1.RecordOwner, o *v1.RecordOutcome) v1.IdempotencyRecordSpec {
+		return v1.IdempotencyRecordSpec{Owner: owner, RequestHash: "sha256:1", Outcome: o,
+			Retention: metav1.Duration{Duration: time.Second}}
+	}
+	cases := map[string]struct {
+		reason  string
+		st      v1.SideEffectOperationStatus
+		rec     v1.IdempotencyRecordSpec
+		created bool
+		owner   Owner
+		action  ScopeAction
+		state   v1.OperationState
+	}{
+		"Created": {reason: "The operation that created the record executes.",
+			st: planned, rec: rec(self, nil), created: true, action: ScopeProceed},
+		"Owns": {reason: "The owner executes.",
+			st: planned, rec: rec(self, nil), action: ScopeProceed},
+		"TakeoverInterrupted": {
+			reason: "Sequence 2: the record names this operation after a takeover, but its unknown outcome was never recorded: it starts from Unknown, never executes blindly.",
+			st:     planned, rec: func() v1.IdempotencyRecordSpec { r := rec(self, nil); r.PreviousOwner = &prev; return r }(),
+			action: ScopeWrite, state: v1.StateUnknown},
+		"TakeoverRecorded": {
+			reason: "Once the inherited unknown outcome is recorded, the owner goes on.",
+			st: func() v1.SideEffectOperationStatus {
+				s := planned
+				s.State, s.Attempts = v1.StateUnknown, 1
+				return s
+			}(),
+			rec:    func() v1.IdempotencyRecordSpec { r := rec(self, nil); r.PreviousOwner = &prev; return r }(),
+			action: ScopeProceed},
+		"Mismatch": {reason: "I4: other parameters never execute.",
+			st:  func() v1.SideEffectOperationStatus { s := planned; s.RequestHash = "sha256:2"; return s }(),
+			rec: rec(prev, nil), owner: Owner{Alive: true}, action: ScopeWrite, state: v1.StateFailedFinal},
+		"WaitForLiveOwner": {reason: "A live owner that has not ended is waited for.",
+			st: planned, rec: rec(prev, nil), owner: Owner{Alive: true}, action: ScopeWrite, state: v1.StatePlanned},
+		"AdoptLiveOwner": {reason: "I5: a live owner's outcome is reported.",
+			st: planned, rec: rec(prev, nil), owner: Owner{Alive: true, Outcome: committed},
+			action: ScopeWrite, state: v1.StateCommitted},
+		"AdoptRecord": {reason: "I5: a deleted owner's recorded outcome is reported within its retention.",
+			st: planned, rec: rec(prev, committed), action: ScopeWrite, state: v1.StateCommitted},
+		"CollectExpired": {reason: "I7: after its retention, the record is collected and the key is free.",
+			st: planned, rec: rec(prev, expired), action: ScopeCollect},
+		"NoOutcomeNeverExpires": {
+			reason: "Sequence 1: a record whose owner never ended does not expire by time: the next operation takes it over and starts from Unknown.",
+			st:     planned, rec: rec(prev, nil), action: ScopeTakeOver, state: v1.StateUnknown},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := env()
+			e.Now = now.Add(24 * time.Hour) // long past the records' retention
+			if tc.rec.Outcome != nil {
+				e.Now = now
+			}
+			d := Arbitrate(tc.st, self, tc.rec, tc.created, tc.owner, policy(v1.IdempotencyLookup), e)
+			if d.Action != tc.action {
+				t.Fatalf("%s: action: want %s, got %s", tc.reason, tc.action, d.Action)
+			}
+			if tc.state != "" && d.Decision.Status.State != tc.state {
+				t.Errorf("%s: state: want %s, got %s", tc.reason, tc.state, d.Decision.Status.State)
+			}
+			if d.Action == ScopeTakeOver {
+				if d.Record.Owner != self || d.Record.PreviousOwner == nil || *d.Record.PreviousOwner != prev {
+					t.Errorf("%s: the takeover must name the new and the previous owner in one write: %+v", tc.reason, d.Record)
+				}
+			}
+		})
+	}
+}
+
+func TestRecordExpiry(t *testing.T) {
+	if _, ok := RecordExpiry(v1.IdempotencyRecordSpec{Retention: metav1.Duration{Duration: time.Second}}); ok {
+		t.Error("Sequence 1: a record without an outcome must never expire on time alone")
+	}
+	o := &v1.RecordOutcome{ExpiryTime: *at(time.Hour)}
+	if got, ok := RecordExpiry(v1.IdempotencyRecordSpec{Outcome: o}); !ok || !got.Equal(now.Add(time.Hour)) {
+		t.Errorf("a record with an outcome expires with it: got %v, %v", got, ok)
+	}
+}
+
+func TestOutcomeToWrite(t *testing.T) {
+	self := v1.RecordOwner{Name: "b", UID: "uid-b"}
+	other := v1.RecordOwner{Name: "a", UID: "uid-a"}
+	mine := &v1.RecordOutcome{State: v1.StateCommitted}
+	cases := map[string]struct {
+		reason               string
+		rec                  v1.IdempotencyRecordSpec
+		fromCache            bool
+		write, confirm, done bool
+	}{
+		"Write":   {reason: "The owner's record without outcome gets it.", rec: v1.IdempotencyRecordSpec{Owner: self}, fromCache: true, write: true},
+		"Written": {reason: "An outcome of ours is there.", rec: v1.IdempotencyRecordSpec{Owner: self, Outcome: mine}, fromCache: true, done: true},
+		"StaleCache": {reason: "Sequence 8: a cached record naming another owner proves nothing: confirm past the cache.",
+			rec: v1.IdempotencyRecordSpec{Owner: other, Outcome: mine}, fromCache: true, confirm: true},
+		"Confirmed": {reason: "The API server says the record is another's: nothing to write.",
+			rec: v1.IdempotencyRecordSpec{Owner: other}, done: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w, c, d := OutcomeToWrite(tc.rec, self, tc.fromCache)
+			if w != tc.write || c != tc.confirm || d != tc.done {
+				t.Errorf("%s: want write=%v confirm=%v done=%v, got %v %v %v", tc.reason, tc.write, tc.confirm, tc.done, w, c, d)
+			}
+		})
+	}
+}
+
+func TestResolutionWhileBlocked(t *testing.T) {
+	// Sequence 10: the operation entered NeedsReview at generation 1; the
+	// tool went missing, and the Blocked write stamped generation 2, the
+	// resolution's, into observedGeneration. The resolution still applies.
+	p := policy(v1.IdempotencyNone)
+	e := env()
+	st := needsReview(v1.SideEffectOperationStatus{Attempts: 1}, e, "review").Status
+	e.Generation = 2
+	st = Blocked(st, e, v1.ReasonToolNotFound, "Tool payments does not exist")
+	res := &v1.Resolution{Action: v1.ResolutionMarkCommitted, ExternalObjectID: "ch_1", By: "alice"}
+	if NeedsTool(st, res, e) {
+		t.Error("MarkCommitted must not need the tool")
+	}
+	d := Next(st, res, p, e)
+	if d.Status.State != v1.StateCommitted {
+		t.Fatalf("the resolution was dropped: %s", d.Status.State)
+	}
+	retry := &v1.Resolution{Action: v1.ResolutionRetry, By: "alice"}
+	if !NeedsTool(st, retry, e) {
+		t.Error("Retry calls the tool: it needs it")
+	}
+	e.Generation = 1
+	if NeedsTool(st, retry, e) || Next(st, retry, p, e).Action != ActionWait {
+		t.Error("a resolution written before the operation entered NeedsReview must not apply")
+	}
+}
+
+func TestAttemptMode(t *testing.T) {
+	// Sequence 12: attempt 1 was made while the tool was None; the tool
+	// was switched to Native while the outcome is unknown. The re-send
+	// would go to a tool that never saw the key: a person decides.
+	st := v1.SideEffectOperationStatus{State: v1.StateUnknown, Attempts: 1, IdempotencyMode: v1.IdempotencyNone}
+	d := Next(st, nil, policy(v1.IdempotencyNative), env())
+	if d.Status.State != v1.StateNeedsReview {
+		t.Errorf("decided with the tool's new mode: %s / %s", d.Action, d.Status.State)
+	}
+	d = execute(v1.SideEffectOperationStatus{}, policy(v1.IdempotencyLookup), env(), false)
+	if d.Status.IdempotencyMode != v1.IdempotencyLookup {
+		t.Errorf("an attempt must record the mode it is made under, got %q", d.Status.IdempotencyMode)
+	}
+}
+
+func TestInheritWaitsForTheLongestClaim(t *testing.T) {
+	// Sequence 6: a deleted owner's worker may still send until its claim
+	// ends, which this worker cannot see: the first lookup waits for the
+	// longest claim plus the tool's lookup delay.
+	p := policy(v1.IdempotencyLookup)
+	p.MaxClaimDuration = time.Minute
+	d := Inherit(v1.SideEffectOperationStatus{}, p, env(), "a")
+	want := now.Add(time.Minute + p.LookupDelay)
+	if d.Status.NextAttemptTime == nil || !d.Status.NextAttemptTime.Equal(&metav1.Time{Time: want}) {
+		t.Errorf("first lookup at %v, want %v", d.Status.NextAttemptTime, want)
+	}
+}
+
+func TestObservationsKeepTheCalls(t *testing.T) {
+	// Sequence 11: ten lookups must not evict the attempt's own call.
+	st := v1.SideEffectOperationStatus{}
+	observe(&st, v1.Observation{Kind: v1.ObservationCall, Attempt: 1, Outcome: "Unknown"})
+	for i := range 30 {
+		observe(&st, v1.Observation{Kind: v1.ObservationLookup, Attempt: 1, Message: fmt.Sprint(i)})
+	}
+	observe(&st, v1.Observation{Kind: v1.ObservationClaimExpired, Attempt: 1})
+	if len(st.Observations) != maxObservations {
+		t.Fatalf("want %d observations, got %d", maxObservations, len(st.Observations))
+	}
+	if st.Observations[0].Kind != v1.ObservationCall {
+		t.Errorf("the attempt's call was evicted: %+v", st.Observations[0])
+	}
+	if last := st.Observations[len(st.Observations)-2]; last.Message != "29" {
+		t.Errorf("the newest lookups must stay, got %+v", last)
+	}
+	// With nothing repeated left, the oldest goes.
+	st = v1.SideEffectOperationStatus{}
+	for i := range maxObservations + 1 {
+		observe(&st, v1.Observation{Kind: v1.ObservationCall, Attempt: int32(i + 1)})
+	}
+	if st.Observations[0].Attempt != 2 {
+		t.Errorf("the oldest call must go first, got attempt %d", st.Observations[0].Attempt)
+	}
+}
+
+func TestStateFields(t *testing.T) {
+	// Which fields each state may hold, written out apart from the table
+	// in fields.go.
+	legal := map[v1.OperationState][]string{
+		v1.StatePlanned:         {"error"},
+		v1.StateStarted:         {"claim", "error"},
+		v1.StateFailedRetryable: {"nextAttemptTime", "error"},
+		v1.StateUnknown:         {"nextAttemptTime", "error"},
+		v1.StateReconciling:     {"claim", "nextAttemptTime", "error"},
+		v1.StateNeedsReview:     {"error"},
+		v1.StateCommitted:       {"externalObjectID", "externalRequestID", "result", "committedTime", "completionTime", "expiryTime"},
+		v1.StateFailedFinal:     {"externalObjectID", "externalRequestID", "result", "completionTime", "expiryTime", "error"},
+		v1.StateCompensating:    {"externalObjectID", "externalRequestID", "result", "committedTime"},
+		v1.StateCompensated:     {"externalObjectID", "externalRequestID", "result", "committedTime", "completionTime", "expiryTime"},
+	}
+	full := v1.SideEffectOperationStatus{Claim: claim(self, 1, 0, time.Minute), NextAttemptTime: at(0),
+		ExternalObjectID: "ch", ExternalRequestID: "req", ResultDigest: "sha256:r", CommittedTime: at(0),
+		CompletionTime: at(0), ExpiryTime: at(time.Hour), ErrorClass: v1.ErrorRetryable, ErrorMessage: "m",
+		Attempts: 1, ReconcileAttempts: 2, UnknownTime: at(0)}
+	for state, want := range legal {
+		t.Run(string(state), func(t *testing.T) {
+			st := full
+			transition(&st, state, "Reason", "Message", env())
+			for _, f := range stateFields {
+				if got, should := f.set(&st), slices.Contains(want, f.name); got != should {
+					t.Errorf("%s in %s: set %v, want %v", f.name, state, got, should)
+				}
+			}
+			if st.Attempts != 1 || st.ReconcileAttempts != 2 || st.UnknownTime == nil {
+				t.Errorf("history was cleared in %s: %+v", state, st)
+			}
+		})
+	}
+}
+
+func TestNativeRetryAfterGatewayError(t *testing.T) {
+	// A Native attempt answered 504 by a gateway (the upstream may have
+	// committed) is retried as a same-key re-send; a 401 to that retry
+	// answers the re-send, not the first attempt: a person decides.
+	p := policy(v1.IdempotencyNative)
+	st := execute(v1.SideEffectOperationStatus{}, p, env(), false).Status
+	st = AfterCall(st, p, env(), CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 504}).Status
+	if st.State != v1.StateFailedRetryable {
+		t.Fatalf("a Native 504 is retried: %s", st.State)
+	}
+	e := env()
+	e.Now = st.NextAttemptTime.Time
+	st = Next(st, nil, p, e).Status
+	d := AfterCall(st, p, e, CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 401})
+	if d.Status.State != v1.StateNeedsReview {
+		t.Errorf("a refusal of the re-send failed the operation for good: %s", d.Status.State)
+	}
+	d = AfterCall(st, p, e, CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 400, Replayed: true})
+	if d.Status.State != v1.StateFailedFinal {
+		t.Errorf("the tool's replay of a refusal fails the operation: %s", d.Status.State)
+	}
+	// A 429 proves nothing happened: a later refusal is a refusal.
+	st = execute(v1.SideEffectOperationStatus{}, p, env(), false).Status
+	st = AfterCall(st, p, env(), CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 429}).Status
+	st = Next(st, nil, p, e).Status
+	if d := AfterCall(st, p, e, CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 400}); d.Status.State != v1.StateFailedFinal {
+		t.Errorf("after a 429 a refusal fails the operation: %s", d.Status.State)
+	}
+}

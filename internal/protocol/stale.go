@@ -1,0 +1,87 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package protocol
+
+import (
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// Late is what a worker learned from a call after its claim had moved on:
+// the answer came after a successor took the attempt over.
+type Late struct {
+	// Attempt the call was made for.
+	Attempt int32
+	// Effect is the effect the answer names, when it says one exists (a
+	// call that succeeded, a lookup that found it); nil otherwise.
+	Effect *CallResult
+	// Observation is the answer as evidence.
+	Observation v1.Observation
+}
+
+// LateVerdict says what a late answer means for the record.
+type LateVerdict string
+
+const (
+	// LateEvidence: the answer is kept as evidence; the record stands.
+	LateEvidence LateVerdict = "Evidence"
+	// LateCommits: the answer names the effect of the attempt the record is
+	// still about, and no later attempt was claimed: it commits.
+	LateCommits LateVerdict = "Commits"
+	// LateSecondEffect: the answer names an effect while a later attempt
+	// was claimed, or one the record contradicts: there may be two
+	// effects, and a person must hear of it at once. The record keeps the
+	// answer as evidence.
+	LateSecondEffect LateVerdict = "SecondEffect"
+	// LateIgnored: the answer is about an attempt the record has not
+	// reached; nothing is written.
+	LateIgnored LateVerdict = "Ignored"
+)
+
+// Stale decides what a late answer does to the current record cur. It
+// never moves a terminal record, and never undoes a later claim: an effect
+// it names either is the attempt's own (then it commits, if the record is
+// still about that attempt) or it is a second effect, raised.
+func Stale(cur v1.SideEffectOperationStatus, p Policy, env Env, l Late) (Decision, LateVerdict) {
+	if cur.Attempts < l.Attempt {
+		return Decision{Action: ActionWait}, LateIgnored
+	}
+	o := l.Observation
+	o.Kind = v1.ObservationStaleCall
+	verdict := LateEvidence
+	if e := l.Effect; e != nil {
+		switch {
+		case cur.State == v1.StateCommitted && sameEffect(cur.ExternalObjectID, e.ExternalObjectID):
+			// The record already holds this effect (a tool that dedupes
+			// answers every request of the key with it).
+		case cur.Attempts == l.Attempt && !cur.State.IsTerminal() && cur.State != v1.StateStarted:
+			observe(&cur, o)
+			d := committed(cur, p, env, *e)
+			d.Event.Message += ", by the answer of a worker that had lost its claim"
+			return d, LateCommits
+		default:
+			verdict = LateSecondEffect
+		}
+	}
+	observe(&cur, o)
+	return Decision{Action: ActionWrite, Status: cur}, verdict
+}
+
+// sameEffect reports whether two external ids may name one effect: they do
+// unless both are known and differ.
+func sameEffect(a, b string) bool {
+	return a == "" || b == "" || a == b
+}
