@@ -363,6 +363,7 @@ func TestCELCost(t *testing.T) {
 	}{
 		"Cheap":         {"response.status == 422 && response.body.error == 'card_declined'", ""},
 		"Search":        {"response.body.data.exists(c, c.status == 'paid')", ""},
+		"TypeTest":      {"type(response.body) == map && 'error' in response.body", ""},
 		"CrossProduct":  {"response.body.items.map(x, response.body.items.map(y, x + y))", "more than the limit"},
 		"FilterThenMap": {"response.body.data.filter(c, c.status == 'paid').map(c, c.id)", "more than the limit"},
 	}
