@@ -66,7 +66,7 @@ build: manifests generate fmt vet ## Build the manager, the failpoint-enabled ma
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager from your host against the current kubeconfig.
-	go run ./cmd --health-probe-bind-address=0
+	go run ./cmd --health-probe-bind-address=0 --allow-egress-cidrs=127.0.0.0/8
 
 .PHONY: docker-build
 docker-build: ## Build the manager's container image (needs a Docker engine).

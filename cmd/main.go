@@ -41,6 +41,7 @@ import (
 
 	effectsv1alpha1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/controller"
+	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/metrics"
 	// +kubebuilder:scaffold:imports
 )
@@ -65,6 +66,8 @@ type options struct {
 	clusterResourceNamespace string
 	maxConcurrentReconciles  int
 	maxClaim, claimGrace     time.Duration
+	// serviceCIDRs, podCIDRs and allowEgressCIDRs are comma-separated.
+	serviceCIDRs, podCIDRs, allowEgressCIDRs string
 }
 
 func main() {
@@ -87,6 +90,13 @@ func main() {
 		"The longest claim taken without renewal; calls with longer timeouts renew their claim while they run.")
 	flag.DurationVar(&o.claimGrace, "claim-grace", 10*time.Second,
 		"Added to every claim, for writing the outcome after the call's timeout.")
+	flag.StringVar(&o.serviceCIDRs, "service-cidrs", "",
+		"The cluster's service CIDRs, comma-separated: tools are never called at addresses in them.")
+	flag.StringVar(&o.podCIDRs, "pod-cidrs", "",
+		"The cluster's pod CIDRs, comma-separated: tools are never called at addresses in them.")
+	flag.StringVar(&o.allowEgressCIDRs, "allow-egress-cidrs", "",
+		"CIDRs, comma-separated, that tools may be called at even though they are refused otherwise "+
+			"(loopback, link-local, the cluster's ranges); for example 127.0.0.0/8 for a tool on the manager's host.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -119,6 +129,11 @@ func run(o options) error {
 		MaxClaim:                 o.maxClaim,
 		ClaimGrace:               o.claimGrace,
 	}
+	egress, err := egressPolicy(o)
+	if err != nil {
+		return err
+	}
+	cfg.Egress = egress
 	shutdown := cfg.GracefulShutdownTimeout()
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
@@ -149,6 +164,24 @@ func run(o options) error {
 	}
 	setupLog.Info("Starting manager", "holder", o.holder)
 	return mgr.Start(ctx)
+}
+
+// egressPolicy is the egress policy the flags describe.
+func egressPolicy(o options) (*httpeffects.Egress, error) {
+	e := &httpeffects.Egress{}
+	for flagName, v := range map[string]string{"service-cidrs": o.serviceCIDRs, "pod-cidrs": o.podCIDRs} {
+		p, err := httpeffects.ParseCIDRs(v)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", flagName, err)
+		}
+		e.Refused = append(e.Refused, p...)
+	}
+	allowed, err := httpeffects.ParseCIDRs(o.allowEgressCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("--allow-egress-cidrs: %w", err)
+	}
+	e.Allowed = allowed
+	return e, nil
 }
 
 // defaultHolder is unique per process: a restarted manager must not take

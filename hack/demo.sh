@@ -67,8 +67,11 @@ done
 curl -fsS "http://$sandbox_addr/healthz" >/dev/null || die "the sandbox tool did not start; see $dir/sandbox.log"
 
 say "Starting the Once manager (log: $dir/manager.log, metrics: http://$metrics_addr/metrics)"
+# The sandbox tool listens on loopback, which the manager refuses to call
+# unless allowed.
 KUBECONFIG="$kubeconfig" "$root/bin/manager" --health-probe-bind-address=0 \
-  --metrics-bind-address="$metrics_addr" --metrics-secure=false >"$dir/manager.log" 2>&1 &
+  --metrics-bind-address="$metrics_addr" --metrics-secure=false \
+  --allow-egress-cidrs=127.0.0.0/8 >"$dir/manager.log" 2>&1 &
 pids+=($!)
 
 say "Applying the samples: kubectl apply -k config/samples"

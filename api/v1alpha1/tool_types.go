@@ -58,10 +58,14 @@ type ToolSpec struct {
 
 // HTTPBackend is the base of every request to the tool.
 type HTTPBackend struct {
-	// url is the base URL; an operation's path is appended to it.
+	// url is the base URL; an operation's path is appended to it. It holds
+	// no credentials. Once refuses to call loopback, link-local (cloud
+	// metadata) and unspecified addresses, and the cluster's own ranges,
+	// unless the manager allows them (--allow-egress-cidrs).
 	// +required
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="url must be an http or https URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]+://[^/?#]*@')",message="url must not hold credentials (user:password@host): it shows in kubectl get; send them in a header from a Secret"
 	URL string `json:"url"`
 
 	// headers sent with every request. Values from Secrets are read at call

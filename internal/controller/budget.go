@@ -70,9 +70,9 @@ func (b *RetryBudgets) Take(tool string, budget *v1.RetryBudget) (time.Duration,
 }
 
 func budgetExhausted(t v1.GenericTool) {
-	metrics.BudgetExhausted.WithLabelValues(t.GetName()).Inc()
+	metrics.BudgetExhausted.WithLabelValues(metrics.ToolValues(t)...).Inc()
 }
 
 func countRetry(t v1.GenericTool) {
-	metrics.Retries.WithLabelValues(t.GetName()).Inc()
+	metrics.Retries.WithLabelValues(metrics.ToolValues(t)...).Inc()
 }

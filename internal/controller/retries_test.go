@@ -107,7 +107,7 @@ var _ = Describe("Retries", func() {
 	It("keeps retries of a failing tool within its budget", func() {
 		faults(ns, sandbox.FaultRule{Method: "POST", Fault: "503=0"})
 		tool := fmt.Sprintf("budgeted-%s", ns)
-		newTool(ns, tool, v1.IdempotencyNative, func(s *v1.ToolSpec) {
+		t := newTool(ns, tool, v1.IdempotencyNative, func(s *v1.ToolSpec) {
 			s.RetryBudget = &v1.RetryBudget{RetriesPerMinute: 6}
 		})
 		const ops = 5
@@ -124,13 +124,13 @@ var _ = Describe("Retries", func() {
 		}
 		window := 4 * time.Second
 		time.Sleep(window)
-		calls := testutil.ToFloat64(metrics.ToolCalls.WithLabelValues(tool, "execute", string(v1.OutcomeRetryable)))
+		calls := testutil.ToFloat64(metrics.ToolCalls.WithLabelValues(metrics.ToolValues(t, "execute", string(v1.OutcomeRetryable))...))
 		// Without a budget each operation retries every 200ms: over 100
 		// calls. With 6 retries a minute (a burst of 1), first attempts
 		// plus a handful of retries.
 		Expect(calls).To(BeNumerically(">=", ops))
 		Expect(calls).To(BeNumerically("<=", ops+3), "retries must stay within the budget")
-		Expect(testutil.ToFloat64(metrics.BudgetExhausted.WithLabelValues(tool))).To(BeNumerically(">", 0))
+		Expect(testutil.ToFloat64(metrics.BudgetExhausted.WithLabelValues(metrics.ToolValues(t)...))).To(BeNumerically(">", 0))
 	})
 })
 

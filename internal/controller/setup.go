@@ -42,7 +42,11 @@ type Config struct {
 	// MaxClaim bounds a claim before renewal; ClaimGrace is added to every
 	// claim, for writing the outcome after the call's timeout.
 	MaxClaim, ClaimGrace time.Duration
-	// Transport carries effect calls; httpeffects.NewTransport if nil.
+	// Egress is where tools may be called; nil refuses loopback,
+	// link-local, metadata and unspecified addresses, and allows the rest.
+	Egress *httpeffects.Egress
+	// Transport carries effect calls; httpeffects.NewTransport(Egress) if
+	// nil.
 	Transport nethttp.RoundTripper
 	// Clock is the real clock if nil.
 	Clock clock.Clock
@@ -66,7 +70,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 		c.Clock = clock.RealClock{}
 	}
 	if c.Transport == nil {
-		c.Transport = httpeffects.NewTransport()
+		c.Transport = httpeffects.NewTransport(c.Egress)
 	}
 	compiler, err := httpeffects.NewCompiler()
 	if err != nil {
@@ -79,13 +83,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 		ClusterResourceNamespace: c.ClusterResourceNamespace,
 		Compiler:                 compiler,
 		Transport:                c.Transport,
+		Egress:                   c.Egress,
 	}
 	if err := (&SideEffectOperationReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("once"),
 		Connector:               connector,
-		Validator:               compiler,
+		Validator:               connector,
 		Budgets:                 NewRetryBudgets(),
 		Clock:                   c.Clock,
 		Holder:                  c.Holder,
@@ -101,7 +106,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 		return fmt.Errorf("setting up the idempotencyrecord controller: %w", err)
 	}
 	if err := SetupToolReconcilers(mgr, ToolReconciler{
-		Client: mgr.GetClient(), Validator: compiler, Headers: connector, Clock: c.Clock,
+		Client: mgr.GetClient(), Validator: connector, Headers: connector, Clock: c.Clock,
 	}); err != nil {
 		return fmt.Errorf("setting up the tool controllers: %w", err)
 	}

@@ -117,7 +117,7 @@ func (r *SideEffectOperationReconciler) call(p *pass, action protocol.Action) (a
 		outcome = string(a.call.Outcome)
 	}
 	stop()
-	metrics.ToolCalls.WithLabelValues(p.tool.GetName(), lowerFirst(string(action)), outcome).Inc()
+	metrics.ToolCalls.WithLabelValues(metrics.ToolValues(p.tool, lowerFirst(string(action)), outcome)...).Inc()
 	if failpoint.Hit(p.stopping, after) {
 		return nil, true
 	}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/metrics"
 	"github.com/once-dev/once/test/sandbox"
 )
@@ -147,8 +149,11 @@ func startManager(o managerOptions) (stop func()) {
 	if o.maxClaim == 0 {
 		o.maxClaim = 2 * time.Second
 	}
+	// The sandbox listens on 127.0.0.1, which the egress policy refuses
+	// unless allowed, as --allow-egress-cidrs does for the manager.
 	c := Config{Holder: o.holder, ClusterResourceNamespace: "once-system", MaxConcurrentReconciles: 4,
-		MaxClaim: o.maxClaim, ClaimGrace: time.Second}
+		MaxClaim: o.maxClaim, ClaimGrace: time.Second,
+		Egress: &httpeffects.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
 	shutdown := c.GracefulShutdownTimeout()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,

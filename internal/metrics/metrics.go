@@ -28,8 +28,17 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
-// toolLabel names the tool a figure is about.
-const toolLabel = "tool"
+// toolLabels name the tool a figure is about: its kind (Tool or
+// ClusterTool), namespace (empty for a ClusterTool) and name. Tools of one
+// name in different namespaces, and a ClusterTool of that name, are
+// different tools.
+var toolLabels = []string{"tool_kind", "tool_namespace", "tool"}
+
+// ToolValues returns the values of toolLabels for t, followed by values:
+// for WithLabelValues of a figure about a tool.
+func ToolValues(t v1.GenericTool, values ...string) []string {
+	return append([]string{string(t.Kind()), t.GetNamespace(), t.GetName()}, values...)
+}
 
 var (
 	// Transitions counts state transitions of operations.
@@ -42,7 +51,7 @@ var (
 	ToolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "once_tool_requests_total",
 		Help: "Requests sent to tools: execute, resend or lookup, by classified outcome.",
-	}, []string{toolLabel, "request", "outcome"})
+	}, append(toolLabels, "request", "outcome"))
 
 	// Reconciliations counts the answers to questions about unknown
 	// outcomes.
@@ -61,13 +70,13 @@ var (
 	Retries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "once_retries_total",
 		Help: "Attempts made after an attempt that failed without effect.",
-	}, []string{toolLabel})
+	}, toolLabels)
 
 	// BudgetExhausted counts retries deferred by a spent retry budget.
 	BudgetExhausted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "once_retry_budget_exhausted_total",
 		Help: "Retries deferred because the tool's retry budget was spent.",
-	}, []string{toolLabel})
+	}, toolLabels)
 
 	// StaleWrites counts writes lost by a worker whose claim had moved on.
 	StaleWrites = prometheus.NewCounter(prometheus.CounterOpts{

@@ -19,6 +19,7 @@ package chaos
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,10 @@ func (h *toolHarness) client(tool toolDef, fault string) (*ohttp.Client, effects
 	}
 	req := effects.Request{Operation: tool.operation, Key: "ns/Tool:" + tool.name + "/" + tool.operation + "/order-1",
 		Parameters: params("order-1", 100), Timeout: 5 * time.Second}
-	return ohttp.NewClient(&spec, headers, ohttp.NewTransport(), h.compiler), req
+	// The sandbox listens on loopback, which the egress policy refuses
+	// unless allowed.
+	loopback := &ohttp.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	return ohttp.NewClient(&spec, headers, ohttp.NewTransport(loopback), h.compiler), req
 }
 
 func toolOf(mode v1.IdempotencyMode) toolDef {

@@ -139,8 +139,11 @@ func (c *ControlPlane) StartManager(o ManagerOptions) (*Process, error) {
 	if bin == "" {
 		bin = filepath.Join(c.Root, "bin", "manager-failpoints")
 	}
+	// The sandbox tool listens on loopback, which the manager refuses to
+	// call unless allowed.
 	args := []string{"--health-probe-bind-address=0", "--metrics-secure=false",
-		"--metrics-bind-address=" + cmp.Or(o.MetricsAddr, "0"), "--zap-log-level=info"}
+		"--metrics-bind-address=" + cmp.Or(o.MetricsAddr, "0"), "--zap-log-level=info",
+		"--allow-egress-cidrs=127.0.0.0/8"}
 	if o.Holder != "" {
 		args = append(args, "--holder-identity="+o.Holder)
 	}

@@ -17,30 +17,48 @@ limitations under the License.
 package http
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
-	"sync"
+	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/utils/lru"
 )
 
-// costLimit bounds the work one expression may do on one response.
-const costLimit = 1_000_000
+const (
+	// costLimit bounds the work one expression may do on one response, at
+	// run time and in the estimate made when the tool is validated. It is
+	// the per-expression limit of the API server's CRD validation rules.
+	costLimit = 1_000_000
+	// interruptEvery is how many comprehension iterations pass between
+	// checks of the call's context.
+	interruptEvery = 100
+	// evalTimeout bounds the time of one evaluation, within the call's. The
+	// cost limit bounds the work, but cel-go's cost tracking makes long
+	// iterations slower than their cost says.
+	evalTimeout = time.Second
+	// maxPrograms bounds the programs kept: tools are written by users,
+	// and each distinct expression is a program.
+	maxPrograms = 1024
+)
 
 // Compiler compiles the CEL expressions of tools over `response` and keeps
-// the programs, so each expression is compiled once per process.
+// the programs (the most recently used ones), so that an expression is
+// rarely compiled twice.
 type Compiler struct {
-	env *cel.Env
-
-	mu       sync.Mutex
-	programs map[string]cel.Program
+	env      *cel.Env
+	programs *lru.Cache
 }
 
 // NewCompiler returns a Compiler whose expressions see `response`, a map
@@ -55,26 +73,54 @@ func NewCompiler() (*Compiler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating CEL environment: %w", err)
 	}
-	return &Compiler{env: env, programs: map[string]cel.Program{}}, nil
+	return &Compiler{env: env, programs: lru.New(maxPrograms)}, nil
 }
 
-// Compile checks expr and returns its program.
+// Compile checks expr, refuses it if its estimated worst-case cost exceeds
+// costLimit, and returns its program.
 func (c *Compiler) Compile(expr string) (cel.Program, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p, ok := c.programs[expr]; ok {
-		return p, nil
+	if p, ok := c.programs.Get(expr); ok {
+		return p.(cel.Program), nil
 	}
 	ast, iss := c.env.Compile(expr)
 	if iss.Err() != nil {
 		return nil, fmt.Errorf("compiling %q: %w", expr, iss.Err())
 	}
-	p, err := c.env.Program(ast, cel.CostLimit(costLimit))
+	est, err := c.env.EstimateCost(ast, responseSizes{})
+	if err != nil {
+		return nil, fmt.Errorf("estimating the cost of %q: %w", expr, err)
+	}
+	if est.Max > costLimit {
+		return nil, fmt.Errorf("%q may cost up to %d on a response of %d KiB, more than the limit of %d: "+
+			"iterate over less of the body, or compare less", expr, est.Max, maxBody>>10, costLimit)
+	}
+	p, err := c.env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, fmt.Errorf("planning %q: %w", expr, err)
 	}
-	c.programs[expr] = p
+	c.programs.Add(expr, p)
 	return p, nil
+}
+
+// responseSizes bounds, for cost estimates, the size of everything reached
+// from `response`: no string, list or map in it is larger than what is read
+// of an answer (maxBody, maxHeaderBytes).
+type responseSizes struct{}
+
+func (responseSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	if path := n.Path(); len(path) > 0 && path[0] == "response" {
+		return &checker.SizeEstimate{Min: 0, Max: max(maxBody, maxHeaderBytes)}
+	}
+	if t := n.Type(); t != nil && t.Kind() == types.TypeKind {
+		// A type, as type(response.body) == map compares: CEL has no size
+		// for it and would assume the largest.
+		return &checker.SizeEstimate{Min: 1, Max: 1}
+	}
+	return nil
+}
+
+func (responseSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
 }
 
 // response is the CEL view of an HTTP answer.
@@ -92,12 +138,22 @@ func (r response) activation() map[string]any {
 	}}
 }
 
-func (c *Compiler) eval(expr string, r response) (ref.Val, error) {
+// eval runs expr on r, within costLimit and evalTimeout, and stops when
+// ctx ends.
+func (c *Compiler) eval(ctx context.Context, expr string, r response) (ref.Val, error) {
 	p, err := c.Compile(expr)
 	if err != nil {
 		return nil, err
 	}
-	v, _, err := p.Eval(r.activation())
+	ctx, cancel := context.WithTimeout(ctx, evalTimeout)
+	defer cancel()
+	v, _, err := p.ContextEval(ctx, r.activation())
+	if cancelled, ok := errors.AsType[interpreter.EvalCancelledError](err); ok && cancelled.Cause == interpreter.CostLimitExceeded {
+		return nil, fmt.Errorf("evaluating %q: stopped at the cost limit of %d", expr, costLimit)
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("evaluating %q: stopped before its end: %w", expr, ctx.Err())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %q: %w", expr, err)
 	}
@@ -105,8 +161,8 @@ func (c *Compiler) eval(expr string, r response) (ref.Val, error) {
 }
 
 // Bool evaluates a condition; anything but true is false.
-func (c *Compiler) Bool(expr string, r response) (bool, error) {
-	v, err := c.eval(expr, r)
+func (c *Compiler) Bool(ctx context.Context, expr string, r response) (bool, error) {
+	v, err := c.eval(ctx, expr, r)
 	if err != nil {
 		return false, err
 	}
@@ -118,8 +174,8 @@ func (c *Compiler) Bool(expr string, r response) (bool, error) {
 }
 
 // String evaluates an id: strings as they are, numbers in decimal.
-func (c *Compiler) String(expr string, r response) (string, error) {
-	v, err := c.eval(expr, r)
+func (c *Compiler) String(ctx context.Context, expr string, r response) (string, error) {
+	v, err := c.eval(ctx, expr, r)
 	if err != nil {
 		return "", err
 	}
@@ -134,8 +190,8 @@ func (c *Compiler) String(expr string, r response) (string, error) {
 }
 
 // JSON evaluates a result and encodes it as JSON.
-func (c *Compiler) JSON(expr string, r response) ([]byte, error) {
-	v, err := c.eval(expr, r)
+func (c *Compiler) JSON(ctx context.Context, expr string, r response) ([]byte, error) {
+	v, err := c.eval(ctx, expr, r)
 	if err != nil {
 		return nil, err
 	}
@@ -151,16 +207,16 @@ func (c *Compiler) JSON(expr string, r response) ([]byte, error) {
 }
 
 // decodeBody makes a body CEL-friendly: JSON with whole numbers as int, so
-// that `response.body.id == 42` holds; otherwise the text.
-func decodeBody(b []byte) any {
+// that `response.body.id == 42` holds; otherwise the text. isJSON tells
+// which.
+func decodeBody(b []byte) (v any, isJSON bool) {
 	if len(b) == 0 {
-		return ""
+		return "", false
 	}
-	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
-		return string(b)
+		return string(b), false
 	}
-	return wholeNumbers(v)
+	return wholeNumbers(v), true
 }
 
 func wholeNumbers(v any) any {

@@ -24,6 +24,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,27 +37,35 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
 	"github.com/once-dev/once/internal/protocol"
 )
 
-// maxBody bounds what is read of an answer.
-const maxBody = 1 << 20
+// maxBody bounds what is read of an answer, and so what CEL sees of it:
+// a longer body is cut there, and CEL sees the cut body as text.
+const maxBody = 64 << 10
+
+// cutSlack is read beyond maxBody, so that a secret the cut would split is
+// scrubbed whole before the cut.
+const cutSlack = 16 << 10
+
+// maxHeaderBytes bounds the headers of an answer.
+const maxHeaderBytes = 64 << 10
 
 // keyPlaceholder in an operation's or a lookup's path is replaced by the
 // idempotency key.
 const keyPlaceholder = "{idempotencyKey}"
 
 // Client calls one tool. It is made per call by the Connector, with the
-// header values it read; it never logs them.
+// header values it read; it never logs them, and its scrubber removes them
+// from all it returns.
 type Client struct {
 	spec     *v1.ToolSpec
 	headers  nethttp.Header
 	http     *nethttp.Client
 	compiler *Compiler
+	scrub    *scrubber
 }
 
 var _ effects.Client = &Client{}
@@ -75,6 +84,7 @@ func NewClient(spec *v1.ToolSpec, headers nethttp.Header, transport nethttp.Roun
 			},
 		},
 		compiler: compiler,
+		scrub:    newScrubber(nil),
 	}
 }
 
@@ -83,8 +93,15 @@ func NewClient(spec *v1.ToolSpec, headers nethttp.Header, transport nethttp.Roun
 // failed, when the request carries an Idempotency-Key header; without reuse
 // there is no replay, and a stale pooled connection cannot turn a request
 // that never left into one whose outcome is unknown.
-func NewTransport() *nethttp.Transport {
+//
+// It dials only the addresses egress allows (nil: the built-in refusals),
+// checked on the address dialled, after name resolution. It uses no proxy
+// from the environment: the check must see the tool's own address.
+func NewTransport(egress *Egress) *nethttp.Transport {
 	t := nethttp.DefaultTransport.(*nethttp.Transport).Clone()
+	t.Proxy = nil
+	t.DialContext = egress.dialer().DialContext
+	t.MaxResponseHeaderBytes = maxHeaderBytes
 	t.DisableKeepAlives = true
 	t.ForceAttemptHTTP2 = false
 	t.Protocols = new(nethttp.Protocols)
@@ -94,48 +111,72 @@ func NewTransport() *nethttp.Transport {
 
 // Execute sends the operation once. See effects.Client for the contract.
 func (c *Client) Execute(ctx context.Context, req effects.Request) protocol.CallResult {
-	op := c.spec.Operation(req.Operation)
-	if op == nil {
-		return protocol.CallResult{Outcome: v1.OutcomePermanent,
-			Message: fmt.Sprintf("tool offers no operation %q", req.Operation)}
-	}
-	method := cmp.Or(op.Method, nethttp.MethodPost)
-	u, err := c.url(op.Path, req.Key)
-	if err != nil {
-		return protocol.CallResult{Outcome: v1.OutcomePermanent, Message: err.Error()}
-	}
-	r := protocol.CallResult{Request: method + " " + u.Path}
-	resp, sent, err := c.do(ctx, method, u, req, req.Parameters)
-	if err != nil {
-		r.Outcome, r.Message = v1.OutcomeUnknown, "no answer after the request was sent: "+err.Error()
-		if !sent {
-			r.Outcome, r.Message = v1.OutcomeRetryable, "request never left: "+err.Error()
-		}
-		return r
-	}
-	r.HTTPStatus = int32(resp.Status)
-	r.RetryAfter = resp.RetryAfter
-	r.Outcome = c.classify(op, resp, req.Mode)
-	r.Replayed = c.replayed(resp)
-	r.Message = resp.summary()
-	if r.Outcome == v1.OutcomeSucceeded {
-		c.extract(op, resp, &r.ExternalObjectID, &r.ExternalRequestID, &r.Result, &r.ResultDigest, &r.Message)
-	}
-	return r
+	r, raw := c.execute(ctx, req)
+	return c.scrub.call(r, raw)
 }
 
 // Lookup asks the tool whether the effect of req.Key exists.
 func (c *Client) Lookup(ctx context.Context, req effects.Request) protocol.LookupResult {
+	r, raw := c.lookup(ctx, req)
+	return c.scrub.lookup(r, raw)
+}
+
+// execute is Execute before the scrubber: it returns the result the
+// mapping selected as JSON, not yet canonical.
+//
+// A request the egress policy refused never left, and never will while the
+// tool's address stays where it is: it fails for good (Permanent), which is
+// safe because the tool never saw it. It is neither retried nor an unknown
+// outcome.
+func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.CallResult, []byte) {
+	op := c.spec.Operation(req.Operation)
+	if op == nil {
+		return protocol.CallResult{Outcome: v1.OutcomePermanent,
+			Message: fmt.Sprintf("tool offers no operation %q", req.Operation)}, nil
+	}
+	method := cmp.Or(op.Method, nethttp.MethodPost)
+	u, err := c.url(op.Path, req.Key)
+	if err != nil {
+		return protocol.CallResult{Outcome: v1.OutcomePermanent, Message: err.Error()}, nil
+	}
+	r := protocol.CallResult{Request: method + " " + u.Path}
+	resp, sent, err := c.do(ctx, method, u, req, req.Parameters)
+	switch {
+	case errors.Is(err, ErrEgressRefused):
+		r.Outcome, r.Message = v1.OutcomePermanent, "request never left: "+err.Error()
+		return r, nil
+	case err != nil && !sent:
+		r.Outcome, r.Message = v1.OutcomeRetryable, "request never left: "+err.Error()
+		return r, nil
+	case err != nil:
+		r.Outcome, r.Message = v1.OutcomeUnknown, "no answer after the request was sent: "+err.Error()
+		return r, nil
+	}
+	r.HTTPStatus = int32(resp.Status)
+	r.RetryAfter = resp.RetryAfter
+	view := resp.cel()
+	r.Outcome = c.classify(ctx, op, resp.Status, view, req.Mode)
+	r.Replayed = c.replayed(ctx, view)
+	r.Message = resp.summary()
+	var raw []byte
+	if r.Outcome == v1.OutcomeSucceeded {
+		raw = c.extract(ctx, op, view, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
+	}
+	return r, raw
+}
+
+// lookup is Lookup before the scrubber, as execute is Execute.
+func (c *Client) lookup(ctx context.Context, req effects.Request) (protocol.LookupResult, []byte) {
 	op := c.spec.Operation(req.Operation)
 	if op == nil || op.Lookup == nil {
 		return protocol.LookupResult{Verdict: protocol.VerdictUndecidable,
-			Message: fmt.Sprintf("operation %q has no lookup", req.Operation)}
+			Message: fmt.Sprintf("operation %q has no lookup", req.Operation)}, nil
 	}
 	l := op.Lookup
 	method := cmp.Or(l.Method, nethttp.MethodGet)
 	u, err := c.url(l.Path, req.Key)
 	if err != nil {
-		return protocol.LookupResult{Verdict: protocol.VerdictUndecidable, Message: err.Error()}
+		return protocol.LookupResult{Verdict: protocol.VerdictUndecidable, Message: err.Error()}, nil
 	}
 	r := protocol.LookupResult{Verdict: protocol.VerdictUndecidable, Request: method + " " + u.Path}
 	var body []byte
@@ -145,59 +186,81 @@ func (c *Client) Lookup(ctx context.Context, req effects.Request) protocol.Looku
 	resp, _, err := c.do(ctx, method, u, req, body)
 	if err != nil {
 		r.Message = "lookup failed: " + err.Error()
-		return r
+		return r, nil
 	}
 	r.HTTPStatus = int32(resp.Status)
 	r.Message = resp.summary()
-	found, err := c.compiler.Bool(cmp.Or(l.Found, "response.status == 200"), resp.cel())
+	view := resp.cel()
+	found, err := c.compiler.Bool(ctx, cmp.Or(l.Found, "response.status == 200"), view)
 	if err != nil {
 		r.Message += "; " + err.Error()
-		return r
+		return r, nil
 	}
 	if found {
 		r.Verdict = protocol.VerdictFound
-		c.extract(op, resp, &r.ExternalObjectID, &r.ExternalRequestID, &r.Result, &r.ResultDigest, &r.Message)
-		return r
+		return r, c.extract(ctx, op, view, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
 	}
 	if l.Absent == "" {
 		// Nothing the tool says proves absence: a bare 404 also comes from
 		// an ingress or a gateway for a route that does not exist.
-		return r
+		return r, nil
 	}
-	absent, err := c.compiler.Bool(l.Absent, resp.cel())
+	absent, err := c.compiler.Bool(ctx, l.Absent, view)
 	if err != nil {
 		r.Message += "; " + err.Error()
-		return r
+		return r, nil
 	}
 	if absent {
 		r.Verdict = protocol.VerdictAbsent
 	}
-	return r
+	return r, nil
 }
 
-// answer is a response read in full (up to maxBody).
+// answer is a response read in full, up to maxBody, and scrubbed.
 type answer struct {
 	Status     int
 	StatusText string
 	Headers    map[string]string
 	Body       []byte
+	// Decoded is the body as JSON decodes it, or its text if it is not
+	// JSON or was cut, scrubbed after decoding: escapes in JSON can hide a
+	// secret from a look at the bytes.
+	Decoded any
+	// JSON is true when the body is JSON.
+	JSON bool
+	// Cut is true when the body was longer than maxBody.
+	Cut        bool
 	RetryAfter time.Duration
 }
 
+// cel is the answer as expressions see it.
 func (a answer) cel() response {
-	return response{Status: a.Status, Headers: a.Headers, Body: decodeBody(a.Body)}
+	return response{Status: a.Status, Headers: a.Headers, Body: a.Decoded}
 }
 
 // summary is a short, secret-free description: the status and the start
-// of the body.
+// of the body, re-encoded if it is JSON.
 func (a answer) summary() string {
 	s := a.StatusText
-	if body := strings.TrimSpace(string(a.Body)); body != "" {
+	text := string(a.Body)
+	if a.JSON {
+		var b strings.Builder
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false)
+		if err := e.Encode(a.Decoded); err == nil {
+			text = b.String()
+		}
+	}
+	if body := strings.TrimSpace(text); body != "" {
 		const snippet = 200
 		if len(body) > snippet {
 			body = strings.ToValidUTF8(body[:snippet], "") + "..."
 		}
 		s += ": " + body
+	}
+	if a.Cut {
+		s += fmt.Sprintf("; body longer than %d KiB: expressions saw only its first %d KiB, as text",
+			maxBody>>10, maxBody>>10)
 	}
 	return s
 }
@@ -238,7 +301,7 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, req effects.
 		return answer{}, wrote.Load(), redact(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+cutSlack))
 	if err != nil {
 		return answer{}, true, fmt.Errorf("reading the answer to %s: %w", resp.Status, redact(err))
 	}
@@ -247,28 +310,38 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, req effects.
 	for name := range resp.Header {
 		a.Headers[strings.ToLower(name)] = resp.Header.Get(name)
 	}
+	// Scrubbed before the cut, so that a secret across it is whole.
+	c.scrub.answer(&a)
+	if len(a.Body) > maxBody {
+		a.Body, a.Cut = a.Body[:maxBody], true
+		a.Decoded = strings.ToValidUTF8(string(a.Body), "")
+	} else {
+		v, isJSON := decodeBody(a.Body)
+		a.Decoded, a.JSON = c.scrub.value(v), isJSON
+	}
 	return a, true, nil
 }
 
 // classify applies the operation's outcome rules, then the default table
 // for the mode the attempt was made under.
-func (c *Client) classify(op *v1.ToolOperation, a answer, mode v1.IdempotencyMode) v1.Outcome {
+func (c *Client) classify(ctx context.Context, op *v1.ToolOperation, status int, view response,
+	mode v1.IdempotencyMode) v1.Outcome {
 	for _, rule := range op.Response.Outcomes {
-		if ok, err := c.compiler.Bool(rule.When, a.cel()); err == nil && ok {
+		if ok, err := c.compiler.Bool(ctx, rule.When, view); err == nil && ok {
 			return rule.Outcome
 		}
 	}
-	return DefaultOutcome(a.Status, cmp.Or(mode, c.spec.Idempotency.Mode))
+	return DefaultOutcome(status, cmp.Or(mode, c.spec.Idempotency.Mode))
 }
 
 // replayed applies the tool's replayed expression: whether the answer is
 // the tool's replay of the first answer to the key.
-func (c *Client) replayed(a answer) bool {
+func (c *Client) replayed(ctx context.Context, view response) bool {
 	expr := c.spec.Idempotency.Replayed
 	if expr == "" {
 		return false
 	}
-	ok, err := c.compiler.Bool(expr, a.cel())
+	ok, err := c.compiler.Bool(ctx, expr, view)
 	return err == nil && ok
 }
 
@@ -301,42 +374,34 @@ func DefaultOutcome(status int, mode v1.IdempotencyMode) v1.Outcome {
 	}
 }
 
-// extract maps a successful answer to ids and a result. A mapping that
-// fails leaves its field empty and says so in the message.
-func (c *Client) extract(op *v1.ToolOperation, a answer, objectID, requestID *string,
-	result **runtime.RawExtension, digest *string, msg *string) {
+// extract maps a successful answer to ids and returns the result the
+// mapping selects (response.body by default) as JSON; the scrubber makes it
+// canonical on its way out. A mapping that fails leaves its field empty and
+// says so in the message.
+func (c *Client) extract(ctx context.Context, op *v1.ToolOperation, view response,
+	objectID, requestID, msg *string) []byte {
 	note := func(err error) { *msg += "; " + err.Error() }
 	m := op.Response
 	if m.ExternalObjectID != "" {
-		if s, err := c.compiler.String(m.ExternalObjectID, a.cel()); err != nil {
+		if s, err := c.compiler.String(ctx, m.ExternalObjectID, view); err != nil {
 			note(err)
 		} else {
 			*objectID = s
 		}
 	}
 	if m.ExternalRequestID != "" {
-		if s, err := c.compiler.String(m.ExternalRequestID, a.cel()); err != nil {
+		if s, err := c.compiler.String(ctx, m.ExternalRequestID, view); err != nil {
 			note(err)
 		} else {
 			*requestID = s
 		}
 	}
-	raw, err := c.compiler.JSON(cmp.Or(m.Result, "response.body"), a.cel())
+	raw, err := c.compiler.JSON(ctx, cmp.Or(m.Result, "response.body"), view)
 	if err != nil {
 		note(err)
-		return
+		return nil
 	}
-	canonical, err := protocol.Canonical(raw)
-	if err != nil {
-		note(err)
-		return
-	}
-	*digest = protocol.Digest(canonical)
-	if len(canonical) <= v1.MaxResultBytes {
-		*result = &runtime.RawExtension{Raw: canonical}
-	} else {
-		*msg += fmt.Sprintf("; result of %d bytes not kept (limit %d)", len(canonical), v1.MaxResultBytes)
-	}
+	return raw
 }
 
 // url joins the tool's URL and a path, with the key in place of

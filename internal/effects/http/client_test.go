@@ -23,6 +23,7 @@ import (
 	"net"
 	nethttp "net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -68,6 +69,9 @@ func toolSpec(url string, mode v1.IdempotencyMode) *v1.ToolSpec {
 	}
 }
 
+// loopback is the egress policy of tests: the tools run on 127.0.0.1.
+var loopback = &Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+
 func newClient(t *testing.T, spec *v1.ToolSpec, transport nethttp.RoundTripper) *Client {
 	t.Helper()
 	c, err := NewCompiler()
@@ -78,7 +82,7 @@ func newClient(t *testing.T, spec *v1.ToolSpec, transport nethttp.RoundTripper) 
 		t.Fatalf("test tool is invalid: %v", err)
 	}
 	if transport == nil {
-		transport = NewTransport()
+		transport = NewTransport(loopback)
 	}
 	return NewClient(spec, nethttp.Header{}, transport, c)
 }
@@ -274,7 +278,7 @@ func TestNoHiddenReplay(t *testing.T) {
 	if ours != 1 {
 		t.Errorf("Once's client must send a request at most once: %d effects for one call", ours)
 	}
-	if !NewTransport().DisableKeepAlives {
+	if !NewTransport(nil).DisableKeepAlives {
 		t.Error("the effect transport must not reuse connections")
 	}
 }

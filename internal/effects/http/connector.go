@@ -40,24 +40,44 @@ type Connector struct {
 	Compiler *Compiler
 	// Transport carries the requests; see NewTransport.
 	Transport nethttp.RoundTripper
+	// Egress is the policy Transport dials under, for reporting a tool
+	// whose URL it refuses before any call; nil means the built-in
+	// refusals only.
+	Egress *Egress
 }
 
 var _ effects.Connector = &Connector{}
 
-// Connect reads the tool's header values and returns its Client.
+// Connect reads the tool's header values and returns its Client, which
+// scrubs the values read from Secrets from all it returns.
 func (c *Connector) Connect(ctx context.Context, tool v1.GenericTool) (effects.Client, error) {
-	headers, err := c.Headers(ctx, tool)
+	headers, secrets, err := c.resolve(ctx, tool)
 	if err != nil {
 		return nil, err
 	}
-	return NewClient(tool.GetSpec(), headers, c.Transport, c.Compiler), nil
+	cl := NewClient(tool.GetSpec(), headers, c.Transport, c.Compiler)
+	cl.scrub = newScrubber(secrets)
+	return cl, nil
+}
+
+// Validate checks a tool's definition: its expressions and paths (the
+// Compiler's Validate), and its URL under the egress policy.
+func (c *Connector) Validate(spec *v1.ToolSpec) error {
+	return errors.Join(c.Compiler.Validate(spec), c.Egress.CheckURL(spec.HTTP.URL))
 }
 
 // Headers resolves the tool's headers, reading the Secrets they name: in the
 // tool's namespace, or for a ClusterTool in the cluster resource namespace.
 // It reports every Secret or key that is missing, never a value.
 func (c *Connector) Headers(ctx context.Context, tool v1.GenericTool) (nethttp.Header, error) {
+	h, _, err := c.resolve(ctx, tool)
+	return h, err
+}
+
+// resolve is Headers, returning the values read from Secrets too.
+func (c *Connector) resolve(ctx context.Context, tool v1.GenericTool) (nethttp.Header, []string, error) {
 	h := nethttp.Header{}
+	var secrets []string
 	var errs []error
 	namespace := tool.GetNamespace()
 	if tool.Kind() == v1.ToolKindClusterTool {
@@ -80,9 +100,10 @@ func (c *Connector) Headers(ctx context.Context, tool v1.GenericTool) (nethttp.H
 			continue
 		}
 		h.Set(hd.Name, string(v))
+		secrets = append(secrets, string(v))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return h, nil
+	return h, secrets, nil
 }
