@@ -219,15 +219,12 @@ func (r *SideEffectOperationReconciler) keepPending(p *pass, a *answer) {
 	r.pending.Store(p.op.UID, a)
 }
 
-// takePending returns the remembered answer for the claim the record still
-// shows, and forgets it.
-func (r *SideEffectOperationReconciler) takePending(p *pass) (*answer, bool) {
-	v, ok := r.pending.LoadAndDelete(p.op.UID)
-	if !ok {
-		return nil, false
+// takePending returns the remembered answer, if any, and forgets it.
+func (r *SideEffectOperationReconciler) takePending(p *pass) *answer {
+	if v, ok := r.pending.LoadAndDelete(p.op.UID); ok {
+		return v.(*answer)
 	}
-	a := v.(*answer)
-	return a, a.claimHeld(p.st, r.Holder)
+	return nil
 }
 
 func lowerFirst(s string) string {

@@ -39,11 +39,15 @@ import (
 // true for that one; what the others become, protocol.Arbitrate decides.
 func (r *SideEffectOperationReconciler) bindScope(p *pass) (reconcile.Result, bool, error) {
 	self := v1.RecordOwner{Name: p.op.Name, UID: p.op.UID}
-	for range 2 {
-		rec, created, err := r.getOrCreateRecord(p)
+	var reader client.Reader = r.Client
+	for range 3 {
+		rec, created, err := r.getOrCreateRecord(p, reader)
 		if err != nil {
 			return reconcile.Result{}, false, err
 		}
+		// A write below that loses to a newer record is decided again on
+		// the record as the API server has it, not on the cache.
+		reader = r.APIReader
 		var owner protocol.Owner
 		if !created && rec.Spec.Owner.UID != self.UID {
 			if owner, err = r.ownerOf(p, rec); err != nil {
@@ -66,7 +70,9 @@ func (r *SideEffectOperationReconciler) bindScope(p *pass) (reconcile.Result, bo
 			// the previous owner: if the next write never happens, the
 			// next pass still starts from the unknown outcome.
 			rec.Spec = sd.Record
-			if err := r.Update(p.ctx, rec); err != nil {
+			if err := r.Update(p.ctx, rec); apierrors.IsConflict(err) {
+				continue
+			} else if err != nil {
 				return reconcile.Result{}, false, err
 			}
 			if failpoint.Hit(p.stopping, failpoint.TakeoverAfterRecord) {
@@ -76,20 +82,21 @@ func (r *SideEffectOperationReconciler) bindScope(p *pass) (reconcile.Result, bo
 		case protocol.ScopeCollect:
 			uid, rv := rec.UID, rec.ResourceVersion
 			err = r.Delete(p.ctx, rec, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-			if err != nil && !apierrors.IsNotFound(err) {
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				return reconcile.Result{}, false, err
 			}
 		}
 	}
+	// Not a conflict, so that it is retried with backoff, not dropped.
 	return reconcile.Result{}, false, fmt.Errorf("scope record %s keeps changing", p.st.RecordName)
 }
 
 // getOrCreateRecord returns the scope's record, creating it with this
 // operation as its owner if there is none.
-func (r *SideEffectOperationReconciler) getOrCreateRecord(p *pass) (*v1.IdempotencyRecord, bool, error) {
+func (r *SideEffectOperationReconciler) getOrCreateRecord(p *pass, reader client.Reader) (*v1.IdempotencyRecord, bool, error) {
 	key := client.ObjectKey{Namespace: p.op.Namespace, Name: p.st.RecordName}
 	rec := &v1.IdempotencyRecord{}
-	err := r.Get(p.ctx, key, rec)
+	err := reader.Get(p.ctx, key, rec)
 	if err == nil {
 		return rec, false, nil
 	}

@@ -43,6 +43,9 @@ var (
 // field that outlives its state (a claim on a committed record, an expiry
 // on a running one) cannot be written.
 var stateFields = []stateField{
+	{"duplicateOf", append([]v1.OperationState{v1.StatePlanned}, terminal...),
+		func(s *v1.SideEffectOperationStatus) bool { return s.DuplicateOf != "" },
+		func(s *v1.SideEffectOperationStatus) { s.DuplicateOf = "" }},
 	{"claim", []v1.OperationState{v1.StateStarted, v1.StateReconciling},
 		func(s *v1.SideEffectOperationStatus) bool { return s.Claim != nil },
 		func(s *v1.SideEffectOperationStatus) { s.Claim = nil }},

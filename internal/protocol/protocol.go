@@ -177,6 +177,13 @@ func Next(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env
 		if wait := until(st.NextAttemptTime, env.Now); wait > 0 {
 			return Decision{Action: ActionWait, RequeueAfter: wait}
 		}
+		if st.ErrorClass == v1.ErrorOutcomeUnknown && p.Mode != v1.IdempotencyNative {
+			// The retry was safe as a same-key re-send to a tool that
+			// dedupes; the tool no longer says it does. Reconcile the
+			// earlier attempt the way its mode allows instead.
+			return unknown(st, p, env, env.Now,
+				"Attempt %d may have taken effect and the tool no longer dedupes; its outcome is unknown", st.Attempts)
+		}
 		return execute(st, p, env, true)
 	case v1.StateUnknown:
 		return nextUnknown(st, p, env)
@@ -206,14 +213,18 @@ func NeedsTool(st v1.SideEffectOperationStatus, res *v1.Resolution, env Env) boo
 	return true
 }
 
-// attemptMode is the mode the current attempt was made under: its unknown
-// outcome is reconciled the way that mode allows, whatever the tool says
-// now.
+// attemptMode is how the current attempt's unknown outcome may be
+// reconciled: the way the mode it was made under allows, if the tool still
+// promises the same. A tool whose promise changed while the outcome was
+// unknown (None to Native: the first request was never deduped; Native to
+// None: a re-send would no longer be) can only be settled by a person.
 func attemptMode(st v1.SideEffectOperationStatus, p Policy) v1.IdempotencyMode {
-	if st.IdempotencyMode != "" {
-		return st.IdempotencyMode
+	switch st.IdempotencyMode {
+	case "", p.Mode:
+		return p.Mode
+	default:
+		return v1.IdempotencyNone
 	}
-	return p.Mode
 }
 
 // execute claims the next attempt, under the tool's current mode.
@@ -265,7 +276,9 @@ func unknown(st v1.SideEffectOperationStatus, p Policy, env Env, lastSend time.T
 	st.NextAttemptTime = nil
 	if attemptMode(st, p) == v1.IdempotencyLookup {
 		if at := lastSend.Add(p.LookupDelay); at.After(env.Now) {
-			st.NextAttemptTime = timePtr(at)
+			// Status times keep whole seconds: round up, never down, or
+			// the lookup could come before the delay has passed.
+			st.NextAttemptTime = timePtr(ceilSecond(at))
 		}
 	}
 	if st.UnknownTime == nil {
@@ -410,6 +423,12 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 		return Fail(st, p, env, v1.ErrorPermanent, v1.ReasonRejected, "Tool rejected the request: "+r.Message)
 	case v1.OutcomeRetryable:
 		if st.Attempts >= p.MaxAttempts {
+			if mayHaveActed(r) || st.ErrorClass == v1.ErrorOutcomeUnknown {
+				// An earlier attempt may have taken effect: "failed
+				// without effect" would be a guess. Reconcile it.
+				return unknown(st, p, env, env.Now,
+					"All %d attempts were refused, but one may have taken effect behind a gateway: %s", st.Attempts, r.Message)
+			}
 			return Fail(st, p, env, v1.ErrorRetryable, v1.ReasonRetriesExhausted,
 				fmt.Sprintf("All %d attempts failed without effect; last: %s", st.Attempts, r.Message))
 		}
@@ -647,6 +666,14 @@ func until(t *metav1.Time, now time.Time) time.Duration {
 		return 0
 	}
 	return t.Sub(now)
+}
+
+// ceilSecond rounds t up to a whole second, as status times are kept.
+func ceilSecond(t time.Time) time.Time {
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
 }
 
 func timePtr(t time.Time) *metav1.Time {

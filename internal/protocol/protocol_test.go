@@ -317,7 +317,7 @@ func TestAfterCall(t *testing.T) {
 		"RetryableAtMaxAttemptsFails": {
 			reason: "The last allowed attempt failing without effect ends the operation.",
 			st:     started(3), mode: v1.IdempotencyNative,
-			r: CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 503},
+			r: CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 429},
 			want: view{Action: ActionWrite, State: v1.StateFailedFinal, Attempts: 3,
 				Reason: v1.ReasonRetriesExhausted, Ready: condFalse, Stalled: condTrue},
 		},

@@ -170,15 +170,25 @@ func TestResolutionWhileBlocked(t *testing.T) {
 }
 
 func TestAttemptMode(t *testing.T) {
-	// Sequence 12: attempt 1 was made while the tool was None; the tool
-	// was switched to Native while the outcome is unknown. The re-send
-	// would go to a tool that never saw the key: a person decides.
-	st := v1.SideEffectOperationStatus{State: v1.StateUnknown, Attempts: 1, IdempotencyMode: v1.IdempotencyNone}
-	d := Next(st, nil, policy(v1.IdempotencyNative), env())
-	if d.Status.State != v1.StateNeedsReview {
-		t.Errorf("decided with the tool's new mode: %s / %s", d.Action, d.Status.State)
+	// Sequence 12: attempt 1 was made while the tool was None or Lookup;
+	// the tool was switched while the outcome is unknown. A re-send would
+	// go to a tool that never deduped the first request, a lookup may not
+	// find what was sent under another promise: a person decides.
+	for _, c := range []struct{ was, now v1.IdempotencyMode }{
+		{v1.IdempotencyNone, v1.IdempotencyNative},
+		{v1.IdempotencyLookup, v1.IdempotencyNative},
+		{v1.IdempotencyNative, v1.IdempotencyNone},
+	} {
+		st := v1.SideEffectOperationStatus{State: v1.StateUnknown, Attempts: 1, IdempotencyMode: c.was}
+		if d := Next(st, nil, policy(c.now), env()); d.Status.State != v1.StateNeedsReview {
+			t.Errorf("%s → %s: decided %s / %s", c.was, c.now, d.Action, d.Status.State)
+		}
 	}
-	d = execute(v1.SideEffectOperationStatus{}, policy(v1.IdempotencyLookup), env(), false)
+	st := v1.SideEffectOperationStatus{State: v1.StateUnknown, Attempts: 1, IdempotencyMode: v1.IdempotencyLookup}
+	if d := Next(st, nil, policy(v1.IdempotencyLookup), env()); d.Action != ActionLookup {
+		t.Errorf("an unchanged promise is used: %s", d.Action)
+	}
+	d := execute(v1.SideEffectOperationStatus{}, policy(v1.IdempotencyLookup), env(), false)
 	if d.Status.IdempotencyMode != v1.IdempotencyLookup {
 		t.Errorf("an attempt must record the mode it is made under, got %q", d.Status.IdempotencyMode)
 	}
@@ -228,18 +238,18 @@ func TestStateFields(t *testing.T) {
 	// Which fields each state may hold, written out apart from the table
 	// in fields.go.
 	legal := map[v1.OperationState][]string{
-		v1.StatePlanned:         {"error"},
+		v1.StatePlanned:         {"error", "duplicateOf"},
 		v1.StateStarted:         {"claim", "error"},
 		v1.StateFailedRetryable: {"nextAttemptTime", "error"},
 		v1.StateUnknown:         {"nextAttemptTime", "error"},
 		v1.StateReconciling:     {"claim", "nextAttemptTime", "error"},
 		v1.StateNeedsReview:     {"error"},
-		v1.StateCommitted:       {"externalObjectID", "externalRequestID", "result", "committedTime", "completionTime", "expiryTime"},
-		v1.StateFailedFinal:     {"externalObjectID", "externalRequestID", "result", "completionTime", "expiryTime", "error"},
+		v1.StateCommitted:       {"duplicateOf", "externalObjectID", "externalRequestID", "result", "committedTime", "completionTime", "expiryTime"},
+		v1.StateFailedFinal:     {"duplicateOf", "externalObjectID", "externalRequestID", "result", "completionTime", "expiryTime", "error"},
 		v1.StateCompensating:    {"externalObjectID", "externalRequestID", "result", "committedTime"},
-		v1.StateCompensated:     {"externalObjectID", "externalRequestID", "result", "committedTime", "completionTime", "expiryTime"},
+		v1.StateCompensated:     {"duplicateOf", "externalObjectID", "externalRequestID", "result", "committedTime", "completionTime", "expiryTime"},
 	}
-	full := v1.SideEffectOperationStatus{Claim: claim(self, 1, 0, time.Minute), NextAttemptTime: at(0),
+	full := v1.SideEffectOperationStatus{DuplicateOf: "original", Claim: claim(self, 1, 0, time.Minute), NextAttemptTime: at(0),
 		ExternalObjectID: "ch", ExternalRequestID: "req", ResultDigest: "sha256:r", CommittedTime: at(0),
 		CompletionTime: at(0), ExpiryTime: at(time.Hour), ErrorClass: v1.ErrorRetryable, ErrorMessage: "m",
 		Attempts: 1, ReconcileAttempts: 2, UnknownTime: at(0)}
@@ -271,7 +281,11 @@ func TestNativeRetryAfterGatewayError(t *testing.T) {
 	}
 	e := env()
 	e.Now = st.NextAttemptTime.Time
-	st = Next(st, nil, p, e).Status
+	next := Next(st, nil, p, e)
+	if next.Action != ActionExecute {
+		t.Fatalf("the retry is due: %s", next.Action)
+	}
+	st = next.Status
 	d := AfterCall(st, p, e, CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 401})
 	if d.Status.State != v1.StateNeedsReview {
 		t.Errorf("a refusal of the re-send failed the operation for good: %s", d.Status.State)
@@ -283,7 +297,11 @@ func TestNativeRetryAfterGatewayError(t *testing.T) {
 	// A 429 proves nothing happened: a later refusal is a refusal.
 	st = execute(v1.SideEffectOperationStatus{}, p, env(), false).Status
 	st = AfterCall(st, p, env(), CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 429}).Status
-	st = Next(st, nil, p, e).Status
+	if next := Next(st, nil, p, e); next.Action != ActionExecute {
+		t.Fatalf("the retry after a 429 is due: %s", next.Action)
+	} else {
+		st = next.Status
+	}
 	if d := AfterCall(st, p, e, CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 400}); d.Status.State != v1.StateFailedFinal {
 		t.Errorf("after a 429 a refusal fails the operation: %s", d.Status.State)
 	}
@@ -302,5 +320,78 @@ func TestPreflight(t *testing.T) {
 	}
 	if no := CheckRetention(Policy{Retention: 2 * time.Hour}, tool, "Tool payments"); no != nil {
 		t.Errorf("a retention as long as the replay window passes, got %+v", no)
+	}
+}
+
+func TestNativeGatewayErrorsNeverEndWithoutEffect(t *testing.T) {
+	// Review finding: a Native 504 (the upstream may have committed), then
+	// 503s until the attempts run out, must not end "failed without
+	// effect": the outcome is unknown, and reconciled by a re-send.
+	p := policy(v1.IdempotencyNative)
+	e := env()
+	st := execute(v1.SideEffectOperationStatus{}, p, e, false).Status
+	st = AfterCall(st, p, e, CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 504}).Status
+	for st.State == v1.StateFailedRetryable {
+		e.Now = st.NextAttemptTime.Time
+		st = Next(st, nil, p, e).Status
+		st = AfterCall(st, p, e, CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 503}).Status
+	}
+	if st.State != v1.StateUnknown {
+		t.Fatalf("after %d attempts: %s (%s)", st.Attempts, st.State, st.ErrorMessage)
+	}
+	if d := Next(st, nil, p, e); d.Action != ActionResend {
+		t.Errorf("an unknown Native outcome is reconciled by a re-send, got %s", d.Action)
+	}
+	// Without a gateway's answer, the attempts fail without effect.
+	st = execute(v1.SideEffectOperationStatus{}, p, env(), false).Status
+	for st.State != v1.StateFailedFinal {
+		st = AfterCall(st, p, e, CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 429}).Status
+		if st.State == v1.StateFailedRetryable {
+			e.Now = st.NextAttemptTime.Time
+			st = Next(st, nil, p, e).Status
+		}
+	}
+	if st.Attempts != p.MaxAttempts {
+		t.Errorf("429s exhaust the attempts: %d", st.Attempts)
+	}
+}
+
+func TestModeSwitchAfterNativeGatewayError(t *testing.T) {
+	// Review finding: after a Native 504 the tool is switched to None; the
+	// pending retry is no longer a safe re-send.
+	st := execute(v1.SideEffectOperationStatus{}, policy(v1.IdempotencyNative), env(), false).Status
+	st = AfterCall(st, policy(v1.IdempotencyNative), env(), CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 504}).Status
+	e := env()
+	e.Now = st.NextAttemptTime.Time
+	d := Next(st, nil, policy(v1.IdempotencyNone), e)
+	if d.Action == ActionExecute {
+		t.Fatalf("a new attempt went out to a tool that no longer dedupes")
+	}
+	if d = Next(d.Status, nil, policy(v1.IdempotencyNone), e); d.Status.State != v1.StateNeedsReview {
+		t.Errorf("the tool's promise changed while the outcome is unknown: a person decides; got %s", d.Status.State)
+	}
+}
+
+func TestTakeoverClearsDuplicateOf(t *testing.T) {
+	// Review finding: a duplicate waiting for an owner that was deleted
+	// takes the scope over; it is no longer a duplicate, or its own outcome
+	// would never reach the record.
+	self := v1.RecordOwner{Name: "b", UID: "uid-b"}
+	waiting := WaitForOriginal(v1.SideEffectOperationStatus{RequestHash: "sha256:1"}, env(), "a")
+	rec := v1.IdempotencyRecordSpec{Owner: v1.RecordOwner{Name: "a", UID: "uid-a"}, RequestHash: "sha256:1"}
+	d := Arbitrate(waiting, self, rec, false, Owner{}, policy(v1.IdempotencyLookup), env())
+	if d.Action != ScopeTakeOver || d.Decision.Status.DuplicateOf != "" {
+		t.Errorf("takeover: %s, duplicateOf %q", d.Action, d.Decision.Status.DuplicateOf)
+	}
+}
+
+func TestLookupWaitRoundsUp(t *testing.T) {
+	// Review finding: status times keep whole seconds; a not-before time
+	// rounded down lets a lookup come before lookupDelay has passed.
+	p := policy(v1.IdempotencyLookup)
+	p.LookupDelay = 1500 * time.Millisecond
+	d := unknown(v1.SideEffectOperationStatus{}, p, env(), now.Add(200*time.Millisecond), "unknown")
+	if got, min := d.Status.NextAttemptTime.Time, now.Add(1700*time.Millisecond); got.Before(min) || !got.Equal(got.Truncate(time.Second)) {
+		t.Errorf("first lookup at %v; want a whole second not before %v", got, min)
 	}
 }
