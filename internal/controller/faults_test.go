@@ -177,7 +177,7 @@ var _ = Describe("The fault matrix", func() {
 			DeferCleanup(func() { _ = failpoint.Disable(failpoint.ReconcileAfterClaim) })
 			stopA := startManager(managerOptions{holder: "crashing"})
 			create(newOp(ns, "op", "tool", map[string]any{"amount": 5}))
-			Eventually(state(ns, "op")).Should(Equal(v1.StateReconciling))
+			Eventually(state(ns, "op"), 10*time.Second, 50*time.Millisecond).Should(Equal(v1.StateReconciling))
 			stopA()
 			DeferCleanup(startManager(managerOptions{holder: "successor"}))
 			waitFor(ns, "op", v1.StateCommitted)

@@ -53,7 +53,7 @@ var _ = Describe("Retries", func() {
 				Outcome: v1.OutcomeRetryable}}
 		})
 		create(newOp(ns, "op", "payments", map[string]any{"amount": 1}))
-		Eventually(state(ns, "op")).Should(Equal(v1.StateFailedRetryable))
+		Eventually(state(ns, "op"), 10*time.Second, 50*time.Millisecond).Should(Equal(v1.StateFailedRetryable))
 		op := get(ns, "op")
 		Expect(op.Status.NextAttemptTime).NotTo(BeNil())
 		Expect(op.Status.Claim).To(BeNil())
@@ -66,7 +66,9 @@ var _ = Describe("Retries", func() {
 	})
 
 	It("fails for good when the attempts are spent, with a reason that says so", func() {
-		faults(ns, sandbox.FaultRule{Method: "POST", Fault: "502"})
+		// The tool's own 429s prove each attempt had no effect (a gateway's
+		// 502 would not: see "Sequences to a second effect").
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: "429=0"})
 		newTool(ns, "payments", v1.IdempotencyNative)
 		op := newOp(ns, "op", "payments", map[string]any{})
 		op.Spec.RetryPolicy.MaxAttempts = 3

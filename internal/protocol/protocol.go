@@ -138,6 +138,11 @@ type CallResult struct {
 	// Replayed marks an answer the tool says is its replay of the first
 	// answer to the same key (the tool's replayed expression).
 	Replayed bool
+	// Relayed marks a retryable answer that a gateway or proxy also gives
+	// after its upstream committed (by default 408, 502, 503 and 504 from a
+	// Native tool): retried only because the retry is a same-key re-send.
+	// An answer a tool's own outcome rule classifies is never relayed.
+	Relayed bool
 	// Request summarises what was sent; Message what came back. Neither
 	// holds secrets.
 	Request, Message string
@@ -453,14 +458,9 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 }
 
 // mayHaveActed reports whether a retryable answer may come from a gateway
-// that passed the request on: only a Native tool retries those, because
-// the retry is a same-key re-send.
+// that passed the request on.
 func mayHaveActed(r CallResult) bool {
-	switch r.HTTPStatus {
-	case 408, 502, 503, 504:
-		return true
-	}
-	return false
+	return r.Relayed
 }
 
 // AfterResend records the answer to a re-send of an unknown attempt to a

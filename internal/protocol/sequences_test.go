@@ -275,7 +275,7 @@ func TestNativeRetryAfterGatewayError(t *testing.T) {
 	// answers the re-send, not the first attempt: a person decides.
 	p := policy(v1.IdempotencyNative)
 	st := execute(v1.SideEffectOperationStatus{}, p, env(), false).Status
-	st = AfterCall(st, p, env(), CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 504}).Status
+	st = AfterCall(st, p, env(), CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 504, Relayed: true}).Status
 	if st.State != v1.StateFailedRetryable {
 		t.Fatalf("a Native 504 is retried: %s", st.State)
 	}
@@ -330,11 +330,11 @@ func TestNativeGatewayErrorsNeverEndWithoutEffect(t *testing.T) {
 	p := policy(v1.IdempotencyNative)
 	e := env()
 	st := execute(v1.SideEffectOperationStatus{}, p, e, false).Status
-	st = AfterCall(st, p, e, CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 504}).Status
+	st = AfterCall(st, p, e, CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 504, Relayed: true}).Status
 	for st.State == v1.StateFailedRetryable {
 		e.Now = st.NextAttemptTime.Time
 		st = Next(st, nil, p, e).Status
-		st = AfterCall(st, p, e, CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 503}).Status
+		st = AfterCall(st, p, e, CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 503, Relayed: true}).Status
 	}
 	if st.State != v1.StateUnknown {
 		t.Fatalf("after %d attempts: %s (%s)", st.Attempts, st.State, st.ErrorMessage)
@@ -360,7 +360,7 @@ func TestModeSwitchAfterNativeGatewayError(t *testing.T) {
 	// Review finding: after a Native 504 the tool is switched to None; the
 	// pending retry is no longer a safe re-send.
 	st := execute(v1.SideEffectOperationStatus{}, policy(v1.IdempotencyNative), env(), false).Status
-	st = AfterCall(st, policy(v1.IdempotencyNative), env(), CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 504}).Status
+	st = AfterCall(st, policy(v1.IdempotencyNative), env(), CallResult{Outcome: v1.OutcomeRetryable, HTTPStatus: 504, Relayed: true}).Status
 	e := env()
 	e.Now = st.NextAttemptTime.Time
 	d := Next(st, nil, policy(v1.IdempotencyNone), e)

@@ -155,7 +155,7 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 	r.HTTPStatus = int32(resp.Status)
 	r.RetryAfter = resp.RetryAfter
 	view := resp.cel()
-	r.Outcome = c.classify(ctx, op, resp.Status, view, req.Mode)
+	r.Outcome, r.Relayed = c.classify(ctx, op, resp.Status, view, req.Mode)
 	r.Replayed = c.replayed(ctx, view)
 	r.Message = resp.summary()
 	var raw []byte
@@ -323,15 +323,19 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, req effects.
 }
 
 // classify applies the operation's outcome rules, then the default table
-// for the mode the attempt was made under.
+// for the mode the attempt was made under. relayed reports a retryable
+// answer that a gateway also gives after its upstream committed: only the
+// default table's 408, 502, 503 and 504 for a Native tool; a tool's own
+// rule vouches for its answer.
 func (c *Client) classify(ctx context.Context, op *v1.ToolOperation, status int, view response,
-	mode v1.IdempotencyMode) v1.Outcome {
+	mode v1.IdempotencyMode) (outcome v1.Outcome, relayed bool) {
 	for _, rule := range op.Response.Outcomes {
 		if ok, err := c.compiler.Bool(ctx, rule.When, view); err == nil && ok {
-			return rule.Outcome
+			return rule.Outcome, false
 		}
 	}
-	return DefaultOutcome(status, cmp.Or(mode, c.spec.Idempotency.Mode))
+	outcome = DefaultOutcome(status, cmp.Or(mode, c.spec.Idempotency.Mode))
+	return outcome, outcome == v1.OutcomeRetryable && status != nethttp.StatusTooManyRequests
 }
 
 // replayed applies the tool's replayed expression: whether the answer is

@@ -410,3 +410,40 @@ func TestRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayed: a Native tool's 504 by the default table is retried only as
+// a same-key re-send, and says so; the tool's own rule vouches for its
+// answer.
+func TestRelayed(t *testing.T) {
+	url, _ := startSandbox(t)
+	req := effects.Request{Operation: "charge.create", Key: "relayed/1", Parameters: []byte(`{"amount":1}`),
+		Timeout: 5 * time.Second}
+	spec := toolSpec(url, v1.IdempotencyNative)
+	ctx := context.Background()
+	call := func(spec *v1.ToolSpec, fault string) protocol.CallResult {
+		c := newClient(t, spec, nethttp.RoundTripper(faultHeader{fault, NewTransport(loopback)}))
+		return c.Execute(ctx, req)
+	}
+	if r := call(spec, "504"); r.Outcome != v1.OutcomeRetryable || !r.Relayed {
+		t.Errorf("a Native 504: %s, relayed %v", r.Outcome, r.Relayed)
+	}
+	if r := call(spec, "429=0"); r.Outcome != v1.OutcomeRetryable || r.Relayed {
+		t.Errorf("a 429 is the tool's own refusal: %s, relayed %v", r.Outcome, r.Relayed)
+	}
+	spec.Operations[0].Response.Outcomes = append(spec.Operations[0].Response.Outcomes,
+		v1.OutcomeRule{When: "response.status == 504", Outcome: v1.OutcomeRetryable})
+	if r := call(spec, "504"); r.Outcome != v1.OutcomeRetryable || r.Relayed {
+		t.Errorf("a rule vouches for the answer: %s, relayed %v", r.Outcome, r.Relayed)
+	}
+}
+
+// faultHeader asks the sandbox for a fault on every request.
+type faultHeader struct {
+	fault string
+	next  nethttp.RoundTripper
+}
+
+func (f faultHeader) RoundTrip(r *nethttp.Request) (*nethttp.Response, error) {
+	r.Header.Set(sandbox.HeaderFault, f.fault)
+	return f.next.RoundTrip(r)
+}

@@ -110,11 +110,11 @@ func (t *Tool) Execute(_ context.Context, req effects.Request) protocol.CallResu
 		r.Outcome, r.Message = v1.OutcomeUnknown, "no answer after the request was sent"
 		return r
 	case GatewayTimeout:
-		outcome := v1.OutcomeUnknown
+		r = withStatus(r, 504, v1.OutcomeUnknown, "gateway timeout")
 		if t.Mode == v1.IdempotencyNative {
-			outcome = v1.OutcomeRetryable
+			r.Outcome, r.Relayed = v1.OutcomeRetryable, true
 		}
-		return withStatus(r, 504, outcome, "gateway timeout")
+		return r
 	}
 	r = withStatus(r, 200, v1.OutcomeSucceeded, "ok")
 	r.ExternalObjectID, r.Replayed = id, replayed
