@@ -55,7 +55,7 @@ func (a *answer) apply(st v1.SideEffectOperationStatus, p protocol.Policy, env p
 
 // claimHeld reports whether st still shows the claim the call ran under.
 func (a *answer) claimHeld(st v1.SideEffectOperationStatus, holder string) bool {
-	return st.State == a.state && st.Claim != nil && st.Claim.Holder == holder && st.Claim.Attempt == a.attempt
+	return protocol.Fenced(st, protocol.Fence{Holder: holder, State: a.state, Attempt: a.attempt})
 }
 
 // late is the answer as a worker that lost its claim knows it.

@@ -395,3 +395,23 @@ func TestLookupWaitRoundsUp(t *testing.T) {
 		t.Errorf("first lookup at %v; want a whole second not before %v", got, min)
 	}
 }
+
+func TestFenced(t *testing.T) {
+	held := v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: 2, Claim: claim(self, 2, 0, time.Minute)}
+	f := Fence{Holder: self, State: v1.StateStarted, Attempt: 2}
+	cases := map[string]struct {
+		st   v1.SideEffectOperationStatus
+		want bool
+	}{
+		"Held":          {held, true},
+		"OtherHolder":   {v1.SideEffectOperationStatus{State: v1.StateStarted, Claim: claim("b", 2, 0, time.Minute)}, false},
+		"LaterAttempt":  {v1.SideEffectOperationStatus{State: v1.StateStarted, Claim: claim(self, 3, 0, time.Minute)}, false},
+		"OtherState":    {v1.SideEffectOperationStatus{State: v1.StateReconciling, Claim: claim(self, 2, 0, time.Minute)}, false},
+		"ClaimReleased": {v1.SideEffectOperationStatus{State: v1.StateStarted}, false},
+	}
+	for name, tc := range cases {
+		if got := Fenced(tc.st, f); got != tc.want {
+			t.Errorf("%s: want %v, got %v", name, tc.want, got)
+		}
+	}
+}

@@ -20,6 +20,21 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
+// Fence is the claim a call ran under: who held it, in which state, for
+// which attempt.
+type Fence struct {
+	Holder  string
+	State   v1.OperationState
+	Attempt int32
+}
+
+// Fenced reports whether the record st still shows the claim f: only then
+// may the worker record its answer as the attempt's outcome (I6).
+// Otherwise its answer is late, and Stale decides what it is worth.
+func Fenced(st v1.SideEffectOperationStatus, f Fence) bool {
+	return st.State == f.State && st.Claim != nil && st.Claim.Holder == f.Holder && st.Claim.Attempt == f.Attempt
+}
+
 // Late is what a worker learned from a call after its claim had moved on:
 // the answer came after a successor took the attempt over.
 type Late struct {
