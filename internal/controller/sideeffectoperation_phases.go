@@ -134,25 +134,31 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		}
 	}
 	if a := r.takePending(p); a != nil {
-		if !a.claimHeld(p.st, r.Holder) {
-			// The cache may lag behind the claim: ask the API server.
-			fresh, err := r.fresh(p)
-			if err != nil {
-				r.keepPending(p, a)
-				return reconcile.Result{}, err
-			}
-			p.op, p.st = fresh, *fresh.Status.DeepCopy()
-		}
-		if a.claimHeld(p.st, r.Holder) {
-			return r.record(p, a)
-		}
-		// The claim moved on since: what the call learned is a late
-		// answer, never dropped.
-		if err := r.keepEvidence(p, a); err != nil {
+		return r.resume(p, a)
+	}
+	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
+}
+
+// resume records an answer whose write failed in an earlier pass: as the
+// attempt's outcome while the record still shows its claim, else as a late
+// answer, never dropped.
+func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Result, error) {
+	if !a.claimHeld(p.st, r.Holder) {
+		// The cache may lag behind the claim: ask the API server.
+		fresh, err := r.fresh(p)
+		if err != nil {
+			r.keepPending(p, a)
 			return reconcile.Result{}, err
 		}
-		p.st = *p.op.Status.DeepCopy()
+		p.op, p.st = fresh, *fresh.Status.DeepCopy()
 	}
+	if a.claimHeld(p.st, r.Holder) {
+		return r.record(p, a)
+	}
+	if err := r.keepEvidence(p, a); err != nil {
+		return reconcile.Result{}, err
+	}
+	p.st = *p.op.Status.DeepCopy()
 	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
 }
 
