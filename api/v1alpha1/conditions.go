@@ -72,6 +72,9 @@ const (
 	ReasonIdempotencyParameterMismatch = "IdempotencyParameterMismatch"
 	// ReasonInvalidSpec: the spec cannot be executed as it is.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonParametersInvalid: spec.parameters do not match the
+	// operation's parametersSchema.
+	ReasonParametersInvalid = "ParametersInvalid"
 	// ReasonParametersTooLarge: spec.parameters exceed 64 KiB.
 	ReasonParametersTooLarge = "ParametersTooLarge"
 	// ReasonRetentionTooShort: spec.retention is shorter than the tool's

@@ -214,6 +214,19 @@ type ToolOperation struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Path string `json:"path,omitempty"`
 
+	// parametersSchema is a JSON Schema (draft 2020-12 unless it says
+	// otherwise in $schema) that an operation's spec.parameters must match.
+	// An operation whose parameters do not match fails at once, with reason
+	// ParametersInvalid and a message naming each field and rule, before any
+	// claim and with no call. It is kept as written, so that it can also
+	// describe the operation to others (agents, catalogues). References to
+	// other documents ($ref to a URL) are refused.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	ParametersSchema *runtime.RawExtension `json:"parametersSchema,omitempty"`
+
 	// lookup asks the tool whether the effect of a key exists; required in
 	// Lookup mode.
 	// +optional

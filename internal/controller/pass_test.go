@@ -141,3 +141,5 @@ func runPasses(t *testing.T, tool *memory.Tool, mode v1.IdempotencyMode) *v1.Sid
 type noValidation struct{}
 
 func (noValidation) Validate(*v1.ToolSpec) error { return nil }
+
+func (noValidation) CheckParameters(*v1.ToolSpec, string, []byte) error { return nil }

@@ -49,6 +49,9 @@ const (
 // ToolValidator checks a tool's definition beyond what the API server can.
 type ToolValidator interface {
 	Validate(spec *v1.ToolSpec) error
+	// CheckParameters checks an operation's canonical parameters against
+	// its operation's schema.
+	CheckParameters(spec *v1.ToolSpec, operation string, params []byte) error
 }
 
 // SideEffectOperationReconciler drives SideEffectOperations through the

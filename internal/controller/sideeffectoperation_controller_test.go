@@ -172,6 +172,26 @@ var _ = Describe("SideEffectOperation", func() {
 			Expect(err.Error()).To(ContainSubstring("needs the externalObjectID"))
 		})
 
+		It("refuses parameters that break the operation's schema, with zero calls", func() {
+			newTool(ns, "payments", v1.IdempotencyNative, func(s *v1.ToolSpec) {
+				s.Operations[0].ParametersSchema = &runtime.RawExtension{Raw: []byte(`{
+					"type": "object", "required": ["amount"],
+					"properties": {"amount": {"type": "integer", "minimum": 1}}}`)}
+			})
+			create(newOp(ns, "bad-amount", "payments", map[string]any{"amount": "ten"}))
+			op := waitFor(ns, "bad-amount", v1.StateFailedFinal)
+			Expect(condition(op, v1.ConditionReady).Reason).To(Equal(v1.ReasonParametersInvalid))
+			Expect(op.Status.ErrorMessage).To(ContainSubstring("at /amount: got string, want integer"))
+			Expect(op.Status.ErrorClass).To(Equal(v1.ErrorInvalid))
+			Expect(op.Status.Attempts).To(BeZero())
+			Expect(op.Status.Observations).To(BeEmpty(), "no call was made")
+
+			By("executing parameters that match")
+			create(newOp(ns, "good-amount", "payments", map[string]any{"amount": 10}))
+			waitFor(ns, "good-amount", v1.StateCommitted)
+			Expect(effectsIn(ns)).To(Equal(1), "only the valid operation took effect")
+		})
+
 		It("waits, stalled, for a missing tool, and proceeds once it exists", func() {
 			create(newOp(ns, "early", "payments", map[string]any{"amount": 1}))
 			Eventually(func() string {

@@ -129,6 +129,9 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		if no := protocol.CheckRetention(p.policy, p.tool.GetSpec(), string(p.tool.Kind())+" "+p.tool.GetName()); no != nil {
 			return r.refuse(p, no)
 		}
+		if err := r.Validator.CheckParameters(p.tool.GetSpec(), p.op.Spec.Operation, p.params); err != nil {
+			return r.fail(p, v1.ErrorInvalid, v1.ReasonParametersInvalid, err.Error())
+		}
 		if res, ok, err := r.bindScope(p); !ok {
 			return res, err
 		}

@@ -59,6 +59,7 @@ const (
 type Compiler struct {
 	env      *cel.Env
 	programs *lru.Cache
+	schemas  schemas
 }
 
 // NewCompiler returns a Compiler whose expressions see `response`, a map

@@ -62,6 +62,11 @@ func (c *Connector) Connect(ctx context.Context, tool v1.GenericTool) (effects.C
 
 // Validate checks a tool's definition: its expressions and paths (the
 // Compiler's Validate), and its URL under the egress policy.
+// CheckParameters checks an operation's parameters against its schema.
+func (c *Connector) CheckParameters(spec *v1.ToolSpec, operation string, params []byte) error {
+	return c.Compiler.CheckParameters(spec, operation, params)
+}
+
 func (c *Connector) Validate(spec *v1.ToolSpec) error {
 	return errors.Join(c.Compiler.Validate(spec), c.Egress.CheckURL(spec.HTTP.URL))
 }

@@ -50,6 +50,11 @@ func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 		check(at+".response.externalObjectID", op.Response.ExternalObjectID)
 		check(at+".response.externalRequestID", op.Response.ExternalRequestID)
 		check(at+".response.result", op.Response.Result)
+		if op.ParametersSchema != nil {
+			if _, err := c.schemas.compile(op.ParametersSchema.Raw); err != nil {
+				errs = append(errs, fmt.Errorf("%s.parametersSchema: %w", at, err))
+			}
+		}
 		if l := op.Lookup; l != nil {
 			errs = append(errs, checkPath(at+".lookup.path", l.Path))
 			check(at+".lookup.found", l.Found)

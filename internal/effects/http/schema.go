@@ -1,0 +1,150 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package http
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+	"k8s.io/utils/lru"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
+)
+
+// maxSchemas bounds the compiled parameter schemas kept.
+const maxSchemas = 256
+
+// maxViolations bounds the violations named in one message.
+const maxViolations = 5
+
+// schemas compiles the parameter schemas of tools' operations
+// (github.com/santhosh-tekuri/jsonschema/v6), keeps them by digest, and
+// checks parameters against them.
+type schemas struct {
+	once  sync.Once
+	cache *lru.Cache // digest → *jsonschema.Schema
+}
+
+// refuseLoads refuses every document a schema refers to: a Tool author's
+// schema must not make the manager read files or call URLs.
+type refuseLoads struct{}
+
+func (refuseLoads) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s: schemas may not refer to other documents", url)
+}
+
+func (s *schemas) compile(raw []byte) (*jsonschema.Schema, error) {
+	s.once.Do(func() { s.cache = lru.New(maxSchemas) })
+	canonical, err := protocol.Canonical(raw)
+	if err != nil {
+		return nil, err
+	}
+	digest := protocol.Digest(canonical)
+	if sch, ok := s.cache.Get(digest); ok {
+		return sch.(*jsonschema.Schema), nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(canonical))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refuseLoads{})
+	const url = "parametersSchema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, err
+	}
+	s.cache.Add(digest, sch)
+	return sch, nil
+}
+
+// CheckParameters checks an operation's canonical parameters against its
+// operation's parametersSchema, if it has one. The error names each field
+// and the rule it breaks.
+func (c *Compiler) CheckParameters(spec *v1.ToolSpec, operation string, params []byte) error {
+	op := spec.Operation(operation)
+	if op == nil || op.ParametersSchema == nil || len(op.ParametersSchema.Raw) == 0 {
+		return nil
+	}
+	sch, err := c.schemas.compile(op.ParametersSchema.Raw)
+	if err != nil {
+		return fmt.Errorf("the parametersSchema of operation %q does not compile: %w", operation, err)
+	}
+	if len(params) == 0 {
+		params = []byte("{}")
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
+	if err != nil {
+		return fmt.Errorf("spec.parameters: %w", err)
+	}
+	err = sch.Validate(inst)
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return err
+	}
+	return &ParametersError{Violations: violations(verr)}
+}
+
+// ParametersError lists how parameters break their schema.
+type ParametersError struct {
+	// Violations read "at <JSON pointer>: <rule>", in order.
+	Violations []string
+}
+
+func (e *ParametersError) Error() string {
+	v := e.Violations
+	more := ""
+	if len(v) > maxViolations {
+		more = fmt.Sprintf("; and %d more", len(v)-maxViolations)
+		v = v[:maxViolations]
+	}
+	return "spec.parameters do not match the operation's parametersSchema: " + strings.Join(v, "; ") + more
+}
+
+// english prints the rules broken.
+var english = message.NewPrinter(language.English)
+
+// violations flattens a validation error to its leaves, each naming the
+// field (a JSON pointer into spec.parameters) and the rule.
+func violations(e *jsonschema.ValidationError) []string {
+	var out []string
+	var walk func(*jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			field := "/" + strings.Join(e.InstanceLocation, "/")
+			out = append(out, fmt.Sprintf("at %s: %s", field, e.ErrorKind.LocalizedString(english)))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(e)
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,113 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package http
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+const chargeSchema = `{
+  "type": "object",
+  "required": ["amount", "currency"],
+  "additionalProperties": false,
+  "properties": {
+    "amount": {"type": "integer", "minimum": 1},
+    "currency": {"type": "string", "pattern": "^[a-z]{3}$"},
+    "note": {"type": "string", "maxLength": 20}
+  }
+}`
+
+func schemaTool(schema string) *v1.ToolSpec {
+	return &v1.ToolSpec{HTTP: v1.HTTPBackend{URL: "https://tool.example"},
+		Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative},
+		Operations: []v1.ToolOperation{{Name: "charge.create", Path: "/charges",
+			ParametersSchema: &runtime.RawExtension{Raw: []byte(schema)}}}}
+}
+
+func TestCheckParameters(t *testing.T) {
+	c, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		params string
+		// want are substrings of the message; none means valid.
+		want []string
+	}{
+		"Valid":           {params: `{"amount": 100, "currency": "eur"}`},
+		"MissingField":    {params: `{"amount": 100}`, want: []string{"at /:", "currency"}},
+		"WrongType":       {params: `{"amount": "100", "currency": "eur"}`, want: []string{"at /amount:", "want integer"}},
+		"BelowMinimum":    {params: `{"amount": 0, "currency": "eur"}`, want: []string{"at /amount:", "minimum"}},
+		"Pattern":         {params: `{"amount": 1, "currency": "EURO"}`, want: []string{"at /currency:", "match pattern"}},
+		"UnknownField":    {params: `{"amount": 1, "currency": "eur", "tip": 5}`, want: []string{"tip"}},
+		"EveryViolation":  {params: `{"amount": "x", "currency": 7}`, want: []string{"at /amount:", "at /currency:"}},
+		"EmptyIsAnObject": {params: ``, want: []string{"amount", "currency"}},
+		"NestedMaxLength": {params: `{"amount": 1, "currency": "eur", "note": "` + strings.Repeat("n", 21) + `"}`, want: []string{"at /note:"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := c.CheckParameters(schemaTool(chargeSchema), "charge.create", []byte(tc.params))
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("valid parameters refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("want a refusal naming %q, got none", tc.want)
+			}
+			t.Log(err)
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+	if err := c.CheckParameters(schemaTool(chargeSchema), "refund.create", []byte(`{}`)); err != nil {
+		t.Errorf("an operation without a schema takes any parameters: %v", err)
+	}
+}
+
+func TestParametersSchemaValidated(t *testing.T) {
+	c, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"NotASchema": `{"type": "objekt"}`,
+		"FileRef":    `{"$ref": "file:///etc/passwd"}`,
+		"RemoteRef":  `{"$ref": "https://schemas.example/charge.json"}`,
+		"BadPattern": `{"type": "string", "pattern": "("}`,
+	}
+	for name, schema := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := c.Validate(schemaTool(schema))
+			if err == nil || !strings.Contains(err.Error(), "parametersSchema") {
+				t.Errorf("want the tool refused, naming parametersSchema; got %v", err)
+			}
+		})
+	}
+	if err := c.Validate(schemaTool(chargeSchema)); err != nil {
+		t.Errorf("a good schema refused: %v", err)
+	}
+}
