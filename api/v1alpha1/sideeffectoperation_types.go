@@ -441,9 +441,10 @@ type SideEffectOperationStatus struct {
 	ErrorMessage string `json:"errorMessage,omitempty"`
 
 	// idempotencyMode is the tool's mode when the current attempt was made.
-	// An unknown outcome is reconciled the way that mode allows, even if the
-	// tool's mode changed since: a tool switched to Native after an attempt
-	// it did not dedupe must not be sent the request again.
+	// An unknown outcome is reconciled the way that mode allows while the
+	// tool still promises the same; if the tool's mode changed since (a tool
+	// switched to Native after an attempt it did not dedupe must not be sent
+	// the request again), a person decides.
 	// +optional
 	IdempotencyMode IdempotencyMode `json:"idempotencyMode,omitempty"`
 	// reviewGeneration is the object's generation when it last entered
