@@ -85,7 +85,7 @@ func crdDefault(plural, path string) ([]byte, error) {
 		return nil, err
 	}
 	s := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
-	for _, part := range strings.Split(path, ".") {
+	for part := range strings.SplitSeq(path, ".") {
 		p, ok := s.Properties[part]
 		if !ok {
 			return nil, fmt.Errorf("%s has no field %s", plural, path)

@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -107,9 +108,7 @@ func newGateway(answer func(lookup bool, n int32) *gatewayAnswer) *gateway {
 		}
 		if a.status == 0 && resp != nil {
 			defer func() { _ = resp.Body.Close() }()
-			for k, vs := range resp.Header {
-				w.Header()[k] = vs
-			}
+			maps.Copy(w.Header(), resp.Header)
 			w.WriteHeader(resp.StatusCode)
 			_, _ = io.Copy(w, resp.Body)
 			return

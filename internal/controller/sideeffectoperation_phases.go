@@ -132,8 +132,8 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		if err := r.Validator.CheckParameters(p.tool.GetSpec(), p.op.Spec.Operation, p.params); err != nil {
 			return r.fail(p, v1.ErrorInvalid, v1.ReasonParametersInvalid, err.Error())
 		}
-		if res, ok, err := r.bindScope(p); !ok {
-			return res, err
+		if ok, err := r.bindScope(p); !ok {
+			return reconcile.Result{}, err
 		}
 	}
 	if a := r.takePending(p); a != nil {

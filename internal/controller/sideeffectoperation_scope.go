@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/failpoint"
@@ -37,13 +36,13 @@ import (
 // with an atomic create: of two operations with the same scope, created
 // at once or seen through a lagging cache, exactly one creates it. ok is
 // true for that one; what the others become, protocol.Arbitrate decides.
-func (r *SideEffectOperationReconciler) bindScope(p *pass) (reconcile.Result, bool, error) {
+func (r *SideEffectOperationReconciler) bindScope(p *pass) (bool, error) {
 	self := v1.RecordOwner{Name: p.op.Name, UID: p.op.UID}
 	var reader client.Reader = r.Client
 	for range 3 {
 		rec, created, err := r.getOrCreateRecord(p, reader)
 		if err != nil {
-			return reconcile.Result{}, false, err
+			return false, err
 		}
 		// A write below that loses to a newer record is decided again on
 		// the record as the API server has it, not on the cache.
@@ -51,7 +50,7 @@ func (r *SideEffectOperationReconciler) bindScope(p *pass) (reconcile.Result, bo
 		var owner protocol.Owner
 		if !created && rec.Spec.Owner.UID != self.UID {
 			if owner, err = r.ownerOf(p, rec); err != nil {
-				return reconcile.Result{}, false, err
+				return false, err
 			}
 		}
 		sd := protocol.Arbitrate(p.st, self, rec.Spec, created, owner, p.policy, p.env)
@@ -60,11 +59,11 @@ func (r *SideEffectOperationReconciler) bindScope(p *pass) (reconcile.Result, bo
 		}
 		switch sd.Action {
 		case protocol.ScopeProceed:
-			return reconcile.Result{}, true, nil
+			return true, nil
 		case protocol.ScopeWait:
-			return reconcile.Result{}, false, nil
+			return false, nil
 		case protocol.ScopeWrite:
-			return reconcile.Result{}, false, r.writeStatus(p, sd.Decision)
+			return false, r.writeStatus(p, sd.Decision)
 		case protocol.ScopeTakeOver:
 			// One write names this operation the owner and the deleted one
 			// the previous owner: if the next write never happens, the
@@ -73,22 +72,22 @@ func (r *SideEffectOperationReconciler) bindScope(p *pass) (reconcile.Result, bo
 			if err := r.Update(p.ctx, rec); apierrors.IsConflict(err) {
 				continue
 			} else if err != nil {
-				return reconcile.Result{}, false, err
+				return false, err
 			}
 			if failpoint.Hit(p.stopping, failpoint.TakeoverAfterRecord) {
-				return reconcile.Result{}, false, nil
+				return false, nil
 			}
-			return reconcile.Result{}, false, r.writeStatus(p, sd.Decision)
+			return false, r.writeStatus(p, sd.Decision)
 		case protocol.ScopeCollect:
 			uid, rv := rec.UID, rec.ResourceVersion
 			err = r.Delete(p.ctx, rec, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return reconcile.Result{}, false, err
+				return false, err
 			}
 		}
 	}
 	// Not a conflict, so that it is retried with backoff, not dropped.
-	return reconcile.Result{}, false, fmt.Errorf("scope record %s keeps changing", p.st.RecordName)
+	return false, fmt.Errorf("scope record %s keeps changing", p.st.RecordName)
 }
 
 // getOrCreateRecord returns the scope's record, creating it with this

@@ -471,8 +471,8 @@ func faultRules(ns string, rate, lieShare float64) []sandbox.FaultRule {
 // fail about rate of them: lieShare of those with one of lies, the rest
 // with one of failures, each fault of a list equally likely.
 func drawRules(t toolDef, ns, method string, rate, lieShare float64, failures, lies []string) []sandbox.FaultRule {
-	var faults []string
-	var shares []float64
+	faults := make([]string, 0, len(failures)+len(lies))
+	shares := make([]float64, 0, len(failures)+len(lies))
 	for _, f := range failures {
 		faults, shares = append(faults, f), append(shares, rate*(1-lieShare)/float64(len(failures)))
 	}

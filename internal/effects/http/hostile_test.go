@@ -87,10 +87,10 @@ func mustJSON(t *testing.T, v any) []byte {
 
 // echoToolSpec calls the echo tool; every mapping selects what echoes the
 // secret.
-func echoToolSpec(url string) *v1.ToolSpec {
+func echoToolSpec(base string) *v1.ToolSpec {
 	lookup := &v1.LookupRequest{Path: "/lookup?key={idempotencyKey}"}
 	return &v1.ToolSpec{
-		HTTP: v1.HTTPBackend{URL: url, Headers: []v1.HTTPHeader{{Name: "Authorization",
+		HTTP: v1.HTTPBackend{URL: base, Headers: []v1.HTTPHeader{{Name: "Authorization",
 			ValueFrom: &v1.HeaderSource{SecretKeyRef: v1.SecretKeySelector{Name: "creds", Key: "auth"}}}}},
 		Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyLookup},
 		Operations: []v1.ToolOperation{
@@ -389,7 +389,7 @@ func TestCELCost(t *testing.T) {
 	for i := range list {
 		list[i] = "item"
 	}
-	runtime := map[string]struct {
+	atRunTime := map[string]struct {
 		ctx  func() context.Context
 		body any
 		expr string
@@ -403,7 +403,7 @@ func TestCELCost(t *testing.T) {
 			return ctx
 		}, body: list, expr: "response.body.exists(x, x == 'needle')", want: "stopped before its end"},
 	}
-	for name, tc := range runtime {
+	for name, tc := range atRunTime {
 		t.Run("Run/"+name, func(t *testing.T) {
 			_, err := c.Bool(tc.ctx(), tc.expr, response{Status: 200, Body: tc.body})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.expr) {

@@ -20,7 +20,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -145,6 +145,6 @@ func violations(e *jsonschema.ValidationError) []string {
 		}
 	}
 	walk(e)
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
