@@ -214,6 +214,13 @@ type ToolOperation struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Path string `json:"path,omitempty"`
 
+	// request shapes the request from the operation's parameters and key,
+	// for APIs that want values in the path or the query, a form-encoded
+	// body, or the key in the body. Without it the parameters are the JSON
+	// body. The key is sent in spec.idempotency.header either way.
+	// +optional
+	Request *RequestShape `json:"request,omitempty"`
+
 	// parametersSchema is a JSON Schema (draft 2020-12 unless it says
 	// otherwise in $schema) that an operation's spec.parameters must match.
 	// An operation whose parameters do not match fails at once, with reason
@@ -238,6 +245,70 @@ type ToolOperation struct {
 	Response ResponseMapping `json:"response,omitempty"`
 }
 
+// RequestShape builds a request from an operation. Expressions are CEL over
+// `parameters` (the operation's spec.parameters) and `key` (the key sent to
+// the tool). A value that cannot be computed (a missing parameter, a wrong
+// type) fails the attempt before anything is sent.
+type RequestShape struct {
+	// pathValues fill the {name} placeholders of the operation's path, each
+	// path-escaped, for example `name: repo, value: parameters.repo` for
+	// `/repos/{repo}/issues`.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	PathValues []NamedValue `json:"pathValues,omitempty"`
+	// query adds query parameters, each query-escaped.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Query []NamedValue `json:"query,omitempty"`
+	// headers adds request headers. Secrets belong in spec.http.headers.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Headers []NamedValue `json:"headers,omitempty"`
+	// body is an expression for the body: an object, for example
+	// `{'dedup_key': key, 'summary': parameters.title}`. Defaults to
+	// `parameters`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Body string `json:"body,omitempty"`
+	// encoding of the body: JSON (the default), or Form
+	// (application/x-www-form-urlencoded, nested objects and lists as
+	// `a[b]=c` and `a[0]=c`).
+	// +optional
+	// +kubebuilder:validation:Enum=JSON;Form
+	Encoding BodyEncoding `json:"encoding,omitempty"`
+}
+
+// BodyEncoding is how a request body is encoded.
+type BodyEncoding string
+
+const (
+	// BodyJSON encodes the body as JSON.
+	BodyJSON BodyEncoding = "JSON"
+	// BodyForm encodes the body as application/x-www-form-urlencoded.
+	BodyForm BodyEncoding = "Form"
+)
+
+// NamedValue is a name and a CEL expression for its value: a string, a
+// number or a bool.
+type NamedValue struct {
+	// name of the path placeholder, query parameter or header.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// value is a CEL expression over `parameters` and `key`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Value string `json:"value"`
+}
+
 // LookupRequest asks the tool whether the effect of an idempotency key
 // exists. Expressions are CEL over `response` (status, headers, body).
 type LookupRequest struct {
@@ -253,6 +324,15 @@ type LookupRequest struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Path string `json:"path"`
+
+	// request shapes the lookup as an operation's request shapes the
+	// operation: to ask by a business key built from the parameters, for
+	// example `query: [{name: labels, value: "'once-' + parameters.ticket"}]`.
+	// found and absent see `parameters` and `key` too, so a search answer
+	// that lists candidates proves the effect when one carries the key:
+	// `response.body.items.exists(i, i.labels.exists(l, l == key))`.
+	// +optional
+	Request *RequestShape `json:"request,omitempty"`
 
 	// found is true when the answer proves the effect exists.
 	// +optional

@@ -34,13 +34,19 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/utils/lru"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
 const (
 	// costLimit bounds the work one expression may do on one response, at
-	// run time and in the estimate made when the tool is validated. It is
-	// the per-expression limit of the API server's CRD validation rules.
-	costLimit = 1_000_000
+	// run time and in the estimate made when the tool is validated: ten
+	// times the per-expression limit of the API server's CRD validation
+	// rules, which run on every write, where an answer's expressions run
+	// once per call. It lets an expression search a 64 KiB answer for the
+	// key (`response.body.items.exists(i, i.ref == key)`), and refuses
+	// cross products; evalTimeout bounds the time as well.
+	costLimit = 10_000_000
 	// interruptEvery is how many comprehension iterations pass between
 	// checks of the call's context.
 	interruptEvery = 100
@@ -68,6 +74,8 @@ type Compiler struct {
 func NewCompiler() (*Compiler, error) {
 	env, err := cel.NewEnv(
 		cel.Variable("response", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("parameters", cel.DynType),
+		cel.Variable("key", cel.StringType),
 		ext.Strings(),
 		ext.Encoders(),
 	)
@@ -109,8 +117,15 @@ func (c *Compiler) Compile(expr string) (cel.Program, error) {
 type responseSizes struct{}
 
 func (responseSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
-	if path := n.Path(); len(path) > 0 && path[0] == "response" {
-		return &checker.SizeEstimate{Min: 0, Max: max(maxBody, maxHeaderBytes)}
+	if path := n.Path(); len(path) > 0 {
+		switch path[0] {
+		case "response":
+			return &checker.SizeEstimate{Min: 0, Max: max(maxBody, maxHeaderBytes)}
+		case "parameters":
+			return &checker.SizeEstimate{Min: 0, Max: v1.MaxParametersBytes}
+		case "key":
+			return &checker.SizeEstimate{Min: 0, Max: 255}
+		}
 	}
 	if t := n.Type(); t != nil && t.Kind() == types.TypeKind {
 		// A type, as type(response.body) == map compares: CEL has no size
@@ -124,24 +139,42 @@ func (responseSizes) EstimateCallCost(string, string, *checker.AstNode, []checke
 	return nil
 }
 
-// response is the CEL view of an HTTP answer.
+// response is the CEL view of an HTTP answer, next to the request it
+// answers: `parameters` and `key` are there too.
 type response struct {
 	Status  int
 	Headers map[string]string
 	Body    any
+	request
+}
+
+// request is the CEL view of an operation: its parameters (decoded JSON)
+// and the key sent to the tool.
+type request struct {
+	Parameters any
+	Key        string
+}
+
+func (r request) activation() map[string]any {
+	return map[string]any{"parameters": r.Parameters, "key": r.Key}
 }
 
 func (r response) activation() map[string]any {
-	return map[string]any{"response": map[string]any{
+	a := r.request.activation()
+	a["response"] = map[string]any{
 		"status":  int64(r.Status),
 		"headers": r.Headers,
 		"body":    r.Body,
-	}}
+	}
+	return a
 }
+
+// activation is what an expression sees.
+type activation interface{ activation() map[string]any }
 
 // eval runs expr on r, within costLimit and evalTimeout, and stops when
 // ctx ends.
-func (c *Compiler) eval(ctx context.Context, expr string, r response) (ref.Val, error) {
+func (c *Compiler) eval(ctx context.Context, expr string, r activation) (ref.Val, error) {
 	p, err := c.Compile(expr)
 	if err != nil {
 		return nil, err
@@ -162,7 +195,7 @@ func (c *Compiler) eval(ctx context.Context, expr string, r response) (ref.Val, 
 }
 
 // Bool evaluates a condition; anything but true is false.
-func (c *Compiler) Bool(ctx context.Context, expr string, r response) (bool, error) {
+func (c *Compiler) Bool(ctx context.Context, expr string, r activation) (bool, error) {
 	v, err := c.eval(ctx, expr, r)
 	if err != nil {
 		return false, err
@@ -175,7 +208,7 @@ func (c *Compiler) Bool(ctx context.Context, expr string, r response) (bool, err
 }
 
 // String evaluates an id: strings as they are, numbers in decimal.
-func (c *Compiler) String(ctx context.Context, expr string, r response) (string, error) {
+func (c *Compiler) String(ctx context.Context, expr string, r activation) (string, error) {
 	v, err := c.eval(ctx, expr, r)
 	if err != nil {
 		return "", err
@@ -183,7 +216,7 @@ func (c *Compiler) String(ctx context.Context, expr string, r response) (string,
 	switch v := v.(type) {
 	case types.String:
 		return string(v), nil
-	case types.Int, types.Uint, types.Double:
+	case types.Int, types.Uint, types.Double, types.Bool:
 		return fmt.Sprint(v.Value()), nil
 	default:
 		return "", fmt.Errorf("%q is %s, not a string", expr, v.Type().TypeName())
@@ -191,7 +224,7 @@ func (c *Compiler) String(ctx context.Context, expr string, r response) (string,
 }
 
 // JSON evaluates a result and encodes it as JSON.
-func (c *Compiler) JSON(ctx context.Context, expr string, r response) ([]byte, error) {
+func (c *Compiler) JSON(ctx context.Context, expr string, r activation) ([]byte, error) {
 	v, err := c.eval(ctx, expr, r)
 	if err != nil {
 		return nil, err

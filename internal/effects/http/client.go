@@ -134,13 +134,15 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 		return protocol.CallResult{Outcome: v1.OutcomePermanent,
 			Message: fmt.Sprintf("tool offers no operation %q", req.Operation)}, nil
 	}
-	method := cmp.Or(op.Method, nethttp.MethodPost)
-	u, err := c.url(op.Path, req.Key)
+	o, err := c.shape(ctx, cmp.Or(op.Method, nethttp.MethodPost), op.Path, op.Request, req)
 	if err != nil {
-		return protocol.CallResult{Outcome: v1.OutcomePermanent, Message: err.Error()}, nil
+		// Nothing was sent: the request cannot be built from these
+		// parameters, and will not be on a retry.
+		return protocol.CallResult{Outcome: v1.OutcomePermanent,
+			Message: "the request cannot be built: " + err.Error()}, nil
 	}
-	r := protocol.CallResult{Request: method + " " + u.Path}
-	resp, sent, err := c.do(ctx, method, u, req, req.Parameters)
+	r := protocol.CallResult{Request: o.sent()}
+	resp, sent, err := c.do(ctx, o, req)
 	switch {
 	case errors.Is(err, ErrEgressRefused):
 		r.Outcome, r.Message = v1.OutcomePermanent, "request never left: "+err.Error()
@@ -154,7 +156,7 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 	}
 	r.HTTPStatus = int32(resp.Status)
 	r.RetryAfter = resp.RetryAfter
-	view := resp.cel()
+	view := resp.cel(requestView(req))
 	r.Outcome, r.Relayed = c.classify(ctx, op, resp.Status, view, req.Mode)
 	r.Replayed = c.replayed(ctx, view)
 	r.Message = resp.summary()
@@ -173,24 +175,20 @@ func (c *Client) lookup(ctx context.Context, req effects.Request) (protocol.Look
 			Message: fmt.Sprintf("operation %q has no lookup", req.Operation)}, nil
 	}
 	l := op.Lookup
-	method := cmp.Or(l.Method, nethttp.MethodGet)
-	u, err := c.url(l.Path, req.Key)
+	o, err := c.shape(ctx, cmp.Or(l.Method, nethttp.MethodGet), l.Path, l.Request, req)
 	if err != nil {
-		return protocol.LookupResult{Verdict: protocol.VerdictUndecidable, Message: err.Error()}, nil
+		return protocol.LookupResult{Verdict: protocol.VerdictUndecidable,
+			Message: "the lookup cannot be built: " + err.Error()}, nil
 	}
-	r := protocol.LookupResult{Verdict: protocol.VerdictUndecidable, Request: method + " " + u.Path}
-	var body []byte
-	if method != nethttp.MethodGet {
-		body = req.Parameters
-	}
-	resp, _, err := c.do(ctx, method, u, req, body)
+	r := protocol.LookupResult{Verdict: protocol.VerdictUndecidable, Request: o.sent()}
+	resp, _, err := c.do(ctx, o, req)
 	if err != nil {
 		r.Message = "lookup failed: " + err.Error()
 		return r, nil
 	}
 	r.HTTPStatus = int32(resp.Status)
 	r.Message = resp.summary()
-	view := resp.cel()
+	view := resp.cel(requestView(req))
 	found, err := c.compiler.Bool(ctx, cmp.Or(l.Found, "response.status == 200"), view)
 	if err != nil {
 		r.Message += "; " + err.Error()
@@ -234,8 +232,8 @@ type answer struct {
 }
 
 // cel is the answer as expressions see it.
-func (a answer) cel() response {
-	return response{Status: a.Status, Headers: a.Headers, Body: a.Decoded}
+func (a answer) cel(in request) response {
+	return response{Status: a.Status, Headers: a.Headers, Body: a.Decoded, request: in}
 }
 
 // summary is a short, secret-free description: the status and the start
@@ -267,7 +265,7 @@ func (a answer) summary() string {
 
 // do sends one request. sent reports whether the request was written out
 // in full: an error before that proves the tool never saw it.
-func (c *Client) do(ctx context.Context, method string, u *url.URL, req effects.Request, body []byte) (answer, bool, error) {
+func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answer, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
 	var wrote atomic.Bool
@@ -278,7 +276,8 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, req effects.
 			}
 		},
 	})
-	hr, err := nethttp.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	body := o.body
+	hr, err := nethttp.NewRequestWithContext(ctx, o.method, o.url.String(), bytes.NewReader(body))
 	if err != nil {
 		return answer{}, false, fmt.Errorf("building request: %w", err)
 	}
@@ -288,10 +287,11 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, req effects.
 	if len(body) > 0 {
 		hr.GetBody = nil
 	}
+	maps.Copy(hr.Header, o.header)
 	maps.Copy(hr.Header, c.headers)
 	hr.Header.Set(cmp.Or(c.spec.Idempotency.Header, v1.DefaultIdempotencyHeader), req.Key)
 	if len(body) > 0 {
-		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Content-Type", cmp.Or(o.contentType, "application/json"))
 	}
 	hr.Header.Set("Accept", "application/json")
 	hr.Header.Set("User-Agent", "once")

@@ -365,7 +365,9 @@ func TestCELCost(t *testing.T) {
 		"Search":        {"response.body.data.exists(c, c.status == 'paid')", ""},
 		"TypeTest":      {"type(response.body) == map && 'error' in response.body", ""},
 		"CrossProduct":  {"response.body.items.map(x, response.body.items.map(y, x + y))", "more than the limit"},
-		"FilterThenMap": {"response.body.data.filter(c, c.status == 'paid').map(c, c.id)", "more than the limit"},
+		"FilterThenMap": {"response.body.data.filter(c, c.status == 'paid').map(c, c.id)", ""},
+		"SearchForKey":  {"response.body.items.exists(i, i.ref == key)", ""},
+		"NestedSearch":  {"response.body.items.exists(i, response.body.items.exists(j, i.ref == j.ref))", "more than the limit"},
 	}
 	for name, tc := range validation {
 		t.Run("Validate/"+name, func(t *testing.T) {
@@ -395,7 +397,7 @@ func TestCELCost(t *testing.T) {
 		expr string
 		want string
 	}{
-		"CostLimit": {ctx: context.Background, body: strings.Repeat("a", 16<<20),
+		"CostLimit": {ctx: context.Background, body: strings.Repeat("a", 120<<20),
 			expr: "response.body.contains('needle')", want: "stopped at the cost limit"},
 		"Cancelled": {ctx: func() context.Context {
 			ctx, cancel := context.WithCancel(context.Background())

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -50,6 +51,27 @@ func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 		check(at+".response.externalObjectID", op.Response.ExternalObjectID)
 		check(at+".response.externalRequestID", op.Response.ExternalRequestID)
 		check(at+".response.result", op.Response.Result)
+		checkShape := func(at string, sh *v1.RequestShape) {
+			if sh == nil {
+				return
+			}
+			for j, v := range sh.PathValues {
+				check(fmt.Sprintf("%s.pathValues[%d].value", at, j), v.Value)
+			}
+			for j, v := range sh.Query {
+				check(fmt.Sprintf("%s.query[%d].value", at, j), v.Value)
+			}
+			for j, v := range sh.Headers {
+				check(fmt.Sprintf("%s.headers[%d].value", at, j), v.Value)
+			}
+			check(at+".body", sh.Body)
+		}
+		checkShape(at+".request", op.Request)
+		errs = append(errs, checkPlaceholders(at+".path", op.Path, op.Request))
+		if l := op.Lookup; l != nil {
+			checkShape(at+".lookup.request", l.Request)
+			errs = append(errs, checkPlaceholders(at+".lookup.path", l.Path, l.Request))
+		}
 		if op.ParametersSchema != nil {
 			if _, err := c.schemas.compile(op.ParametersSchema.Raw); err != nil {
 				errs = append(errs, fmt.Errorf("%s.parametersSchema: %w", at, err))
@@ -73,6 +95,25 @@ func checkPath(field, path string) error {
 	}
 	if _, err := url.Parse(strings.ReplaceAll(path, keyPlaceholder, "k")); err != nil {
 		return fmt.Errorf("%s: %w", field, err)
+	}
+	return nil
+}
+
+// placeholder matches a {name} in a path.
+var placeholder = regexp.MustCompile(`\{([^{}/]+)\}`)
+
+// checkPlaceholders refuses a path placeholder that no path value fills.
+func checkPlaceholders(field, path string, sh *v1.RequestShape) error {
+	filled := map[string]bool{strings.Trim(keyPlaceholder, "{}"): true}
+	if sh != nil {
+		for _, v := range sh.PathValues {
+			filled[v.Name] = true
+		}
+	}
+	for _, m := range placeholder.FindAllStringSubmatch(path, -1) {
+		if !filled[m[1]] {
+			return fmt.Errorf("%s: {%s} has no value in request.pathValues", field, m[1])
+		}
 	}
 	return nil
 }
