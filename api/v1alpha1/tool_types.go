@@ -75,6 +75,83 @@ type HTTPBackend struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	Headers []HTTPHeader `json:"headers,omitempty"`
+
+	// auth authenticates every request with credentials from Secrets (in
+	// the Tool's namespace, or for a ClusterTool in the manager's cluster
+	// resource namespace), read at call time and never copied into status,
+	// events or logs.
+	// +optional
+	Auth *HTTPAuth `json:"auth,omitempty"`
+
+	// tls configures the connection to an https URL: a CA to trust, for
+	// services behind a private CA, and a client certificate.
+	// +optional
+	TLS *TLSConfig `json:"tls,omitempty"`
+}
+
+// HTTPAuth is one way to authenticate requests.
+// +kubebuilder:validation:XValidation:rule="[has(self.bearer), has(self.basic), has(self.oauth2)].exists_one(x, x)",message="auth needs exactly one of bearer, basic and oauth2"
+type HTTPAuth struct {
+	// bearer sends `Authorization: Bearer <token>`, the token read from a
+	// Secret.
+	// +optional
+	Bearer *SecretKeySelector `json:"bearer,omitempty"`
+	// basic sends HTTP basic authentication.
+	// +optional
+	Basic *BasicAuth `json:"basic,omitempty"`
+	// oauth2 gets a bearer token with the OAuth2 client credentials grant
+	// (RFC 6749 §4.4) and renews it before it expires.
+	// +optional
+	OAuth2 *OAuth2ClientCredentials `json:"oauth2,omitempty"`
+}
+
+// BasicAuth is a user name and a password from a Secret.
+type BasicAuth struct {
+	// secretName is the Secret with the keys `username` and `password`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
+}
+
+// OAuth2ClientCredentials gets tokens with the client credentials grant.
+type OAuth2ClientCredentials struct {
+	// tokenURL is the authorization server's token endpoint. The egress
+	// policy applies to it as to the tool.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'https' || url(self).getScheme() == 'http')",message="tokenURL must be an http or https URL"
+	TokenURL string `json:"tokenURL"`
+	// secretName is the Secret with the keys `clientID` and
+	// `clientSecret`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
+	// scopes to ask for.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// TLSConfig is how Once connects to an https tool.
+type TLSConfig struct {
+	// caSecretName is a Secret whose key `ca.crt` holds PEM certificates
+	// to trust besides the system's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CASecretName string `json:"caSecretName,omitempty"`
+	// clientCertificateSecretName is a kubernetes.io/tls Secret (`tls.crt`
+	// and `tls.key`) whose certificate Once presents to the tool.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ClientCertificateSecretName string `json:"clientCertificateSecretName,omitempty"`
+	// serverName is the name to verify the tool's certificate against, if
+	// not the URL's host.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServerName string `json:"serverName,omitempty"`
 }
 
 // HTTPHeader is one request header, given literally or read from a Secret.

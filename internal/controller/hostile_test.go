@@ -142,4 +142,27 @@ var _ = Describe("A hostile or careless tool", func() {
 		}}
 		Expect(k8sClient.Create(ctx, t)).To(Succeed(), "an @ after the host is no credential")
 	})
+
+	It("names exactly one way to authenticate, and a token URL that is a URL, checked by the API server", func() {
+		tool := func(name string, auth *v1.HTTPAuth) *v1.Tool {
+			return &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ToolSpec{
+				HTTP:        v1.HTTPBackend{URL: "https://api.example.com", Auth: auth},
+				Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNone},
+				Operations:  []v1.ToolOperation{{Name: "x", Path: "/x"}},
+			}}
+		}
+		err := k8sClient.Create(ctx, tool("two", &v1.HTTPAuth{
+			Bearer: &v1.SecretKeySelector{Name: "t", Key: "token"}, Basic: &v1.BasicAuth{SecretName: "b"}}))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("auth needs exactly one of bearer, basic and oauth2"))
+		err = k8sClient.Create(ctx, tool("none", &v1.HTTPAuth{}))
+		Expect(err).To(HaveOccurred())
+		err = k8sClient.Create(ctx, tool("badurl", &v1.HTTPAuth{
+			OAuth2: &v1.OAuth2ClientCredentials{TokenURL: "ftp://auth.example.com/token", SecretName: "o"}}))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("tokenURL must be an http or https URL"))
+		Expect(k8sClient.Create(ctx, tool("oauth", &v1.HTTPAuth{
+			OAuth2: &v1.OAuth2ClientCredentials{TokenURL: "https://auth.example.com/oauth/token", SecretName: "o",
+				Scopes: []string{"charges:write"}}}))).To(Succeed())
+	})
 })

@@ -19,10 +19,8 @@ package http
 import (
 	"context"
 	"errors"
-	"fmt"
 	nethttp "net/http"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -44,6 +42,9 @@ type Connector struct {
 	// whose URL it refuses before any call; nil means the built-in
 	// refusals only.
 	Egress *Egress
+
+	// tokens keeps OAuth2 tokens between calls.
+	tokens tokens
 }
 
 var _ effects.Connector = &Connector{}
@@ -51,64 +52,30 @@ var _ effects.Connector = &Connector{}
 // Connect reads the tool's header values and returns its Client, which
 // scrubs the values read from Secrets from all it returns.
 func (c *Connector) Connect(ctx context.Context, tool v1.GenericTool) (effects.Client, error) {
-	headers, secrets, err := c.resolve(ctx, tool)
+	cr, err := c.credentials(ctx, tool)
 	if err != nil {
 		return nil, err
 	}
-	cl := NewClient(tool.GetSpec(), headers, c.Transport, c.Compiler)
-	cl.scrub = newScrubber(secrets)
+	cl := NewClient(tool.GetSpec(), cr.headers, cr.transport, c.Compiler)
+	cl.scrub = newScrubber(cr.secrets)
 	return cl, nil
 }
 
-// Validate checks a tool's definition: its expressions and paths (the
-// Compiler's Validate), and its URL under the egress policy.
 // CheckParameters checks an operation's parameters against its schema.
 func (c *Connector) CheckParameters(spec *v1.ToolSpec, operation string, params []byte) error {
 	return c.Compiler.CheckParameters(spec, operation, params)
 }
 
+// Validate checks a tool's definition: its expressions and paths (the
+// Compiler's Validate), and its URL under the egress policy.
 func (c *Connector) Validate(spec *v1.ToolSpec) error {
 	return errors.Join(c.Compiler.Validate(spec), c.Egress.CheckURL(spec.HTTP.URL))
 }
 
-// Headers resolves the tool's headers, reading the Secrets they name: in the
-// tool's namespace, or for a ClusterTool in the cluster resource namespace.
-// It reports every Secret or key that is missing, never a value.
+// Headers resolves the tool's credentials, reading the Secrets they name:
+// in the tool's namespace, or for a ClusterTool in the cluster resource
+// namespace. It reports every Secret or key that is missing, never a value.
 func (c *Connector) Headers(ctx context.Context, tool v1.GenericTool) (nethttp.Header, error) {
-	h, _, err := c.resolve(ctx, tool)
-	return h, err
-}
-
-// resolve is Headers, returning the values read from Secrets too.
-func (c *Connector) resolve(ctx context.Context, tool v1.GenericTool) (nethttp.Header, []string, error) {
-	h := nethttp.Header{}
-	var secrets []string
-	var errs []error
-	namespace := tool.GetNamespace()
-	if tool.Kind() == v1.ToolKindClusterTool {
-		namespace = c.ClusterResourceNamespace
-	}
-	for _, hd := range tool.GetSpec().HTTP.Headers {
-		if hd.ValueFrom == nil {
-			h.Set(hd.Name, hd.Value)
-			continue
-		}
-		ref := hd.ValueFrom.SecretKeyRef
-		var s corev1.Secret
-		if err := c.Secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &s); err != nil {
-			errs = append(errs, fmt.Errorf("header %s: reading Secret %s/%s: %w", hd.Name, namespace, ref.Name, err))
-			continue
-		}
-		v, ok := s.Data[ref.Key]
-		if !ok {
-			errs = append(errs, fmt.Errorf("header %s: Secret %s/%s has no key %q", hd.Name, namespace, ref.Name, ref.Key))
-			continue
-		}
-		h.Set(hd.Name, string(v))
-		secrets = append(secrets, string(v))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, nil, err
-	}
-	return h, secrets, nil
+	cr, err := c.credentials(ctx, tool)
+	return cr.headers, err
 }

@@ -1,0 +1,257 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package http
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	nethttp "net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/effects"
+)
+
+// secretsOf is a reader of the given Secrets in namespace "ns".
+func secretsOf(t *testing.T, data map[string]map[string]string) client.Reader {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	b := fake.NewClientBuilder().WithScheme(s)
+	for name, kv := range data {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string][]byte{}}
+		for k, v := range kv {
+			sec.Data[k] = []byte(v)
+		}
+		b = b.WithObjects(sec)
+	}
+	return b.Build()
+}
+
+// echoAuth answers with the Authorization header it got, as a careless
+// tool's debug answer would.
+func echoAuth(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		w.WriteHeader(nethttp.StatusUnauthorized)
+		_, _ = io.WriteString(w, "you sent "+r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func authTool(url string, auth *v1.HTTPAuth, tlsc *v1.TLSConfig) *v1.Tool {
+	return &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "t"}, Spec: v1.ToolSpec{
+		HTTP:        v1.HTTPBackend{URL: url, Auth: auth, TLS: tlsc},
+		Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative},
+		Operations:  []v1.ToolOperation{{Name: "op", Path: "/op"}}}}
+}
+
+func connector(t *testing.T, secrets client.Reader, transport nethttp.RoundTripper) *Connector {
+	t.Helper()
+	c, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Connector{Secrets: secrets, Compiler: c, Transport: transport}
+}
+
+func call(t *testing.T, c *Connector, tool *v1.Tool) string {
+	t.Helper()
+	cl, err := c.Connect(context.Background(), tool)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	r := cl.Execute(context.Background(), effects.Request{Operation: "op", Key: "k", Timeout: 5 * time.Second})
+	return r.Message
+}
+
+func TestAuthFromSecrets(t *testing.T) {
+	srv := echoAuth(t)
+	secrets := secretsOf(t, map[string]map[string]string{
+		"token": {"token": "s3cr3t-bearer-token"},
+		"basic": {"username": "once", "password": "s3cr3t-password"},
+	})
+	c := connector(t, secrets, NewTransport(loopback))
+	cases := map[string]struct {
+		auth   *v1.HTTPAuth
+		secret []string
+	}{
+		"Bearer": {&v1.HTTPAuth{Bearer: &v1.SecretKeySelector{Name: "token", Key: "token"}}, []string{"s3cr3t-bearer-token"}},
+		"Basic":  {&v1.HTTPAuth{Basic: &v1.BasicAuth{SecretName: "basic"}}, []string{"s3cr3t-password", "b25jZTpzM2NyM3QtcGFzc3dvcmQ="}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			msg := call(t, c, authTool(srv.URL, tc.auth, nil))
+			if !strings.Contains(msg, "you sent") {
+				t.Fatalf("the tool did not answer: %q", msg)
+			}
+			for _, s := range tc.secret {
+				if strings.Contains(msg, s) {
+					t.Errorf("a credential the tool echoed reached the result: %q", msg)
+				}
+			}
+		})
+	}
+	_, err := c.Connect(context.Background(), authTool(srv.URL,
+		&v1.HTTPAuth{Bearer: &v1.SecretKeySelector{Name: "missing", Key: "token"}}, nil))
+	if err == nil || !strings.Contains(err.Error(), "auth.bearer: reading Secret ns/missing") {
+		t.Errorf("a missing Secret must be named: %v", err)
+	}
+}
+
+func TestOAuth2ClientCredentials(t *testing.T) {
+	var issued atomic.Int32
+	tokenSrv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		id, secret, ok := r.BasicAuth()
+		if !ok || id != "once-client" || secret != "s3cr3t-client" || r.FormValue("grant_type") != "client_credentials" {
+			w.WriteHeader(nethttp.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":"invalid_client"}`)
+			return
+		}
+		issued.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":"s3cr3t-access-token","token_type":"Bearer","expires_in":3600}`)
+	}))
+	t.Cleanup(tokenSrv.Close)
+	api := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		got := r.Header.Get("Authorization")
+		w.WriteHeader(nethttp.StatusUnauthorized)
+		if got == "Bearer s3cr3t-access-token" {
+			_, _ = io.WriteString(w, "token accepted; you sent "+got)
+			return
+		}
+		_, _ = io.WriteString(w, "token refused")
+	}))
+	t.Cleanup(api.Close)
+	secrets := secretsOf(t, map[string]map[string]string{
+		"oauth": {"clientID": "once-client", "clientSecret": "s3cr3t-client"},
+		"wrong": {"clientID": "once-client", "clientSecret": "nope"},
+	})
+	c := connector(t, secrets, NewTransport(loopback))
+	tool := authTool(api.URL, &v1.HTTPAuth{OAuth2: &v1.OAuth2ClientCredentials{TokenURL: tokenSrv.URL, SecretName: "oauth"}}, nil)
+	for range 2 {
+		msg := call(t, c, tool)
+		if !strings.Contains(msg, "token accepted") {
+			t.Fatalf("the token was not sent: %q", msg)
+		}
+		if strings.Contains(msg, "s3cr3t-access-token") {
+			t.Errorf("the token the tool echoed reached the result: %q", msg)
+		}
+	}
+	if n := issued.Load(); n != 1 {
+		t.Errorf("a token is reused until it expires: %d issued for 2 calls", n)
+	}
+	bad := authTool(api.URL, &v1.HTTPAuth{OAuth2: &v1.OAuth2ClientCredentials{TokenURL: tokenSrv.URL, SecretName: "wrong"}}, nil)
+	if _, err := c.Connect(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "auth.oauth2: getting a token") ||
+		strings.Contains(err.Error(), "nope") {
+		t.Errorf("a refused token request must say so, without the secret: %v", err)
+	}
+}
+
+func TestTLSFromSecrets(t *testing.T) {
+	ca, caKey := newCert(t, "once test CA", nil, nil, true)
+	server, serverKey := newCert(t, "127.0.0.1", ca, caKey, false)
+	clientCrt, clientKey := newCert(t, "once", ca, caKey, false)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	srv := httptest.NewUnstartedServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		w.WriteHeader(nethttp.StatusCreated)
+		_, _ = io.WriteString(w, `{"client":"`+r.TLS.PeerCertificates[0].Subject.CommonName+`"}`)
+	}))
+	pair, err := tls.X509KeyPair(pemOf("CERTIFICATE", server.Raw), keyPEM(t, serverKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	secrets := secretsOf(t, map[string]map[string]string{
+		"ca":     {"ca.crt": string(pemOf("CERTIFICATE", ca.Raw))},
+		"client": {"tls.crt": string(pemOf("CERTIFICATE", clientCrt.Raw)), "tls.key": string(keyPEM(t, clientKey))},
+	})
+	c := connector(t, secrets, NewTransport(loopback))
+	if msg := call(t, c, authTool(srv.URL, nil, &v1.TLSConfig{CASecretName: "ca", ClientCertificateSecretName: "client"})); !strings.Contains(msg, `"client":"once"`) {
+		t.Errorf("a private CA and a client certificate reach the tool: %q", msg)
+	}
+	if msg := call(t, c, authTool(srv.URL, nil, &v1.TLSConfig{ClientCertificateSecretName: "client"})); !strings.Contains(msg, "certificate") {
+		t.Errorf("without the CA the tool's certificate is not trusted: %q", msg)
+	}
+}
+
+func newCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IsCA:        isCA, BasicConstraintsValid: true}
+	if cn == "127.0.0.1" {
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	signer, signerKey := tmpl, key
+	if parent != nil {
+		signer, signerKey = parent, parentKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
+}
+
+func pemOf(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+func keyPEM(t *testing.T, k *ecdsa.PrivateKey) []byte {
+	t.Helper()
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pemOf("EC PRIVATE KEY", der)
+}
