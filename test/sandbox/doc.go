@@ -73,7 +73,8 @@ limitations under the License.
 //
 // # Ledger
 //
-// Every performed effect is appended to the ledger, which is the ground truth
+// Every performed effect is appended to the ledger (with the request as
+// received, for the endpoints shaped like real APIs), which is the ground truth
 // tests count duplicates against. With Options.LedgerPath set, each entry is
 // written as one JSON line and fsynced before the response is sent, and the
 // file is replayed on start so objects, ids and native keys survive a

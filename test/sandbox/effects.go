@@ -43,6 +43,8 @@ type effectRequest struct {
 	// for the APIs whose ids have a prefix of their own; empty for the
 	// collection's first two letters.
 	idPrefix string
+	// received is the request as received, kept with the effect.
+	received *ReceivedRequest
 }
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
@@ -271,6 +273,7 @@ func (s *Server) effectRecord(req effectRequest, current Object) (record, error)
 		Status:     status,
 		Response:   body,
 		Time:       now,
+		Request:    req.received,
 	}}, nil
 }
 

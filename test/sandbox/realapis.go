@@ -66,8 +66,8 @@ func (s *Server) realAPIRoutes(mux *http.ServeMux) {
 }
 
 // apiRequest is a create of an object with params in mode and collection,
-// recorded under key.
-func apiRequest(mode, collection, key string, params map[string]any) (effectRequest, error) {
+// recorded under key with r and its body data as received.
+func apiRequest(r *http.Request, data []byte, mode, collection, key string, params map[string]any) (effectRequest, error) {
 	canonical, err := json.Marshal(params)
 	if err != nil {
 		return effectRequest{}, fmt.Errorf("encode parameters: %w", err)
@@ -80,6 +80,12 @@ func apiRequest(mode, collection, key string, params map[string]any) (effectRequ
 		key:        key,
 		params:     canonical,
 		bodySHA:    hex.EncodeToString(sum[:]),
+		received: &ReceivedRequest{
+			Method:      r.Method,
+			Path:        r.URL.RequestURI(),
+			ContentType: r.Header.Get("Content-Type"),
+			Body:        string(data),
+		},
 	}, nil
 }
 
@@ -177,12 +183,12 @@ func (s *Server) handleStripeCharge(w http.ResponseWriter, r *http.Request) {
 			"You did not provide an API key", ""))
 		return
 	}
-	params, refusal := stripeParams(w, r)
+	params, data, refusal := stripeParams(w, r)
 	if refusal != nil {
 		writeOutcome(w, *refusal)
 		return
 	}
-	req, err := apiRequest(ModeNative, CollectionStripeCharges, r.Header.Get(HeaderIdempotencyKey), params)
+	req, err := apiRequest(r, data, ModeNative, CollectionStripeCharges, r.Header.Get(HeaderIdempotencyKey), params)
 	if err != nil {
 		writeOutcome(w, stripeRefusal(http.StatusBadRequest, "invalid_request_error", err.Error(), ""))
 		return
@@ -209,45 +215,45 @@ func (s *Server) handleStripeCharge(w http.ResponseWriter, r *http.Request) {
 // stripeParams reads a form body into nested parameters (metadata[order]
 // becomes metadata.order) and checks amount and currency. On a bad request
 // it returns the refusal to answer.
-func stripeParams(w http.ResponseWriter, r *http.Request) (map[string]any, *outcome) {
+func stripeParams(w http.ResponseWriter, r *http.Request) (params map[string]any, data []byte, refusal *outcome) {
 	refuse := func(message, param string) *outcome {
 		out := stripeRefusal(http.StatusBadRequest, "invalid_request_error", message, param)
 		return &out
 	}
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/x-www-form-urlencoded" {
-		return nil, refuse("Invalid request: the body must be application/x-www-form-urlencoded", "")
+		return nil, nil, refuse("Invalid request: the body must be application/x-www-form-urlencoded", "")
 	}
 	data, err := readAPIBody(w, r)
 	if err != nil {
-		return nil, refuse(err.Error(), "")
+		return nil, nil, refuse(err.Error(), "")
 	}
 	form, err := url.ParseQuery(string(data))
 	if err != nil {
-		return nil, refuse("Invalid request: "+err.Error(), "")
+		return nil, nil, refuse("Invalid request: "+err.Error(), "")
 	}
-	params := map[string]any{}
+	params = map[string]any{}
 	for _, name := range slices.Sorted(maps.Keys(form)) {
 		if err := setBracketed(params, name, form.Get(name)); err != nil {
-			return nil, refuse("Invalid request: "+err.Error(), name)
+			return nil, nil, refuse("Invalid request: "+err.Error(), name)
 		}
 	}
 	amount, _ := params["amount"].(string)
 	if amount == "" {
-		return nil, refuse("Missing required param: amount.", "amount")
+		return nil, nil, refuse("Missing required param: amount.", "amount")
 	}
 	n, err := strconv.ParseInt(amount, 10, 64)
 	if err != nil || n < 1 {
-		return nil, refuse("Invalid positive integer", "amount")
+		return nil, nil, refuse("Invalid positive integer", "amount")
 	}
 	params["amount"] = json.Number(strconv.FormatInt(n, 10))
 	currency, _ := params["currency"].(string)
 	if currency == "" {
-		return nil, refuse("Missing required param: currency.", "currency")
+		return nil, nil, refuse("Missing required param: currency.", "currency")
 	}
 	if !currencyPattern.MatchString(currency) {
-		return nil, refuse(fmt.Sprintf("Invalid currency: %s", currency), "currency")
+		return nil, nil, refuse(fmt.Sprintf("Invalid currency: %s", currency), "currency")
 	}
-	return params, nil
+	return params, data, nil
 }
 
 // setBracketed sets a form field named like a[b][c] in nested maps.
@@ -374,7 +380,7 @@ func (s *Server) handleGitHubIssue(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fields["owner"], fields["repo"] = r.PathValue("owner"), r.PathValue("repo")
-	req, err := apiRequest(ModeLookup, CollectionGitHubIssues, r.Header.Get(HeaderIdempotencyKey), fields)
+	req, err := apiRequest(r, data, ModeLookup, CollectionGitHubIssues, r.Header.Get(HeaderIdempotencyKey), fields)
 	if err != nil {
 		writeOutcome(w, gitHubRefusal(http.StatusBadRequest, err.Error()))
 		return
@@ -592,7 +598,7 @@ func (s *Server) handlePagerDutyEvent(w http.ResponseWriter, r *http.Request) {
 		key = rand.Text()
 		fields["dedup_key"] = key
 	}
-	req, err := apiRequest(ModeNative, CollectionPagerDutyEvents, key, fields)
+	req, err := apiRequest(r, data, ModeNative, CollectionPagerDutyEvents, key, fields)
 	if err != nil {
 		writeOutcome(w, pagerDutyInvalid(err.Error()))
 		return
@@ -673,7 +679,7 @@ func (s *Server) handleSlackMessage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	req, err := apiRequest(ModeNone, CollectionSlackMessages, r.Header.Get(HeaderIdempotencyKey), fields)
+	req, err := apiRequest(r, data, ModeNone, CollectionSlackMessages, r.Header.Get(HeaderIdempotencyKey), fields)
 	if err != nil {
 		writeOutcome(w, slackText(http.StatusBadRequest, "invalid_payload"))
 		return

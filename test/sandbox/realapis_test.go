@@ -30,6 +30,11 @@ import (
 // ignoreAnswer compares ledger effects without their answers and times.
 var ignoreAnswer = cmpopts.IgnoreFields(Effect{}, "BodySHA256", "Status", "Response", "Time")
 
+// received is a request as the tests send it, as the ledger keeps it.
+func received(path, contentType, body string) *ReceivedRequest {
+	return &ReceivedRequest{Method: http.MethodPost, Path: path, ContentType: contentType, Body: body}
+}
+
 const (
 	pathStripeCharges = "/stripe/v1/charges"
 	pathGitHubIssues  = "/github/repos/acme/shop/issues"
@@ -78,7 +83,8 @@ func TestRealAPIAnswers(t *testing.T) {
 			wantBody: map[string]any{"id": "ch_1", "object": "charge", "amount": float64(4200), "currency": "eur",
 				"description": nil, "metadata": map[string]any{"order": "1001"}, "paid": true, "captured": true,
 				"status": "succeeded", "created": float64(fixedNow().Unix())},
-			wantEffects: []Effect{{Seq: 1, ID: "ch_1", Mode: ModeNative, Collection: CollectionStripeCharges, Action: ActionCreate, Key: "K"}},
+			wantEffects: []Effect{{Seq: 1, ID: "ch_1", Mode: ModeNative, Collection: CollectionStripeCharges, Action: ActionCreate, Key: "K",
+				Request: received(pathStripeCharges, "application/x-www-form-urlencoded", stripeForm)}},
 		},
 		"GitHubIssue": {
 			reason:     "An issue is answered 201 with a numeric id and number and its labels as objects.",
@@ -92,23 +98,26 @@ func TestRealAPIAnswers(t *testing.T) {
 				"html_url":       "https://github.com/acme/shop/issues/1",
 				"repository_url": "https://api.github.com/repos/acme/shop",
 				"created_at":     fixedNow().Format("2006-01-02T15:04:05.999999999Z07:00")},
-			wantEffects: []Effect{{Seq: 1, ID: "I_1", Mode: ModeLookup, Collection: CollectionGitHubIssues, Action: ActionCreate, Key: "K"}},
+			wantEffects: []Effect{{Seq: 1, ID: "I_1", Mode: ModeLookup, Collection: CollectionGitHubIssues, Action: ActionCreate, Key: "K",
+				Request: received(pathGitHubIssues, "application/json", issueJSON)}},
 		},
 		"PagerDutyTrigger": {
-			reason:      "A trigger is answered 202 with its dedup_key, and recorded under the body's dedup_key, not the header.",
-			call:        call{path: pathPagerDuty, key: "header-key", body: triggerJSON},
-			wantStatus:  http.StatusAccepted,
-			wantType:    "application/json",
-			wantBody:    map[string]any{"status": "success", "message": "Event processed", "dedup_key": "K"},
-			wantEffects: []Effect{{Seq: 1, ID: "pa_1", Mode: ModeNative, Collection: CollectionPagerDutyEvents, Action: ActionCreate, Key: "K"}},
+			reason:     "A trigger is answered 202 with its dedup_key, and recorded under the body's dedup_key, not the header.",
+			call:       call{path: pathPagerDuty, key: "header-key", body: triggerJSON},
+			wantStatus: http.StatusAccepted,
+			wantType:   "application/json",
+			wantBody:   map[string]any{"status": "success", "message": "Event processed", "dedup_key": "K"},
+			wantEffects: []Effect{{Seq: 1, ID: "pa_1", Mode: ModeNative, Collection: CollectionPagerDutyEvents, Action: ActionCreate, Key: "K",
+				Request: received(pathPagerDuty, "", triggerJSON)}},
 		},
 		"SlackMessage": {
-			reason:      "A message is answered with the plain text ok.",
-			call:        call{path: pathSlack, key: "K", body: slackJSON},
-			wantStatus:  http.StatusOK,
-			wantType:    "text/plain",
-			wantBody:    "ok",
-			wantEffects: []Effect{{Seq: 1, ID: "sl_1", Mode: ModeNone, Collection: CollectionSlackMessages, Action: ActionCreate, Key: "K"}},
+			reason:     "A message is answered with the plain text ok.",
+			call:       call{path: pathSlack, key: "K", body: slackJSON},
+			wantStatus: http.StatusOK,
+			wantType:   "text/plain",
+			wantBody:   "ok",
+			wantEffects: []Effect{{Seq: 1, ID: "sl_1", Mode: ModeNone, Collection: CollectionSlackMessages, Action: ActionCreate, Key: "K",
+				Request: received(pathSlack, "", slackJSON)}},
 		},
 	}
 	for name, tc := range tests {
