@@ -45,9 +45,36 @@ limitations under the License.
 // body over 1 MiB answers 413, and a string field "reject" turns the request
 // into a business rejection (422 rejected, no effect).
 //
+// # Shapes of real APIs
+//
+// Four endpoints take requests shaped like real APIs', each in the mode the
+// real API has, and record their effects in the ledger like the
+// collections above (faults, rules and counts apply to them):
+//
+//   - POST /stripe/v1/charges, like Stripe's v1 API: a form body (amount,
+//     currency, metadata[...]) and an Authorization header; native on the
+//     Idempotency-Key header, a re-send replayed with
+//     "Idempotent-Replayed: true"; answers a charge object (id ch_…).
+//   - POST /github/repos/{owner}/{repo}/issues, like GitHub's: a JSON
+//     issue (title, body, labels) and an Authorization header; never
+//     deduped; answers 201 with a numeric id and number.
+//     GET /github/search/issues?q=label:<name> (repo:<owner>/<name> and
+//     is:issue too) lists the issues that carry the label; faults apply to
+//     it as to a lookup by key, matched by the Idempotency-Key header.
+//   - POST /pagerduty/v2/enqueue, like PagerDuty's Events API v2: a JSON
+//     trigger event; deduped on the dedup_key in the body, under which the
+//     ledger records it; answers 202 with the dedup_key.
+//   - POST /slack/services/{team}/{bot}/{token}, like Slack's incoming
+//     webhooks: a JSON message; never deduped, never searchable; answers
+//     the text "ok".
+//
+// Where the real API ignores it, the Idempotency-Key header is recorded
+// only so that tests can count effects per key.
+//
 // # Ledger
 //
-// Every performed effect is appended to the ledger, which is the ground truth
+// Every performed effect is appended to the ledger (with the request as
+// received, for the endpoints shaped like real APIs), which is the ground truth
 // tests count duplicates against. With Options.LedgerPath set, each entry is
 // written as one JSON line and fsynced before the response is sent, and the
 // file is replayed on start so objects, ids and native keys survive a

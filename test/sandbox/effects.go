@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -38,6 +39,12 @@ type effectRequest struct {
 	params     json.RawMessage // canonical request body
 	bodySHA    string
 	reject     string // business rejection reason; empty to proceed
+	// idPrefix names a created object idPrefix + its sequence number (ch_12),
+	// for the APIs whose ids have a prefix of their own; empty for the
+	// collection's first two letters.
+	idPrefix string
+	// received is the request as received, kept with the effect.
+	received *ReceivedRequest
 }
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
@@ -231,8 +238,12 @@ func (s *Server) effectRecord(req effectRequest, current Object) (record, error)
 	seq := s.state.seq + 1
 	obj, status := current, http.StatusOK
 	if req.action == ActionCreate {
+		id := objectID(req.collection, seq)
+		if req.idPrefix != "" {
+			id = req.idPrefix + strconv.FormatInt(seq, 10)
+		}
 		obj = Object{
-			ID:         objectID(req.collection, seq),
+			ID:         id,
 			Collection: req.collection,
 			Mode:       req.mode,
 			Key:        req.key,
@@ -262,6 +273,7 @@ func (s *Server) effectRecord(req effectRequest, current Object) (record, error)
 		Status:     status,
 		Response:   body,
 		Time:       now,
+		Request:    req.received,
 	}}, nil
 }
 

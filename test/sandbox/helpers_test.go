@@ -87,6 +87,8 @@ type call struct {
 	key    string // Idempotency-Key header
 	fault  string // X-Sandbox-Fault header
 	body   string
+	// header holds further request headers.
+	header map[string]string
 }
 
 // result is what came back.
@@ -140,6 +142,9 @@ func (h *harness) tryWith(hc *http.Client, c call) (result, error) {
 	}
 	if c.fault != "" {
 		req.Header.Set(HeaderFault, c.fault)
+	}
+	for name, value := range c.header {
+		req.Header.Set(name, value)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

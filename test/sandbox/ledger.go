@@ -41,6 +41,17 @@ type Effect struct {
 	Status   int             `json:"status"`
 	Response json.RawMessage `json:"response"`
 	Time     time.Time       `json:"time"`
+	// Request is the request as received, for the endpoints shaped like
+	// real APIs, whose bodies are not the sandbox's JSON; nil otherwise.
+	Request *ReceivedRequest `json:"request,omitempty"`
+}
+
+// ReceivedRequest is a request as the sandbox received it.
+type ReceivedRequest struct {
+	Method      string `json:"method"`
+	Path        string `json:"path"`
+	ContentType string `json:"contentType"`
+	Body        string `json:"body"`
 }
 
 // Summary counts the effects in the ledger, grouped by key.

@@ -188,6 +188,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /{mode}/{collection}", s.handleLookup)
 	mux.HandleFunc("GET /{mode}/{collection}/{id}", s.handleGet)
 	mux.HandleFunc("POST /{mode}/{collection}/{id}/cancel", s.handleCancel)
+	s.realAPIRoutes(mux)
 	return mux
 }
 
@@ -236,6 +237,8 @@ type outcome struct {
 	status   int
 	body     []byte
 	replayed bool
+	// contentType of a body that is not the sandbox's JSON, sent as it is.
+	contentType string
 }
 
 func jsonOutcome(status int, v any) outcome {
@@ -249,6 +252,10 @@ func jsonOutcome(status int, v any) outcome {
 func writeOutcome(w http.ResponseWriter, out outcome) {
 	if out.replayed {
 		w.Header().Set(HeaderReplayed, "true")
+	}
+	if out.contentType != "" {
+		writeText(w, out.status, out.contentType, string(out.body))
+		return
 	}
 	writeBody(w, out.status, out.body)
 }
