@@ -407,7 +407,8 @@ type LookupRequest struct {
 	// example `query: [{name: labels, value: "'once-' + parameters.ticket"}]`.
 	// found and absent see `parameters` and `key` too, so a search answer
 	// that lists candidates proves the effect when one carries the key:
-	// `response.body.items.exists(i, i.labels.exists(l, l == key))`.
+	// `response.body.items.exists(i, i.external_id == key)`. Expressions
+	// are bounded in cost: a loop inside a loop over the answer is refused.
 	// +optional
 	Request *RequestShape `json:"request,omitempty"`
 
