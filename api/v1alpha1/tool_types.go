@@ -76,6 +76,17 @@ type HTTPBackend struct {
 	// +kubebuilder:validation:MaxItems=32
 	Headers []HTTPHeader `json:"headers,omitempty"`
 
+	// secretValues are values read from Secrets, at call time, that request
+	// shapes may use as `secrets.<name>`: a credential an API wants in the
+	// body (PagerDuty's routing_key) or in the path (a Slack webhook's).
+	// They are scrubbed like every Secret value from all Once stores or
+	// prints; response mappings do not see them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	SecretValues []SecretValue `json:"secretValues,omitempty"`
+
 	// auth authenticates every request with credentials from Secrets (in
 	// the Tool's namespace, or for a ClusterTool in the manager's cluster
 	// resource namespace), read at call time and never copied into status,
@@ -87,6 +98,18 @@ type HTTPBackend struct {
 	// services behind a private CA, and a client certificate.
 	// +optional
 	TLS *TLSConfig `json:"tls,omitempty"`
+}
+
+// SecretValue names a value read from a Secret.
+type SecretValue struct {
+	// name of the value, as expressions see it: `secrets.<name>`.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// secretKeyRef selects the key of a Secret.
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
 }
 
 // HTTPAuth is one way to authenticate requests.
@@ -323,8 +346,8 @@ type ToolOperation struct {
 }
 
 // RequestShape builds a request from an operation. Expressions are CEL over
-// `parameters` (the operation's spec.parameters) and `key` (the key sent to
-// the tool). A value that cannot be computed (a missing parameter, a wrong
+// `parameters` (the operation's spec.parameters), `key` (the key sent to
+// the tool) and `secrets` (the tool's spec.http.secretValues). A value that cannot be computed (a missing parameter, a wrong
 // type) fails the attempt before anything is sent.
 type RequestShape struct {
 	// pathValues fill the {name} placeholders of the operation's path, each

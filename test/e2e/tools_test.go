@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -58,13 +59,14 @@ var sampleTools = []sampleTool{{
 }, {
 	file: "pagerduty.yaml", name: "pagerduty", operation: "alert.trigger",
 	realURL: "https://events.pagerduty.com", prefix: "/pagerduty", collection: sandbox.CollectionPagerDutyEvents,
-	params: `{routingKey: R0123456789abcdef0123456789abcde, summary: "Disk full on node-7", source: node-7, severity: critical}`,
+	params: `{summary: "Disk full on node-7", source: node-7, severity: critical}`,
 	state:  "Committed", path: "/pagerduty/v2/enqueue",
 }, {
 	file: "slack.yaml", name: "slack", operation: "message.post",
 	realURL: "https://hooks.slack.com", prefix: "/slack", collection: sandbox.CollectionSlackMessages,
 	params: `{text: "Deployed shop 1.2.3"}`,
-	state:  "NeedsReview", path: "/slack/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+	// The webhook's path is its credential: the evidence shows it scrubbed.
+	state: "NeedsReview", path: "/slack/services/[redacted]/[redacted]/[redacted]",
 }}
 
 // sampleToolYAML renders a Tool of config/samples/tools against the
@@ -115,6 +117,11 @@ var _ = Describe("The tools for real APIs", func() {
 			"--from-literal=authorization=Bearer sk_test_dummy")
 		kubectl("", "create", "secret", "generic", "github-token", "-n", ns,
 			"--from-literal=authorization=Bearer github_pat_dummy")
+		kubectl("", "create", "secret", "generic", "pagerduty-routing-key", "-n", ns,
+			"--from-literal=routingKey=R0123456789abcdef0123456789abcde")
+		kubectl("", "create", "secret", "generic", "slack-webhook", "-n", ns,
+			"--from-literal=workspace=T0ONCE0001", "--from-literal=channel=B0ONCE0002",
+			"--from-literal=token=XoNcEdUmMyToKeN0000000003")
 
 		By("applying the sample tools, pointed at the sandbox")
 		for _, t := range sampleTools {
@@ -133,7 +140,7 @@ var _ = Describe("The tools for real APIs", func() {
 			waitState(ns, t.name+"-1", t.state)
 			want[toolKey(ns, "Tool:"+t.name, t.operation, t.name+"-1")] = 1
 			Expect(jsonpath(ns, "seo/"+t.name+"-1", `{.status.observations[0].request}`)).
-				To(MatchRegexp(`^POST %s body [0-9a-f]{12}$`, t.path))
+				To(MatchRegexp(`^POST ` + regexp.QuoteMeta(t.path) + ` body [0-9a-f]{12}$`))
 		}
 		Expect(effectsPerKey(ns)).To(Equal(want))
 		waitFor(ns, "seo/slack-1", "Stalled")
@@ -149,6 +156,10 @@ var _ = Describe("The tools for real APIs", func() {
 				Expect(e.Request.Body).To(Equal("amount=4200&currency=eur&metadata%5Border%5D=1001&source=tok_visa"))
 			case sandbox.CollectionPagerDutyEvents:
 				Expect(e.Request.Body).To(ContainSubstring(`"dedup_key":"` + e.Key + `"`))
+				Expect(e.Request.Body).To(ContainSubstring(`"routing_key":"R0123456789abcdef0123456789abcde"`),
+					"the routing key read from its Secret")
+			case sandbox.CollectionSlackMessages:
+				Expect(e.Request.Path).To(Equal("/slack/services/T0ONCE0001/B0ONCE0002/XoNcEdUmMyToKeN0000000003"))
 			case sandbox.CollectionGitHubIssues:
 				Expect(e.Request.Body).To(ContainSubstring(`"labels":["once-order-1001"]`))
 			}

@@ -76,6 +76,7 @@ func NewCompiler() (*Compiler, error) {
 		cel.Variable("response", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("parameters", cel.DynType),
 		cel.Variable("key", cel.StringType),
+		cel.Variable("secrets", cel.MapType(cel.StringType, cel.StringType)),
 		ext.Strings(),
 		ext.Encoders(),
 	)
@@ -125,6 +126,8 @@ func (responseSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 			return &checker.SizeEstimate{Min: 0, Max: v1.MaxParametersBytes}
 		case "key":
 			return &checker.SizeEstimate{Min: 0, Max: 255}
+		case "secrets":
+			return &checker.SizeEstimate{Min: 0, Max: 4096}
 		}
 	}
 	if t := n.Type(); t != nil && t.Kind() == types.TypeKind {
@@ -149,14 +152,20 @@ type response struct {
 }
 
 // request is the CEL view of an operation: its parameters (decoded JSON)
-// and the key sent to the tool.
+// and the key sent to the tool; and, for shaping a request only, the
+// tool's secret values.
 type request struct {
 	Parameters any
 	Key        string
+	Secrets    map[string]string
 }
 
 func (r request) activation() map[string]any {
-	return map[string]any{"parameters": r.Parameters, "key": r.Key}
+	secrets := r.Secrets
+	if secrets == nil {
+		secrets = map[string]string{}
+	}
+	return map[string]any{"parameters": r.Parameters, "key": r.Key, "secrets": secrets}
 }
 
 func (r response) activation() map[string]any {

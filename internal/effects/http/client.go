@@ -66,6 +66,8 @@ type Client struct {
 	http     *nethttp.Client
 	compiler *Compiler
 	scrub    *scrubber
+	// secretValues are the tool's secretValues, for request shapes only.
+	secretValues map[string]string
 }
 
 var _ effects.Client = &Client{}

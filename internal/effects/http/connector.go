@@ -58,6 +58,7 @@ func (c *Connector) Connect(ctx context.Context, tool v1.GenericTool) (effects.C
 	}
 	cl := NewClient(tool.GetSpec(), cr.headers, cr.transport, c.Compiler)
 	cl.scrub = newScrubber(cr.secrets)
+	cl.secretValues = cr.values
 	return cl, nil
 }
 

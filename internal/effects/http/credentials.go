@@ -42,7 +42,9 @@ import (
 type credentials struct {
 	headers   nethttp.Header
 	transport nethttp.RoundTripper
-	secrets   []string
+	// values are the tool's secretValues by name.
+	values  map[string]string
+	secrets []string
 }
 
 // secretReader reads the keys of the tool's Secrets, in the namespace its
@@ -87,6 +89,10 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool) (crede
 		ref := hd.ValueFrom.SecretKeyRef
 		h.Set(hd.Name, r.get("header "+hd.Name, ref.Name, ref.Key))
 	}
+	values := map[string]string{}
+	for _, sv := range spec.SecretValues {
+		values[sv.Name] = r.get("secretValues "+sv.Name, sv.SecretKeyRef.Name, sv.SecretKeyRef.Key)
+	}
 	transport, err := c.transport(r, spec.TLS)
 	if err != nil {
 		r.errs = append(r.errs, err)
@@ -97,7 +103,7 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool) (crede
 		// echoes "Basic dXNlcjpwYXNz" names no part of it as it was read.
 		r.secrets = append(r.secrets, h.Get("Authorization"))
 	}
-	cr := credentials{headers: h, transport: transport, secrets: r.secrets}
+	cr := credentials{headers: h, transport: transport, values: values, secrets: r.secrets}
 	if err := errors.Join(r.errs...); err != nil {
 		// What a token endpoint answered may echo a secret.
 		return credentials{}, errors.New(newScrubber(r.secrets).string(err.Error()))

@@ -255,3 +255,43 @@ func keyPEM(t *testing.T, k *ecdsa.PrivateKey) []byte {
 	}
 	return pemOf("EC PRIVATE KEY", der)
 }
+
+// TestSecretValues: a credential an API wants in the body or the path is
+// read from a Secret, sent, and scrubbed from the evidence.
+func TestSecretValues(t *testing.T) {
+	var got string
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = r.URL.EscapedPath() + " " + string(b)
+		w.WriteHeader(nethttp.StatusAccepted)
+		_, _ = io.WriteString(w, `{"status":"success","echo":`+string(b)+`}`)
+	}))
+	t.Cleanup(srv.Close)
+	secrets := secretsOf(t, map[string]map[string]string{
+		"pd": {"routingKey": "R0123456789abcdef0123456789abcde"}, "hook": {"token": "s3cr3tHookToken"}})
+	c := connector(t, secrets, NewTransport(loopback))
+	tool := authTool(srv.URL, nil, nil)
+	tool.Spec.HTTP.SecretValues = []v1.SecretValue{
+		{Name: "routingKey", SecretKeyRef: v1.SecretKeySelector{Name: "pd", Key: "routingKey"}},
+		{Name: "hookToken", SecretKeyRef: v1.SecretKeySelector{Name: "hook", Key: "token"}}}
+	tool.Spec.Operations[0].Path = "/services/{token}"
+	tool.Spec.Operations[0].Request = &v1.RequestShape{
+		PathValues: []v1.NamedValue{{Name: "token", Value: "secrets.hookToken"}},
+		Body:       "{'routing_key': secrets.routingKey, 'dedup_key': key}"}
+	cl, err := c.Connect(context.Background(), tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cl.Execute(context.Background(), effects.Request{Operation: "op", Key: "k", Timeout: 5 * time.Second})
+	if want := `/services/s3cr3tHookToken {"dedup_key":"k","routing_key":"R0123456789abcdef0123456789abcde"}`; got != want {
+		t.Errorf("the tool received %q, want %q", got, want)
+	}
+	for _, leak := range []string{"R0123456789abcdef0123456789abcde", "s3cr3tHookToken"} {
+		if strings.Contains(r.Request+r.Message+string(r.Result.Raw), leak) {
+			t.Errorf("a secret value reached the evidence: %q %q %s", r.Request, r.Message, r.Result.Raw)
+		}
+	}
+	if !strings.HasPrefix(r.Request, "POST /services/[redacted] body ") {
+		t.Errorf("evidence %q", r.Request)
+	}
+}

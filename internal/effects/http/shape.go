@@ -82,6 +82,7 @@ func (c *Client) shape(ctx context.Context, method, path string, s *v1.RequestSh
 		return o, err
 	}
 	in := requestView(req)
+	in.Secrets = c.secretValues
 	for _, pv := range s.PathValues {
 		v, err := c.compiler.String(ctx, pv.Value, in)
 		if err != nil {
