@@ -18,8 +18,11 @@ package http
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	nethttp "net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +33,7 @@ import (
 	"k8s.io/utils/lru"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/effects"
 	"github.com/once-dev/once/internal/protocol"
 )
 
@@ -88,7 +92,41 @@ func (s *schemas) compile(raw []byte) (*jsonschema.Schema, error) {
 // and the rule it breaks.
 func (c *Compiler) CheckParameters(spec *v1.ToolSpec, operation string, params []byte) error {
 	op := spec.Operation(operation)
-	if op == nil || op.ParametersSchema == nil || len(op.ParametersSchema.Raw) == 0 {
+	if op == nil {
+		return nil
+	}
+	if err := c.checkSchema(op, params); err != nil {
+		return err
+	}
+	return c.checkRequest(spec, op, params)
+}
+
+// checkRequest builds the operation's request from the parameters, as a
+// call would, and refuses what cannot be built (a missing parameter, a
+// wrong type), so that it fails before any claim. The key and the secret
+// values are stand-ins: they are known at call time, and their values
+// cannot make a request unbuildable.
+func (c *Compiler) checkRequest(spec *v1.ToolSpec, op *v1.ToolOperation, params []byte) error {
+	if op.Request == nil {
+		return nil
+	}
+	stand := map[string]string{}
+	for _, sv := range spec.HTTP.SecretValues {
+		stand[sv.Name] = "secret"
+	}
+	cl := &Client{spec: spec, compiler: c, secretValues: stand}
+	_, err := cl.shape(context.Background(), cmp.Or(op.Method, nethttp.MethodPost), op.Path, op.Request,
+		effects.Request{Operation: op.Name, Key: "key", Parameters: params})
+	if err != nil {
+		return fmt.Errorf("spec.parameters cannot make the operation's request: %w", err)
+	}
+	return nil
+}
+
+// checkSchema checks the parameters against the operation's schema.
+func (c *Compiler) checkSchema(op *v1.ToolOperation, params []byte) error {
+	operation := op.Name
+	if op.ParametersSchema == nil || len(op.ParametersSchema.Raw) == 0 {
 		return nil
 	}
 	sch, err := c.schemas.compile(op.ParametersSchema.Raw)

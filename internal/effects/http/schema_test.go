@@ -111,3 +111,25 @@ func TestParametersSchemaValidated(t *testing.T) {
 		t.Errorf("a good schema refused: %v", err)
 	}
 }
+
+// TestCheckParametersBuildsTheRequest: parameters the request cannot be
+// built from are refused before any claim, like a schema's refusal.
+func TestCheckParametersBuildsTheRequest(t *testing.T) {
+	c, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &v1.ToolSpec{HTTP: v1.HTTPBackend{URL: "https://tool.example",
+		SecretValues: []v1.SecretValue{{Name: "token", SecretKeyRef: v1.SecretKeySelector{Name: "s", Key: "k"}}}},
+		Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative},
+		Operations: []v1.ToolOperation{{Name: "issue.create", Path: "/repos/{repo}/issues",
+			Request: &v1.RequestShape{PathValues: []v1.NamedValue{{Name: "repo", Value: "parameters.repo"}},
+				Body: "{'title': parameters.title, 'token': secrets.token, 'key': key}"}}}}
+	if err := c.CheckParameters(spec, "issue.create", []byte(`{"repo":"shop","title":"t"}`)); err != nil {
+		t.Errorf("buildable parameters refused: %v", err)
+	}
+	err = c.CheckParameters(spec, "issue.create", []byte(`{"title":"t"}`))
+	if err == nil || !strings.Contains(err.Error(), "cannot make the operation's request: path value repo") {
+		t.Errorf("a missing path value must be refused before any claim, got %v", err)
+	}
+}
