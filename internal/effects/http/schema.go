@@ -112,11 +112,11 @@ func (c *Compiler) checkRequest(spec *v1.ToolSpec, op *v1.ToolOperation, params 
 	}
 	stand := map[string]string{}
 	for _, sv := range spec.HTTP.SecretValues {
-		stand[sv.Name] = "secret"
+		stand[sv.Name] = "s"
 	}
 	cl := &Client{spec: spec, compiler: c, secretValues: stand}
 	_, err := cl.shape(context.Background(), cmp.Or(op.Method, nethttp.MethodPost), op.Path, op.Request,
-		effects.Request{Operation: op.Name, Key: "key", Parameters: params})
+		effects.Request{Operation: op.Name, Key: "k", Parameters: params})
 	if err != nil {
 		return fmt.Errorf("spec.parameters cannot make the operation's request: %w", err)
 	}
