@@ -18,6 +18,7 @@ package controller
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"io"
 	"maps"
@@ -116,19 +117,12 @@ func newGateway(answer func(lookup bool, n int32) *gatewayAnswer) *gateway {
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
-		w.Header().Set("Content-Type", cmpOr(a.contentType, "text/plain"))
+		w.Header().Set("Content-Type", cmp.Or(a.contentType, "text/plain"))
 		w.WriteHeader(a.status)
 		_, _ = io.WriteString(w, a.body)
 	}))
 	DeferCleanup(g.srv.Close)
 	return g
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // behind points a tool at the gateway.

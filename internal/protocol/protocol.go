@@ -428,7 +428,7 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 		return Fail(st, p, env, v1.ErrorPermanent, v1.ReasonRejected, "Tool rejected the request: "+r.Message)
 	case v1.OutcomeRetryable:
 		if st.Attempts >= p.MaxAttempts {
-			if mayHaveActed(r) || st.ErrorClass == v1.ErrorOutcomeUnknown {
+			if effectPossible(st, r) {
 				// An earlier attempt may have taken effect: "failed
 				// without effect" would be a guess. Reconcile it.
 				return unknown(st, p, env, env.Now,
@@ -439,7 +439,7 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 		}
 		wait := max(backoff(p, st.Attempts, env), r.RetryAfter)
 		st.NextAttemptTime = timePtr(env.Now.Add(wait))
-		if mayHaveActed(r) || st.ErrorClass == v1.ErrorOutcomeUnknown {
+		if effectPossible(st, r) {
 			// An effect may exist: retried only because the retry is a
 			// same-key re-send, and it stays so for later attempts.
 			st.ErrorClass = v1.ErrorOutcomeUnknown
@@ -457,10 +457,11 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 	}
 }
 
-// mayHaveActed reports whether a retryable answer may come from a gateway
-// that passed the request on.
-func mayHaveActed(r CallResult) bool {
-	return r.Relayed
+// effectPossible reports whether a retryable answer leaves an effect
+// possible: it came from a gateway that may have passed the request on
+// (r.Relayed), or an earlier attempt's did.
+func effectPossible(st v1.SideEffectOperationStatus, r CallResult) bool {
+	return r.Relayed || st.ErrorClass == v1.ErrorOutcomeUnknown
 }
 
 // AfterResend records the answer to a re-send of an unknown attempt to a

@@ -136,7 +136,9 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 		return protocol.CallResult{Outcome: v1.OutcomePermanent,
 			Message: fmt.Sprintf("tool offers no operation %q", req.Operation)}, nil
 	}
-	o, err := c.shape(ctx, cmp.Or(op.Method, nethttp.MethodPost), op.Path, op.Request, req)
+	// The parameters are decoded once, for the request and the answer.
+	in := requestView(req)
+	o, err := c.shape(ctx, cmp.Or(op.Method, nethttp.MethodPost), op.Path, op.Request, req, in)
 	if err != nil {
 		// Nothing was sent: the request cannot be built from these
 		// parameters, and will not be on a retry.
@@ -158,7 +160,7 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 	}
 	r.HTTPStatus = int32(resp.Status)
 	r.RetryAfter = resp.RetryAfter
-	view := resp.cel(requestView(req))
+	view := resp.cel(in)
 	r.Outcome, r.Relayed = c.classify(ctx, op, resp.Status, view, req.Mode)
 	r.Replayed = c.replayed(ctx, view)
 	r.Message = resp.summary()
@@ -177,7 +179,8 @@ func (c *Client) lookup(ctx context.Context, req effects.Request) (protocol.Look
 			Message: fmt.Sprintf("operation %q has no lookup", req.Operation)}, nil
 	}
 	l := op.Lookup
-	o, err := c.shape(ctx, cmp.Or(l.Method, nethttp.MethodGet), l.Path, l.Request, req)
+	in := requestView(req)
+	o, err := c.shape(ctx, cmp.Or(l.Method, nethttp.MethodGet), l.Path, l.Request, req, in)
 	if err != nil {
 		return protocol.LookupResult{Verdict: protocol.VerdictUndecidable,
 			Message: "the lookup cannot be built: " + err.Error()}, nil
@@ -190,7 +193,7 @@ func (c *Client) lookup(ctx context.Context, req effects.Request) (protocol.Look
 	}
 	r.HTTPStatus = int32(resp.Status)
 	r.Message = resp.summary()
-	view := resp.cel(requestView(req))
+	view := resp.cel(in)
 	found, err := c.compiler.Bool(ctx, cmp.Or(l.Found, "response.status == 200"), view)
 	if err != nil {
 		r.Message += "; " + err.Error()

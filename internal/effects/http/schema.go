@@ -116,7 +116,8 @@ func (c *Compiler) checkRequest(spec *v1.ToolSpec, op *v1.ToolOperation, params 
 	}
 	cl := &Client{spec: spec, compiler: c, secretValues: stand}
 	_, err := cl.shape(context.Background(), cmp.Or(op.Method, nethttp.MethodPost), op.Path, op.Request,
-		effects.Request{Operation: op.Name, Key: "k", Parameters: params})
+		effects.Request{Operation: op.Name, Key: "k", Parameters: params},
+		requestView(effects.Request{Key: "k", Parameters: params}))
 	if err != nil {
 		return fmt.Errorf("spec.parameters cannot make the operation's request: %w", err)
 	}

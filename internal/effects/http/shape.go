@@ -71,7 +71,8 @@ func requestView(req effects.Request) request {
 // the key and the path values in place, its query, its headers and, but
 // for a GET, its body, as the request shape s says; without one, the
 // parameters are the JSON body. An error means nothing was sent.
-func (c *Client) shape(ctx context.Context, method, path string, s *v1.RequestShape, req effects.Request) (outgoing, error) {
+func (c *Client) shape(ctx context.Context, method, path string, s *v1.RequestShape, req effects.Request,
+	in request) (outgoing, error) {
 	o := outgoing{method: method, header: nethttp.Header{}}
 	if method != nethttp.MethodGet {
 		o.body = req.Parameters
@@ -81,7 +82,6 @@ func (c *Client) shape(ctx context.Context, method, path string, s *v1.RequestSh
 		o.url = u
 		return o, err
 	}
-	in := requestView(req)
 	in.Secrets = c.secretValues
 	for _, pv := range s.PathValues {
 		v, err := c.compiler.String(ctx, pv.Value, in)
