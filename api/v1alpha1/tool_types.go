@@ -339,6 +339,13 @@ type ToolOperation struct {
 	// +optional
 	Lookup *LookupRequest `json:"lookup,omitempty"`
 
+	// validate asks the tool, with no effect, whether it would accept the
+	// operation's request (a dry run). Sagas validate their steps with it
+	// before the first step runs; a refusal stops the saga before any
+	// effect.
+	// +optional
+	Validate *ValidateRequest `json:"validate,omitempty"`
+
 	// response maps the tool's answer to an outcome, an external object id
 	// and a result.
 	// +optional
@@ -451,6 +458,49 @@ type LookupRequest struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Absent string `json:"absent,omitempty"`
+}
+
+// ValidateRequest asks the tool whether it would accept a request, with no
+// effect. It is sent with the operation's parameters and key, shaped like
+// the operation's request unless it has a request shape of its own.
+// Expressions are CEL over `response`, `parameters` and `key`.
+type ValidateRequest struct {
+	// method of the validate request.
+	// +optional
+	// +kubebuilder:default=POST
+	// +kubebuilder:validation:Enum=GET;POST;PUT;PATCH
+	Method string `json:"method,omitempty"`
+
+	// path appended to the tool's URL; {idempotencyKey} is replaced by the
+	// path-escaped key.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Path string `json:"path"`
+
+	// request shapes the validate request; defaults to the operation's.
+	// +optional
+	Request *RequestShape `json:"request,omitempty"`
+
+	// valid is true when the answer says the request would be accepted.
+	// +optional
+	// +kubebuilder:default="response.status >= 200 && response.status < 300"
+	// +kubebuilder:validation:MaxLength=4096
+	Valid string `json:"valid,omitempty"`
+
+	// invalid is true when the answer says the request would be refused
+	// for good. An answer that is neither (a 503, a gateway's page) is
+	// asked again later: only the tool's own refusal stops a saga.
+	// +optional
+	// +kubebuilder:default="response.status >= 400 && response.status < 500 && response.status != 408 && response.status != 429"
+	// +kubebuilder:validation:MaxLength=4096
+	Invalid string `json:"invalid,omitempty"`
+
+	// message extracts the refusal's explanation for the saga's status,
+	// for example `response.body.message`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
 }
 
 // ResponseMapping turns the tool's answer into an outcome, an external object

@@ -42,6 +42,29 @@ type Request struct {
 	Mode v1.IdempotencyMode
 }
 
+// ValidateVerdict is a tool's answer to a dry run.
+type ValidateVerdict string
+
+const (
+	// ValidateValid: the tool would accept the request.
+	ValidateValid ValidateVerdict = "Valid"
+	// ValidateInvalid: the tool would refuse the request for good.
+	ValidateInvalid ValidateVerdict = "Invalid"
+	// ValidateUndecided: no answer that decides (the request did not
+	// arrive, a 5xx, a gateway's page); ask again later.
+	ValidateUndecided ValidateVerdict = "Undecided"
+	// ValidateNotOffered: the operation has no validate request.
+	ValidateNotOffered ValidateVerdict = "NotOffered"
+)
+
+// ValidateResult is what a dry run found.
+type ValidateResult struct {
+	Verdict    ValidateVerdict
+	HTTPStatus int32
+	// Message explains a refusal, or why the answer decides nothing.
+	Message string
+}
+
 // Client performs the side effects of one tool. Its contract:
 //
 //   - Execute sends the request at most once. It never retries, and no
@@ -53,10 +76,17 @@ type Request struct {
 //     effect: the request was sent and no classifiable answer came back.
 //   - Lookup asks whether the effect of Key exists and has no effect of its
 //     own. Absent only when the tool's answer proves it.
+//   - Validate asks, with no effect, whether the tool would accept the
+//     request (a dry run). Invalid only on the tool's own refusal.
+//   - Compensation is not a method of its own: a compensation is an
+//     operation of the tool (a refund, a close), executed and looked up
+//     through Execute and Lookup under the whole protocol, with a key of
+//     its own, so that it is as idempotent as any effect.
 //   - Nothing it returns holds a secret: no header values, no credentials.
 type Client interface {
 	Execute(ctx context.Context, req Request) protocol.CallResult
 	Lookup(ctx context.Context, req Request) protocol.LookupResult
+	Validate(ctx context.Context, req Request) ValidateResult
 }
 
 // Connector makes the Client of a tool, reading what it needs (Secrets)

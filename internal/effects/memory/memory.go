@@ -151,3 +151,8 @@ func withStatus(r protocol.CallResult, status int32, o v1.Outcome, msg string) p
 	r.HTTPStatus, r.Outcome, r.Message = status, o, msg
 	return r
 }
+
+// Validate offers no dry run.
+func (t *Tool) Validate(context.Context, effects.Request) effects.ValidateResult {
+	return effects.ValidateResult{Verdict: effects.ValidateNotOffered}
+}
