@@ -33,7 +33,7 @@ const MaxSagaSteps = 16
 // +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && has(self.inputs) == has(oldSelf.inputs)",message="spec is immutable but for approvals and resolutions: create a new Saga with a new idempotency key"
 // +kubebuilder:validation:XValidation:rule="self.steps.map(s, has(s.retryUntilDone) && s.retryUntilDone).lastIndexOf(false) <= self.steps.map(s, has(s.irreversible) && s.irreversible).indexOf(true) || !self.steps.exists(s, has(s.irreversible) && s.irreversible)",message="every step after the first irreversible step must be retryUntilDone: once an effect that cannot be undone has happened, the steps after it cannot be compensated, only finished (put validation, approvals and compensable steps before it)"
 // +kubebuilder:validation:XValidation:rule="!has(self.approvals) || self.approvals.all(a, self.steps.exists(s, s.name == a.step && has(s.requiresApproval) && s.requiresApproval))",message="an approval must name a step that requires approval"
-// +kubebuilder:validation:XValidation:rule="!has(self.resolutions) || self.resolutions.all(r, self.steps.exists(s, s.name == r.step && has(s.compensation)))",message="a resolution must name a step that has a compensation"
+// +kubebuilder:validation:XValidation:rule="!has(self.resolutions) || self.resolutions.all(r, self.steps.exists(s, s.name == r.step && (has(s.compensation) || (r.action == 'Retry' && has(s.retryUntilDone) && s.retryUntilDone))))",message="a resolution must name a step with a compensation, or (Retry only) a retryUntilDone step"
 type SagaSpec struct {
 	// idempotencyKey identifies the business operation the saga performs.
 	// Defaults to the object's name. Each step's operation gets the key
@@ -73,8 +73,11 @@ type SagaSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	Approvals []SagaApproval `json:"approvals,omitempty"`
 
-	// resolutions are people's decisions on compensations that failed for
-	// good; they can be written only while the saga is in NeedsReview. An
+	// resolutions are people's decisions on what the saga cannot decide: a
+	// compensation that failed for good (Retry it, or MarkCompensated), or
+	// a retryUntilDone step that failed for good (Retry it). They can be
+	// written only while the saga is in NeedsReview, and each is applied
+	// once: to apply Retry again, change the entry (its reason, say). An
 	// operation of the saga in NeedsReview is resolved on that operation
 	// itself (its spec.resolution), as every operation is.
 	// +optional
@@ -87,12 +90,12 @@ type SagaSpec struct {
 // SagaStep is one side effect of a saga.
 // +kubebuilder:validation:XValidation:rule="has(self.compensation) != (has(self.irreversible) && self.irreversible)",message="a step needs exactly one of compensation and irreversible: true"
 type SagaStep struct {
-	// name of the step, unique in the saga; expressions refer to it as
-	// `steps.<name>`.
+	// name of the step, unique in the saga, a DNS label; expressions refer
+	// to it as `steps.<name>`, or `steps['<name>']` when it has a hyphen.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^[a-z]([a-z0-9_]*[a-z0-9])?$`
+	// +kubebuilder:validation:Pattern=`^[a-z]([a-z0-9-]*[a-z0-9])?$`
 	Name string `json:"name"`
 
 	// toolRef names the Tool or ClusterTool that performs the step.
@@ -233,15 +236,15 @@ type SagaApproval struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// SagaResolutionAction is a person's decision on a compensation that
-// failed for good.
+// SagaResolutionAction is a person's decision on a compensation, or a
+// retryUntilDone step, that failed for good.
 // +kubebuilder:validation:Enum=Retry;MarkCompensated
 type SagaResolutionAction string
 
 const (
-	// SagaRetryCompensation runs the compensation again, as a new
-	// operation with a new key.
-	SagaRetryCompensation SagaResolutionAction = "Retry"
+	// SagaRetry runs the failed compensation or retryUntilDone step again,
+	// as a new operation with a new key (the failed one had no effect).
+	SagaRetry SagaResolutionAction = "Retry"
 	// SagaMarkCompensated records that the step's effect was undone by
 	// other means.
 	SagaMarkCompensated SagaResolutionAction = "MarkCompensated"
@@ -381,6 +384,13 @@ type SagaStepStatus struct {
 	// compensation of the step, once it started.
 	// +optional
 	Compensation *CompensationStatus `json:"compensation,omitempty"`
+	// round counts the operations made for the step: a person's Retry of a
+	// retryUntilDone step that failed for good starts a new one.
+	// +optional
+	Round int32 `json:"round,omitempty"`
+	// resolution is the person's decision on the step that was applied.
+	// +optional
+	Resolution *SagaResolution `json:"resolution,omitempty"`
 }
 
 // SagaStatus is the saga's checkpoint.

@@ -100,6 +100,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the sideeffectoperation controller: %w", err)
 	}
+	if err := (&SagaReconciler{
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("once"),
+		Connector: connector, Validator: connector, Clock: c.Clock,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the saga controller: %w", err)
+	}
 	if err := (&IdempotencyRecordReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: c.Clock,
 	}).SetupWithManager(mgr); err != nil {

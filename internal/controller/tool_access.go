@@ -36,7 +36,7 @@ import (
 // admitNamespace blocks the operation when its namespace may not use tool.
 // ok is false when it must wait.
 func (r *SideEffectOperationReconciler) admitNamespace(p *pass, tool v1.GenericTool) (reconcile.Result, bool, error) {
-	reason, msg, err := r.toolAccess(p.ctx, tool, p.op.Namespace)
+	reason, msg, err := toolAccess(p.ctx, r.Client, tool, p.op.Namespace)
 	if err != nil {
 		return reconcile.Result{}, false, err
 	}
@@ -50,7 +50,7 @@ func (r *SideEffectOperationReconciler) admitNamespace(p *pass, tool v1.GenericT
 // reason and a message; an empty reason means it may. A Tool serves its own
 // namespace only (the reference cannot name another); a ClusterTool serves
 // the namespaces its spec.namespaceSelector selects, all when it has none.
-func (r *SideEffectOperationReconciler) toolAccess(ctx context.Context, tool v1.GenericTool, namespace string) (reason, msg string, err error) {
+func toolAccess(ctx context.Context, r client.Reader, tool v1.GenericTool, namespace string) (reason, msg string, err error) {
 	ct, ok := tool.(*v1.ClusterTool)
 	if !ok || ct.Spec.NamespaceSelector == nil {
 		return "", "", nil

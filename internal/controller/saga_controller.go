@@ -1,0 +1,357 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/effects"
+	"github.com/once-dev/once/internal/protocol"
+	"github.com/once-dev/once/internal/saga"
+)
+
+// undecidedRetry is how long a saga waits before asking again a tool
+// whose answer to a validation decided nothing.
+const undecidedRetry = 10 * time.Second
+
+// retryUntilDoneAttempts is the retry policy of a retryUntilDone step that
+// sets none: the most attempts an operation allows.
+const retryUntilDoneAttempts = 100
+
+// SagaReconciler runs Sagas. It decides nothing about effects: each step
+// and each compensation is a SideEffectOperation, which the protocol runs;
+// the saga validates the steps, computes their parameters, creates their
+// operations in order and, after a step fails for good, the compensations
+// in reverse.
+type SagaReconciler struct {
+	client.Client
+	Recorder  events.EventRecorder
+	Connector effects.Connector
+	Validator ToolValidator
+	Clock     clock.Clock
+}
+
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sagas,verbs=get;list;watch
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sagas/status,verbs=get;update
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=create
+
+// Reconcile moves one saga on by as many decisions as it can take without
+// waiting, and writes the checkpoint once.
+func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var s v1.Saga
+	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !s.DeletionTimestamp.IsZero() || s.Status.State.IsTerminal() && s.Status.ObservedGeneration == s.Generation {
+		return ctrl.Result{}, nil
+	}
+	ops, err := r.operations(ctx, &s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan, planErr := saga.Compile(&s.Spec)
+	view := saga.View{Name: s.Name, Generation: s.Generation, Spec: &s.Spec, Status: s.Status,
+		Children: children(&s, ops), Plan: plan, PlanErr: planErr, Now: r.Clock.Now()}
+	var requeue time.Duration
+	// Each decision creates at most one operation or records one
+	// validation, so a saga's whole pass is bounded by its steps.
+	for range 3*len(s.Spec.Steps) + 2 {
+		d := saga.Decide(view)
+		view.Status = d.Status
+		if d.Action.Kind == saga.ActionNone {
+			break
+		}
+		if d.Action.Kind == saga.ActionValidate {
+			if requeue = r.validate(ctx, &s, plan, ops, &view, d.Action.Step); requeue > 0 {
+				break
+			}
+			continue
+		}
+		params, err := plan.Parameters(ctx, d.Action.Step, d.Action.Undo, inputs(&s), stepData(ops, view.Status))
+		if err != nil {
+			// The operation cannot be made; the decision fails it before
+			// any effect.
+			view.Uncreatable = map[string]string{d.Action.Name: fmt.Sprintf("the parameters cannot be computed: %v", err)}
+			continue
+		}
+		op, err := r.create(ctx, &s, params, d.Action)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		ops[op.Name] = op
+		view.Children = children(&s, ops)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, r.checkpoint(ctx, &s, view.Status)
+}
+
+// operations lists the saga's operations by name.
+func (r *SagaReconciler) operations(ctx context.Context, s *v1.Saga) (map[string]*v1.SideEffectOperation, error) {
+	var list v1.SideEffectOperationList
+	if err := r.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{saga.LabelSaga: s.Name}); err != nil {
+		return nil, fmt.Errorf("listing the operations of saga %s: %w", s.Name, err)
+	}
+	ops := make(map[string]*v1.SideEffectOperation, len(list.Items))
+	for i := range list.Items {
+		ops[list.Items[i].Name] = &list.Items[i]
+	}
+	return ops, nil
+}
+
+// children is what the decision reads of the operations.
+func children(s *v1.Saga, ops map[string]*v1.SideEffectOperation) map[string]saga.Child {
+	out := make(map[string]saga.Child, len(ops))
+	for name, op := range ops {
+		c := saga.Child{
+			State:            op.Status.State,
+			DuplicateOf:      op.Status.DuplicateOf,
+			ExternalObjectID: op.Status.ExternalObjectID,
+			ResultDigest:     op.Status.ResultDigest,
+			Foreign:          !metav1.IsControlledBy(op, s),
+		}
+		if ready := meta.FindStatusCondition(op.Status.Conditions, v1.ConditionReady); ready != nil {
+			c.Message = ready.Message
+		}
+		out[name] = c
+	}
+	return out
+}
+
+// stepData is what the steps' parameters may use of the steps before them.
+func stepData(ops map[string]*v1.SideEffectOperation, status v1.SagaStatus) map[string]saga.StepData {
+	data := map[string]saga.StepData{}
+	for _, ss := range status.Steps {
+		op, ok := ops[ss.Operation]
+		if !ok || ss.Operation == "" || op.Status.State != v1.StateCommitted {
+			continue
+		}
+		d := saga.StepData{ExternalObjectID: op.Status.ExternalObjectID}
+		if op.Status.Result != nil {
+			d.Result = op.Status.Result.Raw
+		}
+		data[ss.Name] = d
+	}
+	return data
+}
+
+func inputs(s *v1.Saga) []byte {
+	if s.Spec.Inputs == nil {
+		return nil
+	}
+	return s.Spec.Inputs.Raw
+}
+
+// target is the tool and operation of a step, or of its compensation.
+func target(step v1.SagaStep, undo bool) (v1.ToolReference, string) {
+	if !undo {
+		return step.ToolRef, step.Operation
+	}
+	ref := step.ToolRef
+	if step.Compensation.ToolRef != nil {
+		ref = *step.Compensation.ToolRef
+	}
+	return ref, step.Compensation.Operation
+}
+
+// create makes the operation of an action, with the parameters computed
+// now recorded in it, so that a restart computes nothing twice: the
+// operation exists, under its deterministic name, or it does not.
+func (r *SagaReconciler) create(ctx context.Context, s *v1.Saga, params []byte, a saga.Action) (*v1.SideEffectOperation, error) {
+	step := s.Spec.Steps[a.Step]
+	ref, operation := target(step, a.Undo)
+	op := &v1.SideEffectOperation{
+		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: s.Namespace, Labels: map[string]string{
+			saga.LabelSaga: s.Name, saga.LabelStep: step.Name, saga.LabelRole: saga.RoleStep,
+		}},
+		Spec: v1.SideEffectOperationSpec{
+			ToolRef: ref, Operation: operation, IdempotencyKey: a.Key,
+			Parameters: &runtime.RawExtension{Raw: params},
+		},
+	}
+	if a.Undo {
+		op.Labels[saga.LabelRole] = saga.RoleCompensation
+		op.Spec.RetryPolicy = step.Compensation.RetryPolicy.DeepCopy()
+	} else {
+		op.Spec.Timeout = step.Timeout.DeepCopy()
+		op.Spec.RetryPolicy = step.RetryPolicy.DeepCopy()
+		if step.RetryUntilDone && op.Spec.RetryPolicy == nil {
+			op.Spec.RetryPolicy = &v1.RetryPolicy{MaxAttempts: retryUntilDoneAttempts}
+		}
+	}
+	if err := controllerutil.SetControllerReference(s, op, r.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := r.Create(ctx, op); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("saga %s: creating operation %s: %w", s.Name, a.Name, err)
+		}
+		// Made by an earlier pass whose checkpoint was not written, or
+		// by someone else; the decision tells the two apart.
+		if err := r.Get(ctx, client.ObjectKeyFromObject(op), op); err != nil {
+			return nil, err
+		}
+		return op, nil
+	}
+	r.Recorder.Eventf(s, op, corev1.EventTypeNormal, roleEvent(a.Undo), "Create",
+		"created operation %s for step %s", op.Name, step.Name)
+	return op, nil
+}
+
+func roleEvent(undo bool) string {
+	if undo {
+		return "CompensationStarted"
+	}
+	return "StepStarted"
+}
+
+// validate validates step i and records the outcome in view.Status. It
+// returns how long to wait when the tool's answer decided nothing.
+func (r *SagaReconciler) validate(ctx context.Context, s *v1.Saga, plan *saga.Plan,
+	ops map[string]*v1.SideEffectOperation, view *saga.View, i int) time.Duration {
+	ss := &view.Status.Steps[i]
+	val, wait := r.validation(ctx, s, plan, ops, view.Status, i)
+	if wait {
+		ss.Message = "validation waits: " + val.Message
+		return undecidedRetry
+	}
+	val.Time = metav1.NewTime(r.Clock.Now())
+	ss.Validation, ss.Message = &val, ""
+	return 0
+}
+
+// validation asks what a step's operation would do with its parameters:
+// they must compute, fit, match the operation's schema and, if the tool
+// offers a dry run, pass it. wait is true when nothing was decided.
+func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.Plan,
+	ops map[string]*v1.SideEffectOperation, status v1.SagaStatus, i int) (val v1.StepValidation, wait bool) {
+	step := s.Spec.Steps[i]
+	failed := func(format string, args ...any) (v1.StepValidation, bool) {
+		return v1.StepValidation{Outcome: v1.ValidationFailed, Message: fmt.Sprintf(format, args...)}, false
+	}
+	undecided := func(format string, args ...any) (v1.StepValidation, bool) {
+		return v1.StepValidation{Message: fmt.Sprintf(format, args...)}, true
+	}
+	params, err := plan.Parameters(ctx, i, false, inputs(s), stepData(ops, status))
+	if err != nil {
+		return failed("the parameters cannot be computed: %v", err)
+	}
+	if no := protocol.CheckParameters(params); no != nil {
+		return failed("%s", no.Message)
+	}
+	tool, err := r.tool(ctx, step.ToolRef, s.Namespace)
+	if err != nil {
+		return undecided("%v", err)
+	}
+	if reason, msg, err := toolAccess(ctx, r.Client, tool, s.Namespace); err != nil {
+		return undecided("%v", err)
+	} else if reason != "" {
+		return undecided("%s", msg)
+	}
+	spec := tool.GetSpec()
+	if err := r.Validator.Validate(spec); err != nil {
+		return undecided("%s %s is not valid: %v", step.ToolRef.Kind, step.ToolRef.Name, err)
+	}
+	if spec.Operation(step.Operation) == nil {
+		return failed("%s %s offers no operation %q", step.ToolRef.Kind, step.ToolRef.Name, step.Operation)
+	}
+	if err := r.Validator.CheckParameters(spec, step.Operation, params); err != nil {
+		return failed("%v", err)
+	}
+	cl, err := r.Connector.Connect(ctx, tool)
+	if err != nil {
+		return undecided("connecting to %s: %v", step.ToolRef.Name, err)
+	}
+	scope := protocol.Scope{Namespace: s.Namespace, Tool: step.ToolRef, Operation: step.Operation,
+		Key: saga.OperationKey(saga.Key(s.Name, &s.Spec), step.Name, false, status.Steps[i].Round)}
+	res := cl.Validate(ctx, effects.Request{Operation: step.Operation, Key: scope.ToolKey(), Parameters: params,
+		Timeout: protocol.Timeout(spec, &v1.SideEffectOperationSpec{Timeout: step.Timeout})})
+	val = v1.StepValidation{HTTPStatus: res.HTTPStatus, Message: res.Message}
+	switch res.Verdict {
+	case effects.ValidateValid:
+		val.Outcome = v1.ValidationPassed
+	case effects.ValidateInvalid:
+		val.Outcome = v1.ValidationFailed
+	case effects.ValidateNotOffered:
+		val.Outcome = v1.ValidationNotOffered
+	default:
+		return val, true
+	}
+	return val, false
+}
+
+// tool reads a Tool or ClusterTool.
+func (r *SagaReconciler) tool(ctx context.Context, ref v1.ToolReference, namespace string) (v1.GenericTool, error) {
+	var tool v1.GenericTool = &v1.Tool{}
+	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
+	if ref.Kind == v1.ToolKindClusterTool {
+		tool, key.Namespace = &v1.ClusterTool{}, ""
+	}
+	if err := r.Get(ctx, key, tool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s %s does not exist", ref.Kind, ref.Name)
+		}
+		return nil, err
+	}
+	return tool, nil
+}
+
+// checkpoint writes the saga's status if it changed, and tells people what
+// changed.
+func (r *SagaReconciler) checkpoint(ctx context.Context, s *v1.Saga, st v1.SagaStatus) error {
+	if equality.Semantic.DeepEqual(s.Status, st) {
+		return nil
+	}
+	old := s.Status
+	s.Status = st
+	if err := r.Status().Update(ctx, s); err != nil {
+		return fmt.Errorf("writing the checkpoint of saga %s: %w", s.Name, err)
+	}
+	ready := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
+	oldReady := meta.FindStatusCondition(old.Conditions, v1.ConditionReady)
+	if ready == nil || oldReady != nil && oldReady.Reason == ready.Reason && old.State == st.State {
+		return nil
+	}
+	typ := corev1.EventTypeNormal
+	if stalled := meta.FindStatusCondition(st.Conditions, v1.ConditionStalled); stalled != nil && stalled.Status == metav1.ConditionTrue {
+		typ = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(s, nil, typ, ready.Reason, string(st.State), "%s", ready.Message)
+	return nil
+}
+
+// SetupWithManager runs the controller on sagas and their operations.
+func (r *SagaReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.Saga{}).
+		Owns(&v1.SideEffectOperation{}).
+		Named("saga").
+		Complete(r)
+}

@@ -1,0 +1,328 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package saga
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/ext"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
+)
+
+const (
+	// costLimit bounds one expression's work; inputs and results are at
+	// most 64 KiB, so this allows a few passes over them.
+	costLimit = 1_000_000
+	// evalTimeout bounds one expression's wall time.
+	evalTimeout = time.Second
+	// stepsVar and inputsVar are what expressions see.
+	stepsVar, inputsVar = "steps", "inputs"
+)
+
+// Plan is a saga's compiled expressions: per step, the parameters of the
+// step and of its compensation, and the steps each refers to.
+type Plan struct {
+	steps []stepPlan
+}
+
+type stepPlan struct {
+	do, undo expressions
+}
+
+// expressions computes the parameters of one operation.
+type expressions struct {
+	literal  []byte // the literal parameters, as written
+	programs []namedProgram
+	refs     []string // the steps referred to, sorted
+}
+
+type namedProgram struct {
+	name, expr string
+	prg        cel.Program
+}
+
+var env = func() *cel.Env {
+	e, err := cel.NewEnv(
+		cel.Variable(inputsVar, cel.DynType),
+		cel.Variable(stepsVar, cel.MapType(cel.StringType, cel.DynType)),
+		ext.Strings(),
+		ext.Encoders(),
+	)
+	if err != nil {
+		panic(fmt.Sprintf("saga: creating the CEL environment: %v", err))
+	}
+	return e
+}()
+
+// Compile checks every expression of spec: each must compile, and refer
+// only to steps before its own (a compensation also to its own step), by
+// name. It returns all problems, joined, each naming its field.
+func Compile(spec *v1.SagaSpec) (*Plan, error) {
+	plan := &Plan{steps: make([]stepPlan, len(spec.Steps))}
+	var errs []error
+	for i, s := range spec.Steps {
+		before := names(spec.Steps[:i])
+		at := fmt.Sprintf("spec.steps[%d]", i)
+		var err error
+		plan.steps[i].do, err = compile(at+".parametersFrom", s.Parameters, s.ParametersFrom, before, s.Name)
+		errs = append(errs, err)
+		if c := s.Compensation; c != nil {
+			plan.steps[i].undo, err = compile(at+".compensation.parametersFrom", c.Parameters, c.ParametersFrom,
+				append(before, s.Name), "")
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+func names(steps []v1.SagaStep) []string {
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		out[i] = s.Name
+	}
+	return out
+}
+
+func compile(at string, literal *runtime.RawExtension, exprs []v1.ParameterExpression, allowed []string, self string) (expressions, error) {
+	var out expressions
+	if literal != nil {
+		out.literal = literal.Raw
+	}
+	refs := map[string]bool{}
+	var errs []error
+	for j, pe := range exprs {
+		field := fmt.Sprintf("%s[%d] (%s)", at, j, pe.Name)
+		checked, iss := env.Compile(pe.Expression)
+		if iss.Err() != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, iss.Err()))
+			continue
+		}
+		used, err := stepRefs(checked)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+			continue
+		}
+		for _, name := range used {
+			if !slices.Contains(allowed, name) {
+				errs = append(errs, fmt.Errorf("%s: %s", field, badRef(name, allowed, self)))
+				continue
+			}
+			refs[name] = true
+		}
+		prg, err := env.Program(checked, cel.CostLimit(costLimit))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+			continue
+		}
+		out.programs = append(out.programs, namedProgram{name: pe.Name, expr: pe.Expression, prg: prg})
+	}
+	out.refs = slices.Sorted(maps.Keys(refs))
+	return out, errors.Join(errs...)
+}
+
+func badRef(name string, allowed []string, self string) string {
+	switch {
+	case name == self:
+		return fmt.Sprintf("steps.%s is this step: a step's parameters can use only the steps before it", name)
+	case len(allowed) == 0:
+		return fmt.Sprintf("steps.%s: the first step has no earlier steps to use", name)
+	default:
+		return fmt.Sprintf("steps.%s is not a step before this one (those are %v)", name, allowed)
+	}
+}
+
+// stepRefs lists the steps an expression refers to. Steps must be named
+// literally, as steps.<name> or steps['<name>'], so that the references
+// are known before anything runs.
+func stepRefs(checked *cel.Ast) ([]string, error) {
+	var refs []string
+	var errs []error
+	named := map[int64]bool{} // the steps idents used as steps.<name>
+	ast.PreOrderVisit(checked.NativeRep().Expr(), ast.NewExprVisitor(func(e ast.Expr) {
+		switch e.Kind() {
+		case ast.SelectKind:
+			sel := e.AsSelect()
+			if isSteps(sel.Operand()) {
+				named[sel.Operand().ID()] = true
+				refs = append(refs, sel.FieldName())
+			}
+		case ast.CallKind:
+			call := e.AsCall()
+			fn := call.FunctionName()
+			if (fn != operators.Index && fn != operators.OptIndex && fn != operators.OptSelect) ||
+				len(call.Args()) != 2 || !isSteps(call.Args()[0]) {
+				return
+			}
+			named[call.Args()[0].ID()] = true
+			if lit := call.Args()[1]; lit.Kind() == ast.LiteralKind {
+				if s, ok := lit.AsLiteral().(types.String); ok {
+					refs = append(refs, string(s))
+					return
+				}
+			}
+			errs = append(errs, errors.New("steps must be indexed by a step's name written out, not a computed value"))
+		}
+	}))
+	ast.PreOrderVisit(checked.NativeRep().Expr(), ast.NewExprVisitor(func(e ast.Expr) {
+		if isSteps(e) && !named[e.ID()] {
+			errs = append(errs, errors.New("steps must be used as steps.<name>: a step is referred to by its name"))
+		}
+	}))
+	return refs, errors.Join(errs...)
+}
+
+func isSteps(e ast.Expr) bool { return e.Kind() == ast.IdentKind && e.AsIdent() == stepsVar }
+
+// Refs returns the steps a step's parameters (or, with undo, its
+// compensation's) use.
+func (p *Plan) Refs(step int, undo bool) []string {
+	if undo {
+		return p.steps[step].undo.refs
+	}
+	return p.steps[step].do.refs
+}
+
+// StepData is what a later step may use of an earlier one.
+type StepData struct {
+	Result           []byte // JSON, as recorded in the operation's status
+	ExternalObjectID string
+}
+
+// Parameters computes the parameters of a step (or of its compensation,
+// with undo): the literal ones, with the computed ones over them. data
+// holds the steps the parameters use; a missing one is an error. The
+// result is canonical JSON.
+func (p *Plan) Parameters(ctx context.Context, step int, undo bool, inputs []byte, data map[string]StepData) ([]byte, error) {
+	x := p.steps[step].do
+	if undo {
+		x = p.steps[step].undo
+	}
+	params := map[string]any{}
+	if len(x.literal) > 0 {
+		if err := json.Unmarshal(x.literal, &params); err != nil {
+			return nil, fmt.Errorf("literal parameters: %w", err)
+		}
+	}
+	if len(x.programs) > 0 {
+		act, err := activation(inputs, x.refs, data)
+		if err != nil {
+			return nil, err
+		}
+		for _, np := range x.programs {
+			v, err := eval(ctx, np, act)
+			if err != nil {
+				return nil, err
+			}
+			params[np.name] = v
+		}
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encoding parameters: %w", err)
+	}
+	return protocol.Canonical(raw)
+}
+
+func activation(inputs []byte, refs []string, data map[string]StepData) (map[string]any, error) {
+	in := map[string]any{}
+	if len(inputs) > 0 {
+		if err := json.Unmarshal(inputs, &in); err != nil {
+			return nil, fmt.Errorf("spec.inputs: %w", err)
+		}
+	}
+	steps := map[string]any{}
+	for _, name := range refs {
+		d, ok := data[name]
+		if !ok {
+			return nil, fmt.Errorf("step %s has no recorded outcome to use", name)
+		}
+		var result any
+		if len(d.Result) > 0 {
+			if err := json.Unmarshal(d.Result, &result); err != nil {
+				return nil, fmt.Errorf("the result of step %s: %w", name, err)
+			}
+		}
+		steps[name] = map[string]any{"result": wholeNumbers(result), "externalObjectID": d.ExternalObjectID}
+	}
+	return map[string]any{inputsVar: wholeNumbers(in), stepsVar: steps}, nil
+}
+
+func eval(ctx context.Context, np namedProgram, act map[string]any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, evalTimeout)
+	defer cancel()
+	v, _, err := np.prg.ContextEval(ctx, act)
+	if err != nil {
+		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
+	}
+	native, err := v.ConvertToNative(reflect.TypeFor[*structpb.Value]())
+	if err != nil {
+		return nil, fmt.Errorf("parameter %s (%q): not JSON: %w", np.name, np.expr, err)
+	}
+	raw, err := protojson.Marshal(native.(*structpb.Value))
+	if err != nil {
+		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
+	}
+	var out any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
+	}
+	return out, nil
+}
+
+// wholeNumbers makes JSON numbers that are whole CEL ints, so that
+// `steps.ticket.result.number == 42` holds.
+func wholeNumbers(v any) any {
+	switch v := v.(type) {
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return int64(v)
+		}
+		return v
+	case map[string]any:
+		for k, e := range v {
+			v[k] = wholeNumbers(e)
+		}
+		return v
+	case []any:
+		for i, e := range v {
+			v[i] = wholeNumbers(e)
+		}
+		return v
+	default:
+		return v
+	}
+}

@@ -1,0 +1,71 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package saga
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Labels on a saga's operations, so that people and the saga find them.
+const (
+	LabelSaga = "effects.once.dev/saga"
+	LabelStep = "effects.once.dev/step"
+	LabelRole = "effects.once.dev/role"
+
+	RoleStep         = "step"
+	RoleCompensation = "compensation"
+)
+
+// OperationName is the name of the operation that runs a step (undo: its
+// compensation) in a round. Step names hold no dots, so the last segments
+// say which step of which saga it is; a name too long for the API server
+// keeps a digest of the saga's name instead of all of it.
+func OperationName(saga, step string, undo bool, round int32) string {
+	suffix := step
+	if undo {
+		suffix += ".undo"
+	}
+	if round > 1 {
+		suffix += fmt.Sprintf("-%d", round)
+	}
+	name := saga + "." + suffix
+	if len(name) <= validation.DNS1123SubdomainMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(saga))
+	short := strings.TrimRight(saga[:validation.DNS1123SubdomainMaxLength-len(suffix)-1-17], ".-")
+	return short + "-" + hex.EncodeToString(sum[:8]) + "." + suffix
+}
+
+// OperationKey is the idempotency key of a step's operation (undo: its
+// compensation's) in a round, derived from the saga's key so that two
+// sagas with one key make each effect at most once.
+func OperationKey(sagaKey, step string, undo bool, round int32) string {
+	key := sagaKey + "/" + step
+	if undo {
+		key += "/compensate"
+	}
+	if round > 1 {
+		key += fmt.Sprintf("/%d", round)
+	}
+	return key
+}

@@ -1,0 +1,525 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package saga decides, with no I/O, what a Saga does next: from its spec,
+// its checkpoint and the states of its operations, the next checkpoint and
+// the one action that moves it on (validate a step, or create a step's or a
+// compensation's operation). Every effect runs as a SideEffectOperation
+// under the whole protocol; a saga only orders them, and starts one only
+// when the operations it depends on are terminal, so that a stale read
+// can delay a decision but never change it.
+package saga
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// Condition reasons of sagas, besides the operations' own.
+const (
+	ReasonValidating         = "Validating"
+	ReasonValidationFailed   = "ValidationFailed"
+	ReasonRunning            = "Running"
+	ReasonWaitingForApproval = "WaitingForApproval"
+	ReasonStepNeedsReview    = "StepNeedsReview"
+	ReasonStepFailed         = "StepFailed"
+	ReasonCompensating       = "Compensating"
+	ReasonCompensated        = "Compensated"
+	ReasonCompensationFailed = "CompensationFailed"
+	ReasonCannotCompensate   = "CannotCompensate"
+	ReasonForeignOperation   = "ForeignOperation"
+)
+
+// Child is what a saga reads of one of its operations.
+type Child struct {
+	State            v1.OperationState
+	DuplicateOf      string
+	ExternalObjectID string
+	ResultDigest     string
+	// Message is the operation's Ready message: why it waits or failed.
+	Message string
+	// Foreign marks an operation with the expected name that this saga
+	// does not control.
+	Foreign bool
+}
+
+// View is everything a decision reads.
+type View struct {
+	Name       string
+	Generation int64
+	Spec       *v1.SagaSpec
+	Status     v1.SagaStatus
+	// Children are the saga's operations by name; a missing one was not
+	// created yet.
+	Children map[string]Child
+	// Plan is the compiled spec; PlanErr says why it does not compile.
+	Plan    *Plan
+	PlanErr error
+	// Uncreatable holds, by name, operations the controller could not
+	// make, and why (their parameters cannot be computed).
+	Uncreatable map[string]string
+	Now         time.Time
+}
+
+// ActionKind is what the controller must do for a decision.
+type ActionKind int
+
+const (
+	// ActionNone: write the status, if it changed, and wait for the
+	// operations (their changes wake the saga).
+	ActionNone ActionKind = iota
+	// ActionValidate: validate Step and record it in the step's status.
+	ActionValidate
+	// ActionCreate: compute the parameters and create the operation Name
+	// with key Key for Step (Undo: its compensation).
+	ActionCreate
+)
+
+// Action is the one thing a decision asks the controller to do.
+type Action struct {
+	Kind      ActionKind
+	Step      int
+	Undo      bool
+	Round     int32
+	Name, Key string
+}
+
+// Decision is the next checkpoint and the action that moves it on.
+type Decision struct {
+	Status v1.SagaStatus
+	Action Action
+}
+
+// Key is the saga's effective idempotency key.
+func Key(name string, spec *v1.SagaSpec) string {
+	if spec.IdempotencyKey != "" {
+		return spec.IdempotencyKey
+	}
+	return name
+}
+
+// Decide returns the saga's next checkpoint and action.
+func Decide(v View) Decision {
+	d := &decider{View: v, st: *v.Status.DeepCopy()}
+	d.st.IdempotencyKey = Key(v.Name, v.Spec)
+	d.st.ObservedGeneration = v.Generation
+	d.align()
+	if d.st.State.IsTerminal() {
+		return Decision{Status: d.st}
+	}
+	if v.PlanErr != nil {
+		return d.invalid()
+	}
+	d.refresh()
+	if d.st.FailedStep != "" {
+		return d.compensate()
+	}
+	return d.forward()
+}
+
+type decider struct {
+	View
+	st v1.SagaStatus
+}
+
+// align gives every step of the spec its checkpoint, in spec order.
+func (d *decider) align() {
+	old := map[string]v1.SagaStepStatus{}
+	for _, s := range d.st.Steps {
+		old[s.Name] = s
+	}
+	d.st.Steps = make([]v1.SagaStepStatus, len(d.Spec.Steps))
+	for i, s := range d.Spec.Steps {
+		ss, ok := old[s.Name]
+		if !ok {
+			ss = v1.SagaStepStatus{Name: s.Name}
+		}
+		if ss.Round == 0 {
+			ss.Round = 1
+		}
+		d.st.Steps[i] = ss
+	}
+}
+
+// refresh copies each step's operation into its checkpoint.
+func (d *decider) refresh() {
+	key := d.st.IdempotencyKey
+	for i := range d.Spec.Steps {
+		ss := &d.st.Steps[i]
+		name := OperationName(d.Name, ss.Name, false, ss.Round)
+		c, ok := d.Children[name]
+		if !ok || c.Foreign {
+			continue
+		}
+		ss.Operation, ss.IdempotencyKey = name, OperationKey(key, ss.Name, false, ss.Round)
+		ss.ExternalObjectID, ss.ResultDigest = c.ExternalObjectID, c.ResultDigest
+		if ss.Compensation == nil {
+			ss.State, ss.Message = c.State, messageUnless(c.State == v1.StateCommitted, c.Message)
+		}
+	}
+}
+
+func messageUnless(cond bool, msg string) string {
+	if cond {
+		return ""
+	}
+	return msg
+}
+
+// invalid ends a saga whose expressions do not compile, before any effect.
+func (d *decider) invalid() Decision {
+	for i := range d.Spec.Steps {
+		if _, ok := d.Children[OperationName(d.Name, d.Spec.Steps[i].Name, false, 1)]; ok {
+			// Cannot happen while the spec is immutable; if it does, the
+			// effects made must not be forgotten.
+			return d.review(v1.ReasonInvalidSpec, fmt.Sprintf("the spec no longer compiles, and steps have run: %v", d.PlanErr))
+		}
+	}
+	return d.end(v1.StateFailedFinal, v1.ReasonInvalidSpec, fmt.Sprintf("nothing ran: %v", d.PlanErr))
+}
+
+// forward runs the steps in order.
+func (d *decider) forward() Decision {
+	if d.st.StartedTime == nil {
+		if dec, ok := d.validateAll(); !ok {
+			return dec
+		}
+	}
+	done := int32(0)
+	for i, step := range d.Spec.Steps {
+		ss := &d.st.Steps[i]
+		name := OperationName(d.Name, step.Name, false, ss.Round)
+		c, exists := d.Children[name]
+		if exists && c.Foreign {
+			return d.review(ReasonForeignOperation, fmt.Sprintf(
+				"step %s: SideEffectOperation %s exists and does not belong to this saga; Once will not adopt it", step.Name, name))
+		}
+		if exists {
+			switch c.State {
+			case v1.StateCommitted:
+				done++
+				continue
+			case v1.StateFailedFinal:
+				if step.RetryUntilDone {
+					return d.retryUntilDone(i)
+				}
+				return d.startCompensation(i, fmt.Sprintf("step %s failed for good: %s", step.Name, c.Message))
+			case v1.StateNeedsReview:
+				d.st.StepsDone = done
+				return d.review(ReasonStepNeedsReview, fmt.Sprintf(
+					"step %s: operation %s needs review; resolve it with that operation's spec.resolution", step.Name, name))
+			default:
+				d.st.StepsDone = done
+				return d.run(v1.StateStarted, step.Name, ReasonRunning,
+					fmt.Sprintf("step %s (%d of %d) is %s", step.Name, i+1, len(d.Spec.Steps), stateOr(c.State)))
+			}
+		}
+		d.st.StepsDone = done
+		return d.start(i)
+	}
+	d.st.StepsDone = done
+	d.st.CurrentStep = ""
+	return d.end(v1.StateCommitted, v1.ReasonCommitted, fmt.Sprintf("all %d steps committed", len(d.Spec.Steps)))
+}
+
+func stateOr(s v1.OperationState) v1.OperationState {
+	if s == "" {
+		return v1.StatePlanned
+	}
+	return s
+}
+
+// validateAll validates, before the first step, every step whose
+// parameters are known before any step runs. ok is false while the saga
+// must not start.
+func (d *decider) validateAll() (Decision, bool) {
+	for i := range d.Spec.Steps {
+		ss := &d.st.Steps[i]
+		if ss.Validation != nil {
+			continue
+		}
+		if len(d.Plan.Refs(i, false)) > 0 {
+			ss.Validation = &v1.StepValidation{Outcome: v1.ValidationDeferred, Time: metav1.NewTime(d.Now),
+				Message: "the parameters use earlier steps: validated when the step starts"}
+			continue
+		}
+		dec := d.run(v1.StatePlanned, ss.Name, ReasonValidating, fmt.Sprintf("validating step %s", ss.Name))
+		dec.Action = Action{Kind: ActionValidate, Step: i}
+		return dec, false
+	}
+	for i := range d.Spec.Steps {
+		if val := d.st.Steps[i].Validation; val.Outcome == v1.ValidationFailed {
+			return d.end(v1.StateFailedFinal, ReasonValidationFailed,
+				fmt.Sprintf("step %s did not validate, nothing ran: %s", d.Spec.Steps[i].Name, val.Message)), false
+		}
+	}
+	return Decision{}, true
+}
+
+// start moves on to step i, whose operation does not exist yet: it waits
+// for an approval, validates a deferred step, or creates the operation.
+func (d *decider) start(i int) Decision {
+	step, ss := d.Spec.Steps[i], &d.st.Steps[i]
+	state := v1.StateStarted
+	if d.st.StartedTime == nil {
+		state = v1.StatePlanned
+	}
+	if step.RequiresApproval && ss.Approval == nil {
+		a := d.approval(step.Name)
+		if a == nil {
+			d.st.State, d.st.CurrentStep = state, step.Name
+			setConditions(&d.st, ReasonWaitingForApproval, fmt.Sprintf(
+				"step %s waits for approval: add {step: %s, by: <you>} to spec.approvals", step.Name, step.Name), true, d.Now)
+			return Decision{Status: d.st}
+		}
+		ss.Approval = &v1.AppliedApproval{By: a.By, User: a.User, Reason: a.Reason, Time: metav1.NewTime(d.Now)}
+	}
+	if val := ss.Validation; val != nil {
+		switch val.Outcome {
+		case v1.ValidationDeferred:
+			dec := d.run(state, step.Name, ReasonValidating, fmt.Sprintf("validating step %s", step.Name))
+			dec.Action = Action{Kind: ActionValidate, Step: i}
+			return dec
+		case v1.ValidationFailed:
+			ss.State = v1.StateFailedFinal
+			ss.Message = val.Message
+			return d.startCompensation(i, fmt.Sprintf("step %s did not validate: %s", step.Name, val.Message))
+		}
+	}
+	if d.st.StartedTime == nil {
+		t := metav1.NewTime(d.Now)
+		d.st.StartedTime = &t
+	}
+	name := OperationName(d.Name, step.Name, false, ss.Round)
+	key := OperationKey(d.st.IdempotencyKey, step.Name, false, ss.Round)
+	if why, bad := d.Uncreatable[name]; bad {
+		ss.State = v1.StateFailedFinal
+		return d.startCompensation(i, fmt.Sprintf("step %s cannot start: %s", step.Name, why))
+	}
+	ss.Operation, ss.IdempotencyKey, ss.State = name, key, v1.StatePlanned
+	dec := d.run(v1.StateStarted, step.Name, ReasonRunning,
+		fmt.Sprintf("step %s (%d of %d) is starting", step.Name, i+1, len(d.Spec.Steps)))
+	dec.Action = Action{Kind: ActionCreate, Step: i, Round: ss.Round, Name: name, Key: key}
+	return dec
+}
+
+func (d *decider) approval(step string) *v1.SagaApproval {
+	for i := range d.Spec.Approvals {
+		if d.Spec.Approvals[i].Step == step {
+			return &d.Spec.Approvals[i]
+		}
+	}
+	return nil
+}
+
+func (d *decider) resolution(step string) *v1.SagaResolution {
+	for i := range d.Spec.Resolutions {
+		if d.Spec.Resolutions[i].Step == step {
+			return &d.Spec.Resolutions[i]
+		}
+	}
+	return nil
+}
+
+// retryUntilDone handles a retryUntilDone step that failed for good: it
+// cannot be compensated past, so a person decides; a Retry runs it again.
+func (d *decider) retryUntilDone(i int) Decision {
+	step, ss := d.Spec.Steps[i], &d.st.Steps[i]
+	if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaRetry && !sameResolution(r, ss.Resolution) {
+		applied := *r
+		ss.Resolution = &applied
+		ss.Round++
+		ss.State, ss.Message, ss.ExternalObjectID, ss.ResultDigest = "", "", "", ""
+		return d.start(i)
+	}
+	return d.review(ReasonStepFailed, fmt.Sprintf(
+		"step %s must not fail, but failed for good (%s); finish it by hand, or set spec.resolutions {step: %s, action: Retry}",
+		step.Name, ss.Message, step.Name))
+}
+
+func sameResolution(a, b *v1.SagaResolution) bool {
+	return b != nil && *a == *b
+}
+
+// startCompensation records that step i failed for good and the
+// compensations begin.
+func (d *decider) startCompensation(i int, why string) Decision {
+	d.st.FailedStep = d.Spec.Steps[i].Name
+	d.st.CompensationsTotal = 0
+	for j := range i {
+		if d.st.Steps[j].State == v1.StateCommitted {
+			d.st.CompensationsTotal++
+		}
+	}
+	d.st.Steps[i].Message = why
+	return d.compensate()
+}
+
+// compensate undoes the committed steps before the failed one, last first,
+// one at a time; the saga is Compensated only when every one is.
+func (d *decider) compensate() Decision {
+	failed := d.failedIndex()
+	done := int32(0)
+	for j := failed - 1; j >= 0; j-- {
+		step, ss := d.Spec.Steps[j], &d.st.Steps[j]
+		if ss.State != v1.StateCommitted && ss.State != v1.StateCompensating && ss.State != v1.StateCompensated {
+			continue
+		}
+		if ss.State == v1.StateCompensated {
+			done++
+			continue
+		}
+		if dec, blocked := d.cannotCompensate(j); blocked {
+			if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaMarkCompensated {
+				applied := *r
+				ss.State = v1.StateCompensated
+				ss.Compensation = &v1.CompensationStatus{Round: 1, State: v1.StateCompensated, Resolution: &applied}
+				done++
+				continue
+			}
+			d.st.CompensationsDone = done
+			return dec
+		}
+		ss.State = v1.StateCompensating
+		if ss.Compensation == nil {
+			ss.Compensation = &v1.CompensationStatus{Round: 1}
+		}
+		cs := ss.Compensation
+		cs.Operation = OperationName(d.Name, step.Name, true, cs.Round)
+		cs.IdempotencyKey = OperationKey(d.st.IdempotencyKey, step.Name, true, cs.Round)
+		c, exists := d.Children[cs.Operation]
+		switch {
+		case exists && c.Foreign:
+			d.st.CompensationsDone = done
+			return d.review(ReasonForeignOperation, fmt.Sprintf(
+				"compensation of %s: SideEffectOperation %s exists and does not belong to this saga", step.Name, cs.Operation))
+		case !exists:
+			if why, bad := d.Uncreatable[cs.Operation]; bad {
+				d.st.CompensationsDone = done
+				cs.Message = why
+				return d.review(ReasonCompensationFailed, fmt.Sprintf(
+					"the compensation of step %s cannot start: %s; undo it by hand and set spec.resolutions "+
+						"{step: %s, action: MarkCompensated}", step.Name, why, step.Name))
+			}
+			cs.State = v1.StatePlanned
+			d.st.CompensationsDone = done
+			dec := d.run(v1.StateCompensating, step.Name, ReasonCompensating, d.compensatingMessage(j))
+			dec.Action = Action{Kind: ActionCreate, Step: j, Undo: true, Round: cs.Round, Name: cs.Operation, Key: cs.IdempotencyKey}
+			return dec
+		}
+		cs.State, cs.ExternalObjectID = c.State, c.ExternalObjectID
+		cs.Message = messageUnless(c.State == v1.StateCommitted, c.Message)
+		switch c.State {
+		case v1.StateCommitted:
+			cs.State, ss.State = v1.StateCompensated, v1.StateCompensated
+			done++
+			continue
+		case v1.StateFailedFinal:
+			if r := d.resolution(step.Name); r != nil && !sameResolution(r, cs.Resolution) {
+				applied := *r
+				cs.Resolution = &applied
+				if r.Action == v1.SagaMarkCompensated {
+					cs.State, ss.State = v1.StateCompensated, v1.StateCompensated
+					done++
+					continue
+				}
+				cs.Round++
+				j++ // the next round, at once
+				continue
+			}
+			d.st.CompensationsDone = done
+			return d.review(ReasonCompensationFailed, fmt.Sprintf(
+				"the compensation of step %s failed for good (%s); undo it by hand and set spec.resolutions "+
+					"{step: %s, action: MarkCompensated}, or {action: Retry} to run it again", step.Name, c.Message, step.Name))
+		case v1.StateNeedsReview:
+			d.st.CompensationsDone = done
+			return d.review(ReasonCompensationFailed, fmt.Sprintf(
+				"the compensation of step %s: operation %s needs review; resolve it with that operation's spec.resolution",
+				step.Name, cs.Operation))
+		default:
+			d.st.CompensationsDone = done
+			return d.run(v1.StateCompensating, step.Name, ReasonCompensating, d.compensatingMessage(j))
+		}
+	}
+	d.st.CompensationsDone = done
+	d.st.CurrentStep = ""
+	failedName := d.Spec.Steps[failed].Name
+	if d.st.CompensationsTotal == 0 {
+		return d.end(v1.StateFailedFinal, ReasonStepFailed, fmt.Sprintf(
+			"step %s failed for good and no step before it had taken effect: %s", failedName, d.st.Steps[failed].Message))
+	}
+	return d.end(v1.StateCompensated, ReasonCompensated, fmt.Sprintf(
+		"step %s failed for good; all %d committed steps were compensated", failedName, d.st.CompensationsTotal))
+}
+
+func (d *decider) failedIndex() int {
+	for i, s := range d.Spec.Steps {
+		if s.Name == d.st.FailedStep {
+			return i
+		}
+	}
+	return len(d.Spec.Steps)
+}
+
+func (d *decider) compensatingMessage(j int) string {
+	return fmt.Sprintf("step %s failed for good; compensating step %s (%d of %d done)",
+		d.st.FailedStep, d.Spec.Steps[j].Name, d.st.CompensationsDone, d.st.CompensationsTotal)
+}
+
+// cannotCompensate stops at a committed step the saga must not undo: one
+// without a compensation, or one whose effect another operation made.
+func (d *decider) cannotCompensate(j int) (Decision, bool) {
+	step, ss := d.Spec.Steps[j], d.st.Steps[j]
+	if step.Compensation == nil {
+		return d.review(ReasonCannotCompensate, fmt.Sprintf(
+			"step %s is irreversible and committed; it cannot be compensated", step.Name)), true
+	}
+	if c := d.Children[ss.Operation]; c.DuplicateOf != "" && ss.Compensation == nil {
+		return d.review(ReasonCannotCompensate, fmt.Sprintf(
+			"step %s's effect was made by operation %s, not by this saga, which therefore does not undo it; "+
+				"decide with spec.resolutions {step: %s, action: MarkCompensated}", step.Name, c.DuplicateOf, step.Name)), true
+	}
+	return Decision{}, false
+}
+
+// run is a checkpoint while work goes on.
+func (d *decider) run(state v1.OperationState, step, reason, msg string) Decision {
+	d.st.State, d.st.CurrentStep = state, step
+	setConditions(&d.st, reason, msg, false, d.Now)
+	return Decision{Status: d.st}
+}
+
+// review stops for a person.
+func (d *decider) review(reason, msg string) Decision {
+	d.st.State = v1.StateNeedsReview
+	setConditions(&d.st, reason, msg, false, d.Now)
+	return Decision{Status: d.st}
+}
+
+// end is a terminal checkpoint.
+func (d *decider) end(state v1.OperationState, reason, msg string) Decision {
+	d.st.State = state
+	if d.st.CompletionTime == nil {
+		t := metav1.NewTime(d.Now)
+		d.st.CompletionTime = &t
+	}
+	setConditions(&d.st, reason, msg, false, d.Now)
+	return Decision{Status: d.st}
+}
