@@ -75,7 +75,7 @@ func installPolicies() {
 		}
 		Expect(f.Close()).To(Succeed())
 	}
-	Expect(n).To(BeNumerically(">=", 6), "the policies and their bindings")
+	Expect(n).To(BeNumerically(">=", 12), "the policies and their bindings")
 
 	By("waiting until the API server enforces the policies")
 	probe := userClient("policy-probe")
@@ -91,6 +91,16 @@ func installPolicies() {
 			return "", err
 		}
 		return op.Spec.Resolution.User, nil
+	}, 30*time.Second, 200*time.Millisecond).Should(Equal("policy-probe"))
+	grant("", "policy-probe", "sagas", "create")
+	Eventually(func() (string, error) {
+		s := newSaga("default", "policy-probe", changeSteps())
+		s.Spec.Steps[1].RequiresApproval = true
+		s.Spec.Approvals = []v1.SagaApproval{{Step: "config", By: "someone"}}
+		if err := probe.Create(ctx, s, client.DryRunAll); err != nil {
+			return "", err
+		}
+		return s.Spec.Approvals[0].User, nil
 	}, 30*time.Second, 200*time.Millisecond).Should(Equal("policy-probe"))
 }
 

@@ -170,7 +170,9 @@ func effectsIn(ns string) int {
 func faults(ns string, rules ...sandbox.FaultRule) {
 	GinkgoHelper()
 	for i := range rules {
-		rules[i].KeyPrefix = ns + "/"
+		if !strings.HasPrefix(rules[i].KeyPrefix, ns+"/") {
+			rules[i].KeyPrefix = ns + "/" + rules[i].KeyPrefix
+		}
 	}
 	Expect(ledger.SetFaults(ctx, 1, rules)).To(Succeed())
 	DeferCleanup(func() { Expect(ledger.ClearFaults(ctx)).To(Succeed()) })

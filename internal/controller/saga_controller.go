@@ -110,7 +110,16 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		ops[op.Name] = op
 		view.Children = children(&s, ops)
 	}
-	return ctrl.Result{RequeueAfter: requeue}, r.checkpoint(ctx, &s, view.Status)
+	if err := r.checkpoint(ctx, &s, view.Status); err != nil {
+		if apierrors.IsConflict(err) {
+			// Read from a cache behind the last checkpoint, or a person
+			// wrote the spec: decide again on the newer object. The
+			// operations made are found again by name.
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // operations lists the saga's operations by name.

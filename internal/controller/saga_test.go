@@ -1,0 +1,257 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"encoding/json"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/test/sandbox"
+)
+
+// kstatusOf computes, with the library Flux and kubectl use, how GitOps
+// tools read the saga as the controller left it.
+func kstatusOf(s *v1.Saga) status.Status {
+	GinkgoHelper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
+	Expect(err).NotTo(HaveOccurred())
+	res, err := status.Compute(&unstructured.Unstructured{Object: obj})
+	Expect(err).NotTo(HaveOccurred())
+	return res.Status
+}
+
+var _ = Describe("Saga", func() {
+	var ns string
+	BeforeEach(func() {
+		ns = newNamespace()
+		DeferCleanup(startManager(managerOptions{}))
+		newDesk(ns)
+	})
+
+	It("runs its steps in order, once each, with data flowing from step to step", func() {
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", changeSteps()))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateCommitted)
+		Expect(s.Status.StepsDone).To(BeEquivalentTo(3))
+		Expect(s.Status.IdempotencyKey).To(Equal("scale"))
+		Expect(sagaCondition(s, v1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		Expect(kstatusOf(s)).To(Equal(status.CurrentStatus))
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "create notices"}))
+
+		ticket := stepStatus(s, "ticket")
+		Expect(ticket.Operation).To(Equal("scale.ticket"))
+		Expect(ticket.IdempotencyKey).To(Equal("scale/ticket"))
+		Expect(ticket.ExternalObjectID).NotTo(BeEmpty())
+		Expect(ticket.ResultDigest).To(HavePrefix("sha256:"))
+
+		By("recording the computed parameters in the step's operation, which its request hash binds")
+		var params map[string]any
+		Expect(json.Unmarshal(get(ns, "scale.config").Spec.Parameters.Raw, &params)).To(Succeed())
+		Expect(params).To(Equal(map[string]any{"replicas": 4.0, "ticket": ticket.ExternalObjectID, "service": "checkout"}))
+		Expect(json.Unmarshal(get(ns, "scale.notify").Spec.Parameters.Raw, &params)).To(Succeed())
+		Expect(params["text"]).To(Equal("scaled checkout under " + ticket.ExternalObjectID))
+
+		op := get(ns, "scale.config")
+		Expect(op.Spec.IdempotencyKey).To(Equal("scale/config"))
+		Expect(metav1.IsControlledBy(op, s)).To(BeTrue())
+
+		By("running nothing again when GitOps re-applies the finished saga")
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Annotations = map[string]string{"argocd.argoproj.io/sync": "again"}
+		Expect(k8sClient.Patch(ctx, s, patch)).To(Succeed())
+		Consistently(func() []string { return sagaEffects(ns) }, 2*time.Second, 200*time.Millisecond).
+			Should(HaveLen(3))
+		Expect(operationsOf(ns, "scale")).To(Equal([]string{"scale.config", "scale.notify", "scale.ticket"}))
+		Expect(getSaga(ns, "scale").Status.State).To(Equal(v1.StateCommitted))
+	})
+
+	DescribeTable("compensates the committed steps, last first, when a step fails for good",
+		func(failing int, wantState v1.OperationState, wantEffects []string) {
+			steps := changeSteps()
+			var params map[string]any
+			Expect(json.Unmarshal(steps[failing].Parameters.Raw, &params)).To(Succeed())
+			params["reject"] = "not today" // the sandbox refuses it for good: 422
+			steps[failing].Parameters = raw(params)
+			Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+			s := waitSaga(ns, "scale", wantState)
+			Expect(s.Status.FailedStep).To(Equal(steps[failing].Name))
+			Expect(s.Status.CompensationsTotal).To(BeEquivalentTo(failing))
+			Expect(s.Status.CompensationsDone).To(BeEquivalentTo(failing))
+			Expect(sagaEffects(ns)).To(Equal(wantEffects))
+			for _, done := range steps[:failing] {
+				ss := stepStatus(s, done.Name)
+				Expect(ss.State).To(Equal(v1.StateCompensated), done.Name)
+				Expect(ss.Compensation.State).To(Equal(v1.StateCompensated), done.Name)
+				Expect(ss.Compensation.IdempotencyKey).To(Equal("scale/" + done.Name + "/compensate"))
+				Expect(get(ns, ss.Compensation.Operation).Status.State).To(Equal(v1.StateCommitted))
+			}
+			Expect(stepStatus(s, steps[failing].Name).State).To(Equal(v1.StateFailedFinal))
+			Expect(kstatusOf(s)).To(Equal(map[v1.OperationState]status.Status{
+				v1.StateCompensated: status.CurrentStatus, v1.StateFailedFinal: status.FailedStatus}[wantState]))
+		},
+		Entry("the first: nothing to undo", 0, v1.StateFailedFinal, []string(nil)),
+		Entry("the second: the ticket is closed", 1, v1.StateCompensated,
+			[]string{"create tickets", "cancel tickets"}),
+		Entry("the irreversible last: the config reverted, then the ticket closed", 2, v1.StateCompensated,
+			[]string{"create tickets", "create configs", "cancel configs", "cancel tickets"}),
+	)
+
+	It("retries a compensation that failed without effect, and reports Compensated only after it", func() {
+		faults(ns, sandbox.FaultRule{Mode: "native", Collection: "tickets", Fault: "503", Count: 2,
+			KeyPrefix: "Tool:desk/ticket.close/"})
+		steps := changeSteps()[:2]
+		steps[1].Parameters = raw(map[string]any{"reject": "no"})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateCompensated)
+		op := get(ns, stepStatus(s, "ticket").Compensation.Operation)
+		Expect(op.Status.Attempts).To(BeEquivalentTo(3), "two 503s, then the close")
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "cancel tickets"}))
+	})
+
+	It("stops for a person when a compensation fails for good, and ends only when every step is undone", func() {
+		steps := changeSteps()[:2]
+		// The close names a ticket the desk does not have: 404, for good.
+		steps[0].Compensation.ParametersFrom[0].Expression = "'gone-' + steps.ticket.externalObjectID"
+		steps[1].Parameters = raw(map[string]any{"reject": "no"})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateNeedsReview)
+		Expect(sagaCondition(s, v1.ConditionStalled).Status).To(Equal(metav1.ConditionTrue))
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal("CompensationFailed"))
+		Expect(kstatusOf(s)).To(Equal(status.FailedStatus))
+		Expect(stepStatus(s, "ticket").State).To(Equal(v1.StateCompensating))
+		Expect(stepStatus(s, "ticket").Compensation.State).To(Equal(v1.StateFailedFinal))
+		Expect(s.Status.CompensationsDone).To(BeZero())
+		Consistently(func() v1.OperationState { return getSaga(ns, "scale").Status.State }, time.Second).
+			Should(Equal(v1.StateNeedsReview), "never reported compensated early")
+
+		By("closing the ticket by hand and saying so")
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Spec.Resolutions = []v1.SagaResolution{{Step: "ticket", Action: v1.SagaMarkCompensated, By: "alice",
+			Reason: "closed it in the desk's UI"}}
+		Expect(k8sClient.Patch(ctx, s, patch)).To(Succeed())
+		s = waitSaga(ns, "scale", v1.StateCompensated)
+		Expect(stepStatus(s, "ticket").Compensation.Resolution.By).To(Equal("alice"))
+		Expect(stepStatus(s, "ticket").Compensation.Resolution.User).NotTo(BeEmpty(), "the writer, as the API server saw them")
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets"}))
+	})
+
+	It("runs a failed compensation again, as a new operation, when a person says Retry", func() {
+		faults(ns, sandbox.FaultRule{Mode: "native", Collection: "tickets", Fault: "429", Count: 1,
+			KeyPrefix: "Tool:desk/ticket.close/"})
+		steps := changeSteps()[:2]
+		steps[0].Compensation.RetryPolicy.MaxAttempts = 1 // the 429 is its last attempt
+		steps[1].Parameters = raw(map[string]any{"reject": "no"})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+		s := waitSaga(ns, "scale", v1.StateNeedsReview)
+
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Spec.Resolutions = []v1.SagaResolution{{Step: "ticket", Action: v1.SagaRetry, By: "alice"}}
+		Expect(k8sClient.Patch(ctx, s, patch)).To(Succeed())
+		s = waitSaga(ns, "scale", v1.StateCompensated)
+		cs := stepStatus(s, "ticket").Compensation
+		Expect(cs.Round).To(BeEquivalentTo(2))
+		Expect(cs.Operation).To(Equal("scale.ticket.undo-2"))
+		Expect(cs.IdempotencyKey).To(Equal("scale/ticket/compensate/2"))
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "cancel tickets"}))
+	})
+
+	It("holds a step until a person approves it, and records who approved it and when", func() {
+		steps := changeSteps()
+		steps[1].RequiresApproval = true
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		Eventually(func() string {
+			return sagaCondition(getSaga(ns, "scale"), v1.ConditionStalled).Reason
+		}, 30*time.Second).Should(Equal("WaitingForApproval"))
+		s := getSaga(ns, "scale")
+		Expect(s.Status.CurrentStep).To(Equal("config"))
+		Expect(s.Status.State).To(Equal(v1.StateStarted))
+		Expect(kstatusOf(s)).To(Equal(status.FailedStatus))
+		Consistently(func() []string { return sagaEffects(ns) }, time.Second).Should(Equal([]string{"create tickets"}))
+
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Spec.Approvals = []v1.SagaApproval{{Step: "config", By: "bob", Reason: "change window open"}}
+		Expect(k8sClient.Patch(ctx, s, patch)).To(Succeed())
+		s = waitSaga(ns, "scale", v1.StateCommitted)
+		a := stepStatus(s, "config").Approval
+		Expect(a.By).To(Equal("bob"))
+		Expect(a.User).NotTo(BeEmpty())
+		Expect(a.Time.IsZero()).To(BeFalse())
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "create notices"}))
+	})
+
+	It("refuses, before any effect, parameters the operation's schema refuses", func() {
+		Expect(k8sClient.Delete(ctx, &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "desk"}})).To(Succeed())
+		newDesk(ns, func(s *v1.ToolSpec) {
+			s.Operations[2].ParametersSchema = raw(map[string]any{
+				"type": "object", "properties": map[string]any{"replicas": map[string]any{"maximum": 10}}})
+		})
+		steps := changeSteps()
+		steps[1].ParametersFrom = nil // known before any step runs
+		steps[1].Parameters = raw(map[string]any{"replicas": 40})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateFailedFinal)
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal("ValidationFailed"))
+		Expect(stepStatus(s, "config").Validation.Outcome).To(Equal(v1.ValidationFailed))
+		Expect(stepStatus(s, "config").Validation.Message).To(ContainSubstring("replicas"))
+		Expect(stepStatus(s, "notify").Validation.Outcome).To(Equal(v1.ValidationDeferred))
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+		Expect(sagaEffects(ns)).To(BeEmpty())
+	})
+
+	It("validates a step that uses earlier steps when it starts, and compensates if it does not validate", func() {
+		Expect(k8sClient.Delete(ctx, &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "desk"}})).To(Succeed())
+		newDesk(ns, func(s *v1.ToolSpec) {
+			s.Operations[4].ParametersSchema = raw(map[string]any{
+				"type": "object", "properties": map[string]any{"text": map[string]any{"maxLength": 5}}})
+		})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", changeSteps()))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateCompensated)
+		Expect(stepStatus(s, "notify").Validation.Outcome).To(Equal(v1.ValidationFailed))
+		Expect(operationsOf(ns, "scale")).NotTo(ContainElement("scale.notify"))
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "cancel configs", "cancel tickets"}))
+	})
+
+	It("refuses, before any effect, a saga whose expressions do not compile or refer to a later step", func() {
+		steps := changeSteps()
+		steps[0].ParametersFrom = []v1.ParameterExpression{{Name: "notice", Expression: "steps.notify.externalObjectID"}}
+		steps[1].ParametersFrom = append(steps[1].ParametersFrom, v1.ParameterExpression{Name: "x", Expression: "inputs.("})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateFailedFinal)
+		msg := sagaCondition(s, v1.ConditionReady).Message
+		Expect(msg).To(ContainSubstring("spec.steps[0].parametersFrom[0] (notice): steps.notify: the first step has no earlier steps"))
+		Expect(msg).To(ContainSubstring("spec.steps[1].parametersFrom[2] (x)"))
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal(v1.ReasonInvalidSpec))
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+	})
+})
