@@ -156,6 +156,8 @@ func TestValidateFaults(t *testing.T) {
 			if got := fileEffects(t, path); got != 0 {
 				t.Errorf("ledger file holds %d effects, want none", got)
 			}
+			// Stopping waits for the handler, so its send is seen.
+			h.stop()
 			close(exits)
 			var gotExits []int
 			for code := range exits {
