@@ -342,7 +342,9 @@ type ToolOperation struct {
 	// validate asks the tool, with no effect, whether it would accept the
 	// operation's request (a dry run). Sagas validate their steps with it
 	// before the first step runs; a refusal stops the saga before any
-	// effect.
+	// effect. It is sent once, with the operation's key in
+	// spec.idempotency.header; a call that gets no answer (a reset, a
+	// timeout) or an answer that decides nothing is asked again later.
 	// +optional
 	Validate *ValidateRequest `json:"validate,omitempty"`
 
@@ -461,8 +463,10 @@ type LookupRequest struct {
 }
 
 // ValidateRequest asks the tool whether it would accept a request, with no
-// effect. It is sent with the operation's parameters and key, shaped like
-// the operation's request unless it has a request shape of its own.
+// effect. It is sent once, with the operation's parameters and key (in
+// spec.idempotency.header, as every request), shaped like the operation's
+// request unless it has a request shape of its own. A call that gets no
+// answer (a reset, a timeout) decides nothing, and is asked again later.
 // Expressions are CEL over `response`, `parameters` and `key`.
 type ValidateRequest struct {
 	// method of the validate request.
@@ -482,7 +486,8 @@ type ValidateRequest struct {
 	// +optional
 	Request *RequestShape `json:"request,omitempty"`
 
-	// valid is true when the answer says the request would be accepted.
+	// valid is true when the answer says the request would be accepted. It
+	// is evaluated first.
 	// +optional
 	// +kubebuilder:default="response.status >= 200 && response.status < 300"
 	// +kubebuilder:validation:MaxLength=4096
@@ -490,14 +495,18 @@ type ValidateRequest struct {
 
 	// invalid is true when the answer says the request would be refused
 	// for good. An answer that is neither (a 503, a gateway's page) is
-	// asked again later: only the tool's own refusal stops a saga.
+	// asked again later: only the tool's own refusal stops a saga, or a
+	// request that cannot be made (parameters it cannot be built from, an
+	// address the egress policy refuses).
 	// +optional
 	// +kubebuilder:default="response.status >= 400 && response.status < 500 && response.status != 408 && response.status != 429"
 	// +kubebuilder:validation:MaxLength=4096
 	Invalid string `json:"invalid,omitempty"`
 
 	// message extracts the refusal's explanation for the saga's status,
-	// for example `response.body.message`.
+	// for example `response.body.message`, cut at 512 bytes. Without it,
+	// or when it yields nothing, the explanation is the status and the
+	// first 512 bytes of the body.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Message string `json:"message,omitempty"`

@@ -48,7 +48,8 @@ type ValidateVerdict string
 const (
 	// ValidateValid: the tool would accept the request.
 	ValidateValid ValidateVerdict = "Valid"
-	// ValidateInvalid: the tool would refuse the request for good.
+	// ValidateInvalid: the tool would refuse the request for good, or the
+	// request cannot be made at all.
 	ValidateInvalid ValidateVerdict = "Invalid"
 	// ValidateUndecided: no answer that decides (the request did not
 	// arrive, a 5xx, a gateway's page); ask again later.
@@ -77,7 +78,10 @@ type ValidateResult struct {
 //   - Lookup asks whether the effect of Key exists and has no effect of its
 //     own. Absent only when the tool's answer proves it.
 //   - Validate asks, with no effect, whether the tool would accept the
-//     request (a dry run). Invalid only on the tool's own refusal.
+//     request (a dry run), sent at most once like every call. Invalid on
+//     the tool's own refusal, or where Execute would fail for good without
+//     sending anything (no such operation, parameters the request cannot
+//     be built from); Undecided on any other answer, or on none.
 //   - Compensation is not a method of its own: a compensation is an
 //     operation of the tool (a refund, a close), executed and looked up
 //     through Execute and Lookup under the whole protocol, with a key of

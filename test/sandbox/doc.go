@@ -34,16 +34,60 @@ limitations under the License.
 //     request behaves like none mode.
 //   - POST /lookup/{collection} never dedupes, but records the key on the
 //     object; GET /lookup/{collection}?key=K finds the first object created
-//     with key K (404 not_found otherwise).
+//     with key K or, if none was, the first object cancelled with key K
+//     (404 not_found otherwise). It stands for a search over the client's
+//     references that an API keeps on its objects (Stripe's search over
+//     metadata): the answer's key and cancelKey say which one matched.
 //   - POST /none/{collection} never dedupes and offers no lookup.
-//
-// In every mode GET /{mode}/{collection}/{id} reads an object and
-// POST /{mode}/{collection}/{id}/cancel cancels it (a compensation effect,
-// deduped on its own key in native mode).
 //
 // Request bodies are JSON objects. Invalid JSON answers 400 invalid_json, a
 // body over 1 MiB answers 413, and a string field "reject" turns the request
 // into a business rejection (422 rejected, no effect).
+//
+// # Cancels
+//
+// In every mode GET /{mode}/{collection}/{id} reads an object (its status,
+// and once cancelled its cancelledAt and cancelKey) and
+// POST /{mode}/{collection}/{id}/cancel cancels it: a compensation, an
+// effect of its own with a key of its own, recorded in the ledger.
+//
+//   - Native mode dedupes a cancel on its key, apart from the creates' keys
+//     (a create and its cancel may share one): the same key replays the
+//     first answer, the same key for another object answers 422
+//     idempotency_key_reused.
+//   - Lookup mode records the key as the object's cancelKey, and the lookup
+//     by key finds the cancelled object by it.
+//   - None mode neither dedupes nor answers questions.
+//
+// An object is cancelled once. A cancel of an object already cancelled,
+// with another key or in a mode that does not dedupe, answers 409
+// already_cancelled and has no effect: it stands for an API whose objects
+// have a state machine (an order, a payment intent), which refuses a
+// transition from the state an object is already in, whoever made it. A
+// client that re-sent its own cancel cannot tell from this answer alone;
+// a lookup by its key can. A cancel of an unknown id answers 404 not_found.
+// A cancel's body may carry "reject" like a create's: a compensation the
+// tool refuses for good (a refund window that closed).
+//
+// # Validates
+//
+// In every mode POST /{mode}/{collection}/validate is a dry run of a create
+// in the collection, as dry-run and "validate only" endpoints of real APIs
+// are (Kubernetes' dryRun=All): it answers 200 {"valid":true} for a body
+// the create would accept, 422 {"error":"rejected","reason":R,"message":M}
+// for a body it would reject (the "reject" field), and 400 invalid_json or
+// 413 as a create would. It has no effect, is never recorded in the ledger,
+// and judges the body alone: it neither consults nor claims a native key,
+// and nothing it sees is indexed for lookups.
+//
+// Faults apply to validates as to creates. Those that strike after the
+// commit strike after the dry run, which committed nothing: a gateway's
+// 500, 502, 503 or 504, a dropped or reset connection, a crash of the
+// process, a late answer, each with no effect. Delays last only while the
+// client waits. 409-exists answers 409 already_exists when the key has an
+// object, as a dry run of a conditional create does; re-send faults strike
+// a repeated validate with the same key (validates are counted apart from
+// creates and cancels); lookup faults leave validates alone.
 //
 // # Shapes of real APIs
 //
@@ -85,16 +129,24 @@ limitations under the License.
 // # Faults
 //
 // Faults model the failures an effectively-once client must survive: lost
-// responses after a commit, resets, 5xx answers, throttling, slow answers
-// and process crashes; and the ways real gateways, proxies and tools lie:
-// a gateway's 502, 503 or 504 (HTML, plain text, foreign JSON) after the
-// upstream committed, a conditional create's 409 for a key that already
-// has an object, a re-send answered 401, 403 or 404 instead of the replayed
-// first answer, a lookup index that lags, an ingress's HTML 404 for a
-// lookup route, and a request held in a queue past the tool's declared
-// lookup delay. A fault is chosen per request by the X-Sandbox-Fault
+// responses after a commit, resets, 5xx answers, throttling, slow answers,
+// process crashes and refusals the request does not explain (422); and the
+// ways real gateways, proxies and tools lie: a gateway's 502, 503 or 504
+// (HTML, plain text, foreign JSON) after the upstream committed, a
+// conditional create's 409 for a key that already has an object, a re-send
+// answered 401, 403 or 404 instead of the replayed first answer, a lookup
+// index that lags, an ingress's HTML 404 for a lookup route, and a request
+// held in a queue past the tool's declared lookup delay. They strike
+// cancels as they strike creates. A fault is chosen per request by the X-Sandbox-Fault
 // header, or else by the rules set with PUT /admin/faults (or Options.Rules),
 // whose random draws come from a seeded source so that runs are
 // reproducible. Every response sent while a fault is active carries the
 // X-Sandbox-Fault header. The fault names are the Fault* constants.
+//
+// A rule can match one kind of request by its action (create, cancel or
+// validate), so that a test fails only the dry runs of one collection, or
+// only its compensations: {"action":"cancel","fault":"503","count":2}
+// fails a cancel twice, then lets it through (a compensation that succeeds
+// on a retry); {"action":"cancel","fault":"422"} refuses every cancel (a
+// compensation that fails for good).
 package sandbox

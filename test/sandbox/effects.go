@@ -29,7 +29,7 @@ import (
 	"time"
 )
 
-// effectRequest is a parsed create or cancel request.
+// effectRequest is a parsed create, cancel or validate request.
 type effectRequest struct {
 	mode       string
 	collection string
@@ -85,9 +85,9 @@ func (s *Server) serveEffect(w http.ResponseWriter, r *http.Request, action stri
 func (s *Server) matchEffect(req effectRequest) faultMatch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := faultMatch{mode: req.mode, collection: req.collection, method: http.MethodPost, key: req.key}
+	m := faultMatch{mode: req.mode, collection: req.collection, method: http.MethodPost, action: req.action, key: req.key}
 	m.resend = s.state.see(requestKey{mode: req.mode, collection: req.collection, action: req.action, key: req.key})
-	if req.action == ActionCreate && req.key != "" {
+	if req.action != ActionCancel && req.key != "" {
 		_, m.exists = s.state.lookup(req.mode, req.collection, req.key)
 	}
 	return m
@@ -158,8 +158,7 @@ func (s *Server) execute(req effectRequest, f *fault) outcome {
 		defer s.mu.Unlock()
 		if f.existingOnly() && req.action == ActionCreate && req.key != "" {
 			if _, exists := s.state.lookup(req.mode, req.collection, req.key); exists {
-				return jsonOutcome(http.StatusConflict, errorBody{Error: CodeAlreadyExists,
-					Message: fmt.Sprintf("an object with key %q already exists", req.key)})
+				return alreadyExists(req.key)
 			}
 		}
 		out, _ := s.commitLocked(req)
@@ -183,14 +182,30 @@ func (s *Server) execute(req effectRequest, f *fault) outcome {
 	return out
 }
 
+// alreadyExists is a conditional create's refusal of a second object for
+// key.
+func alreadyExists(key string) outcome {
+	return jsonOutcome(http.StatusConflict, errorBody{Error: CodeAlreadyExists,
+		Message: fmt.Sprintf("an object with key %q already exists", key)})
+}
+
 // commitLocked performs req's effect, or its business rejection. It reports
 // whether the outcome was recorded in the ledger. The caller holds s.mu.
+//
+// A cancel of an object already cancelled is refused with 409
+// already_cancelled and records nothing, as an API whose objects have a
+// state machine refuses a transition from the state they are in: whoever
+// cancelled first, the object is cancelled once.
 func (s *Server) commitLocked(req effectRequest) (outcome, bool) {
 	var current Object
 	if req.action == ActionCancel {
 		obj, ok := s.state.object(req.mode, req.collection, req.target)
 		if !ok {
 			return jsonOutcome(http.StatusNotFound, errorBody{Error: CodeNotFound}), false
+		}
+		if obj.Status == StatusCancelled {
+			return jsonOutcome(http.StatusConflict, errorBody{Error: CodeAlreadyCancelled,
+				Message: fmt.Sprintf("object %s is already cancelled", obj.ID)}), false
 		}
 		current = obj
 	}
@@ -254,9 +269,8 @@ func (s *Server) effectRecord(req effectRequest, current Object) (record, error)
 		status = http.StatusCreated
 	} else {
 		obj.Status = StatusCancelled
-		if obj.CancelledAt == "" {
-			obj.CancelledAt = now.Format(time.RFC3339Nano)
-		}
+		obj.CancelledAt = now.Format(time.RFC3339Nano)
+		obj.CancelKey = req.key
 	}
 	body, err := json.Marshal(obj)
 	if err != nil {

@@ -46,6 +46,15 @@ const (
 	Fault429 = "429"
 	// Fault503 answers 503 with Retry-After seconds (default 1); no effect.
 	Fault503 = "503"
+	// Fault422 answers 422 rejected (reason "refused", with a message);
+	// no effect. It stands for a business refusal that the request itself
+	// does not explain, and that holds for as long as the rule does: a
+	// refund window that closed, a frozen account, an order that shipped
+	// and can no longer be cancelled. Unlike a rejection asked for in the
+	// body, it is not stored against a native key: the next request is
+	// decided afresh. A rule with Action cancel makes a compensation fail
+	// for good.
+	Fault422 = "422"
 	// Fault500AfterCommit commits, then answers 500 with an empty body.
 	Fault500AfterCommit = "500-after-commit"
 	// Fault500BeforeCommit answers 500 with an empty body; no effect.
@@ -127,6 +136,9 @@ const (
 	FaultHoldBeforeCommit = "hold-before-commit"
 )
 
+// reasonRefused is the reason of Fault422's rejection.
+const reasonRefused = "refused"
+
 // ErrUnknownFault reports a fault name or parameter the sandbox does not
 // understand.
 var ErrUnknownFault = errors.New("unknown fault")
@@ -151,6 +163,7 @@ var faultParams = map[string]faultParam{
 	FaultDelayBeforeCommit: paramDuration,
 	Fault429:               paramSeconds,
 	Fault503:               paramSeconds,
+	Fault422:               paramNone,
 	Fault500AfterCommit:    paramNone,
 	Fault500BeforeCommit:   paramNone,
 	FaultResetBeforeCommit: paramNone,
@@ -329,6 +342,9 @@ func (s *Server) faultBeforeCommit(w http.ResponseWriter, f *fault) bool {
 		writeError(w, http.StatusGatewayTimeout, errorBody{Error: CodeGatewayTimeout})
 	case Fault500BeforeCommit:
 		writeEmpty(w, http.StatusInternalServerError)
+	case Fault422:
+		writeError(w, http.StatusUnprocessableEntity, errorBody{Error: CodeRejected, Reason: reasonRefused,
+			Message: "the tool refuses this request"})
 	case FaultResend401:
 		writeError(w, http.StatusUnauthorized, errorBody{Error: CodeUnauthorized, Message: "invalid API key"})
 	case FaultResend403:

@@ -100,9 +100,14 @@ type result struct {
 
 // errorCode is the "error" field of a JSON error body, or "".
 func (r result) errorCode() string {
+	return r.errorBody().Error
+}
+
+// errorBody decodes a JSON error body; zero if it is none.
+func (r result) errorBody() errorBody {
 	var e errorBody
 	_ = json.Unmarshal([]byte(r.body), &e)
-	return e.Error
+	return e
 }
 
 // replayed reports whether the answer was marked as a replay.

@@ -37,9 +37,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, obj)
 }
 
-// handleLookup serves GET /lookup/{collection}?key=K, the first object
-// created with key K. Faults apply to it like to an effect, with the lookup
-// itself in place of the commit.
+// handleLookup serves GET /lookup/{collection}?key=K: the first object
+// created with key K or, if none was, the first object cancelled with it.
+// Faults apply to it like to an effect, with the lookup itself in place of
+// the commit; an index that lags shows a cancel as late as a create.
 func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 	mode, collection, ok := pathTarget(w, r)
 	if !ok {
@@ -62,19 +63,25 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 	sleepContext(r.Context(), f.lookupDelay())
 	s.mu.Lock()
 	obj, found := s.state.lookup(ModeLookup, collection, key)
+	since := obj.CreatedAt
+	if !found {
+		obj, found = s.state.lookupCancel(ModeLookup, collection, key)
+		since = obj.CancelledAt
+	}
 	s.mu.Unlock()
 	out := jsonOutcome(http.StatusNotFound, errorBody{Error: CodeNotFound})
-	if found && s.visible(obj, f.lookupLag()) {
+	if found && s.visible(since, f.lookupLag()) {
 		out = jsonOutcome(http.StatusOK, obj)
 	}
 	s.respond(w, r, f, out)
 }
 
-// visible reports whether a lookup index that lags lag behind sees obj.
-func (s *Server) visible(obj Object, lag time.Duration) bool {
+// visible reports whether a lookup index that lags lag behind sees what
+// happened at since (an RFC 3339 time).
+func (s *Server) visible(since string, lag time.Duration) bool {
 	if lag <= 0 {
 		return true
 	}
-	created, err := time.Parse(time.RFC3339Nano, obj.CreatedAt)
-	return err == nil && s.now().Sub(created) >= lag
+	t, err := time.Parse(time.RFC3339Nano, since)
+	return err == nil && s.now().Sub(t) >= lag
 }

@@ -531,7 +531,7 @@ func (s *Server) handleGitHubSearch(w http.ResponseWriter, r *http.Request) {
 	sleepContext(r.Context(), f.lookupDelay())
 	found := gitHubSearch{Items: []gitHubIssue{}}
 	for _, obj := range s.createdObjects(ModeLookup, CollectionGitHubIssues) {
-		if issue := renderGitHubIssue(obj); s.visible(obj, f.lookupLag()) && query.matches(issue) {
+		if issue := renderGitHubIssue(obj); s.visible(obj.CreatedAt, f.lookupLag()) && query.matches(issue) {
 			found.Items = append(found.Items, issue)
 		}
 	}

@@ -27,18 +27,24 @@ import (
 )
 
 // FaultRule injects Fault into matching requests. Empty match fields match
-// everything. Rules apply to POST requests; a rule applies to lookups by
-// key (GET /lookup/{collection}?key=K) when its Method is GET or its Fault
-// is a lookup fault (lookup-503, lookup-timeout, lookup-lag,
-// lookup-route-404), and to lookups only then. A rule whose Fault is a
-// re-send fault (resend-401, resend-403, resend-404) matches only requests
-// whose key the sandbox has seen before, and a 409-exists rule only creates
-// whose key already has an object, so that Fired counts only the requests
-// the fault changed.
+// everything. Rules apply to POST requests (creates, cancels and
+// validates); a rule applies to lookups by key (GET
+// /lookup/{collection}?key=K) when its Method is GET or its Fault is a
+// lookup fault (lookup-503, lookup-timeout, lookup-lag, lookup-route-404),
+// and to lookups only then. A rule whose Fault is a re-send fault
+// (resend-401, resend-403, resend-404) matches only requests whose key the
+// sandbox has seen before, and a 409-exists rule only creates and
+// validates whose key already has an object, so that Fired counts only the
+// requests the fault changed.
 type FaultRule struct {
 	Mode       string `json:"mode"`
 	Collection string `json:"collection"`
 	Method     string `json:"method"`
+	// Action matches one kind of POST request: ActionCreate,
+	// ActionCancel or ActionValidate, so that a rule can fail only a
+	// cancel (a compensation) or only a dry run. A rule with an Action
+	// never matches lookups.
+	Action string `json:"action"`
 	// KeyPrefix matches the start of the Idempotency-Key header, or of the
 	// key queried by a lookup.
 	KeyPrefix string `json:"keyPrefix"`
@@ -76,13 +82,15 @@ type faultMatch struct {
 	mode       string
 	collection string
 	method     string
-	key        string
-	lookup     bool
+	// action is the POST request's, empty for lookups.
+	action string
+	key    string
+	lookup bool
 	// resend is true when a request with the same mode, collection, action
 	// and key came before.
 	resend bool
-	// exists is true when the request is a create and an object was
-	// created with its key in its mode and collection.
+	// exists is true when the request is a create or a validate and an
+	// object was created with its key in its mode and collection.
 	exists bool
 }
 
@@ -96,6 +104,7 @@ func (a *activeRule) matches(m faultMatch) bool {
 	r := a.rule
 	if (r.Mode != "" && r.Mode != m.mode) ||
 		(r.Collection != "" && r.Collection != m.collection) ||
+		(r.Action != "" && r.Action != m.action) ||
 		!strings.HasPrefix(m.key, r.KeyPrefix) {
 		return false
 	}
@@ -206,6 +215,14 @@ func validateRule(r FaultRule) error {
 	case "", http.MethodPost, http.MethodGet:
 	default:
 		return fmt.Errorf("method %q is not POST or GET", r.Method)
+	}
+	switch r.Action {
+	case "", ActionCreate, ActionCancel, ActionValidate:
+	default:
+		return fmt.Errorf("unknown action %q", r.Action)
+	}
+	if r.Action != "" && r.Method == http.MethodGet {
+		return fmt.Errorf("action %q is a POST request: a GET rule with it would never fire", r.Action)
 	}
 	if r.Collection != "" && !collectionPattern.MatchString(r.Collection) {
 		return fmt.Errorf("invalid collection %q", r.Collection)

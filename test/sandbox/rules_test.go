@@ -109,6 +109,25 @@ func TestFaultRules(t *testing.T) {
 			want:      []answer{created, faulted(404, FaultLookupRoute404), created},
 			wantFired: []int{1, 0},
 		},
+		"action rules match one kind of request": {
+			rules: []FaultRule{{Collection: collCharges, Action: ActionValidate, Fault: Fault503}},
+			calls: []call{post("/none/charges/validate", "k1"), post(pathNoneCharges, "k1"),
+				post("/none/tickets/validate", "k1"), post("/none/charges/ch_1/cancel", "c1")},
+			want:      []answer{faulted(503, Fault503), created, {Status: http.StatusOK}, {Status: http.StatusOK}},
+			wantFired: []int{1},
+		},
+		"rules without an action apply to validates too": {
+			rules:     []FaultRule{{Method: "POST", Fault: Fault502, Count: 1}},
+			calls:     []call{post("/lookup/tickets/validate", "k1"), post(pathLookupTickets, "k1")},
+			want:      []answer{faulted(502, Fault502), created},
+			wantFired: []int{1},
+		},
+		"action rules leave lookups alone": {
+			rules:     []FaultRule{{Action: ActionCreate, Fault: FaultLookup503}},
+			calls:     []call{post(pathLookupTickets, "K"), get(pathLookupTicketsK)},
+			want:      []answer{created, {Status: http.StatusOK}},
+			wantFired: []int{0},
+		},
 		"lookup faults apply to lookups only": {
 			rules:     []FaultRule{{Fault: FaultLookup503, KeyPrefix: "K"}},
 			calls:     []call{post(pathLookupTickets, "K"), get(pathLookupTicketsK), get("/lookup/tickets?key=X")},
@@ -227,6 +246,8 @@ func TestPutFaultsValidation(t *testing.T) {
 		"negative count":        {body: `{"rules":[{"fault":"503","count":-1}]}`, wantError: CodeInvalidRules},
 		"mode not served":       {body: `{"rules":[{"fault":"503","mode":"maybe"}]}`, wantError: CodeInvalidRules},
 		"unsupported method":    {body: `{"rules":[{"fault":"503","method":"DELETE"}]}`, wantError: CodeInvalidRules},
+		"unknown action":        {body: `{"rules":[{"fault":"503","action":"refund"}]}`, wantError: CodeInvalidRules},
+		"action of a GET rule":  {body: `{"rules":[{"fault":"503","method":"GET","action":"cancel"}]}`, wantError: CodeInvalidRules},
 		"unknown field":         {body: `{"rules":[{"fault":"503","chance":0.5}]}`, wantError: CodeInvalidJSON},
 		"malformed":             {body: `{"rules":`, wantError: CodeInvalidJSON},
 	}

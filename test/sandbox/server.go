@@ -34,10 +34,12 @@ const (
 	ModeNone   = "none"
 )
 
-// Actions recorded in the ledger.
+// Actions: creates and cancels are recorded in the ledger; a validate is
+// never recorded, and the action only lets fault rules tell it apart.
 const (
-	ActionCreate = "create"
-	ActionCancel = "cancel"
+	ActionCreate   = "create"
+	ActionCancel   = "cancel"
+	ActionValidate = "validate"
 )
 
 // Object statuses.
@@ -64,6 +66,7 @@ const (
 	CodeKeyReused         = "idempotency_key_reused"
 	CodeInFlight          = "in_flight"
 	CodeAlreadyExists     = "already_exists"
+	CodeAlreadyCancelled  = "already_cancelled"
 	CodeUnauthorized      = "unauthorized"
 	CodeForbidden         = "forbidden"
 	CodeUnknownFault      = "unknown_fault"
@@ -185,6 +188,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("PUT /admin/faults", s.handlePutFaults)
 	mux.HandleFunc("DELETE /admin/faults", s.handleDeleteFaults)
 	mux.HandleFunc("POST /{mode}/{collection}", s.handleCreate)
+	mux.HandleFunc("POST /{mode}/{collection}/validate", s.handleValidate)
 	mux.HandleFunc("GET /{mode}/{collection}", s.handleLookup)
 	mux.HandleFunc("GET /{mode}/{collection}/{id}", s.handleGet)
 	mux.HandleFunc("POST /{mode}/{collection}/{id}/cancel", s.handleCancel)

@@ -436,36 +436,42 @@ func TestRejectFieldMustBeAString(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	type answer struct {
+		Status   int
+		Error    string
+		Replayed bool
+	}
+	cancelled := answer{Status: http.StatusOK}
+	replayed := answer{Status: http.StatusOK, Replayed: true}
+	refused := answer{Status: http.StatusConflict, Error: CodeAlreadyCancelled}
 	tests := map[string]struct {
-		mode         string
-		cancelKeys   []string
-		wantReplayed []bool
-		wantCancels  int
-		wantDupKeys  []string
+		mode       string
+		cancelKeys []string
+		want       []answer
+		// wantCancelKey is the object's cancelKey: the first cancel's.
+		wantCancelKey string
 	}{
 		"none cancels once": {
-			mode: ModeNone, cancelKeys: []string{""},
-			wantReplayed: []bool{false}, wantCancels: 1, wantDupKeys: []string{},
+			mode: ModeNone, cancelKeys: []string{""}, want: []answer{cancelled},
 		},
-		"cancelling twice without a key records two effects": {
-			mode: ModeNone, cancelKeys: []string{"", ""},
-			wantReplayed: []bool{false, false}, wantCancels: 2, wantDupKeys: []string{},
+		"none refuses a second cancel": {
+			mode: ModeNone, cancelKeys: []string{"", ""}, want: []answer{cancelled, refused},
 		},
-		"native cancel is deduped on its key": {
-			mode: ModeNative, cancelKeys: []string{"c1", "c1"},
-			wantReplayed: []bool{false, true}, wantCancels: 1, wantDupKeys: []string{},
+		"none does not dedupe a re-sent cancel": {
+			mode: ModeNone, cancelKeys: []string{"c1", "c1"}, want: []answer{cancelled, refused}, wantCancelKey: "c1",
 		},
-		"native cancel with new keys cancels again": {
-			mode: ModeNative, cancelKeys: []string{"c1", "c2"},
-			wantReplayed: []bool{false, false}, wantCancels: 2, wantDupKeys: []string{},
+		"native replays a cancel on its key": {
+			mode: ModeNative, cancelKeys: []string{"c1", "c1"}, want: []answer{cancelled, replayed}, wantCancelKey: "c1",
+		},
+		"native refuses a cancel with a new key and still replays the first": {
+			mode: ModeNative, cancelKeys: []string{"c1", "c2", "c1"}, want: []answer{cancelled, refused, replayed},
+			wantCancelKey: "c1",
 		},
 		"native cancel may share the create's key": {
-			mode: ModeNative, cancelKeys: []string{"op-1"},
-			wantReplayed: []bool{false}, wantCancels: 1, wantDupKeys: []string{},
+			mode: ModeNative, cancelKeys: []string{"op-1"}, want: []answer{cancelled}, wantCancelKey: "op-1",
 		},
-		"lookup cancel records its key and duplicates": {
-			mode: ModeLookup, cancelKeys: []string{"c1", "c1"},
-			wantReplayed: []bool{false, false}, wantCancels: 2, wantDupKeys: []string{"lookup/charges/cancel/c1"},
+		"lookup refuses a second cancel": {
+			mode: ModeLookup, cancelKeys: []string{"c1", "c1"}, want: []answer{cancelled, refused}, wantCancelKey: "c1",
 		},
 	}
 	for name, tc := range tests {
@@ -473,23 +479,21 @@ func TestCancel(t *testing.T) {
 			h := newHarness(t, Options{})
 			base := "/" + tc.mode + "/charges"
 			created := h.do(call{path: base, key: "op-1", body: charge}).object(t)
-			replayed := make([]bool, 0, len(tc.cancelKeys))
+			answers := make([]answer, 0, len(tc.cancelKeys))
 			for _, key := range tc.cancelKeys {
 				r := h.do(call{path: base + "/" + created.ID + "/cancel", key: key})
-				if r.status != http.StatusOK || r.object(t).Status != StatusCancelled {
-					t.Fatalf("cancel = %d %s, want 200 with a cancelled object", r.status, r.body)
-				}
-				replayed = append(replayed, r.replayed())
+				answers = append(answers, answer{Status: r.status, Error: r.errorCode(), Replayed: r.replayed()})
 			}
-			if diff := cmp.Diff(tc.wantReplayed, replayed); diff != "" {
-				t.Errorf("replayed mismatch (-want, +got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, answers); diff != "" {
+				t.Errorf("answers mismatch (-want, +got):\n%s", diff)
 			}
-			if obj := h.do(call{method: http.MethodGet, path: base + "/" + created.ID}).object(t); obj.Status != StatusCancelled {
-				t.Errorf("object status = %q, want %q", obj.Status, StatusCancelled)
+			obj := h.do(call{method: http.MethodGet, path: base + "/" + created.ID}).object(t)
+			if diff := cmp.Diff([]string{StatusCancelled, tc.wantCancelKey}, []string{obj.Status, obj.CancelKey}); diff != "" {
+				t.Errorf("object status and cancel key mismatch (-want, +got):\n%s", diff)
 			}
 			sum := h.summary()
 			got := []any{sum.Creates, sum.Cancels, sum.DuplicateKeys}
-			if diff := cmp.Diff([]any{1, tc.wantCancels, tc.wantDupKeys}, got); diff != "" {
+			if diff := cmp.Diff([]any{1, 1, []string{}}, got); diff != "" {
 				t.Errorf("creates, cancels, duplicate keys mismatch (-want, +got):\n%s", diff)
 			}
 		})

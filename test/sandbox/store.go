@@ -32,6 +32,8 @@ type Object struct {
 	Status      string          `json:"status"`
 	CreatedAt   string          `json:"createdAt"`
 	CancelledAt string          `json:"cancelledAt,omitempty"`
+	// CancelKey is the Idempotency-Key of the cancel, if it had one.
+	CancelKey string `json:"cancelKey,omitempty"`
 }
 
 // nativeKey scopes a native Idempotency-Key to one collection and action,
@@ -42,7 +44,8 @@ type nativeKey struct {
 	key        string
 }
 
-// lookupKey indexes objects by the key they were created with.
+// lookupKey indexes objects by the key they were created or cancelled
+// with.
 type lookupKey struct {
 	mode       string
 	collection string
@@ -74,8 +77,10 @@ type store struct {
 	effects []Effect
 	objects map[string]Object
 	byKey   map[lookupKey]string // first object created with a key
-	native  map[nativeKey]*keyEntry
-	seen    map[requestKey]bool // keys of requests received or recorded
+	// byCancelKey holds the first object cancelled with a key.
+	byCancelKey map[lookupKey]string
+	native      map[nativeKey]*keyEntry
+	seen        map[requestKey]bool // keys of requests received or recorded
 }
 
 func newStore() *store {
@@ -90,6 +95,7 @@ func (st *store) reset(seq int64) {
 	st.effects = nil
 	st.objects = map[string]Object{}
 	st.byKey = map[lookupKey]string{}
+	st.byCancelKey = map[lookupKey]string{}
 	st.native = map[nativeKey]*keyEntry{}
 	st.seen = map[requestKey]bool{}
 }
@@ -136,10 +142,14 @@ func (st *store) applyEffect(e Effect) error {
 	if e.Key != "" {
 		st.seen[requestKey{mode: e.Mode, collection: e.Collection, action: e.Action, key: e.Key}] = true
 	}
-	if e.Action == ActionCreate && e.Key != "" {
+	if e.Key != "" {
+		index := st.byKey
+		if e.Action == ActionCancel {
+			index = st.byCancelKey
+		}
 		k := lookupKey{mode: e.Mode, collection: e.Collection, key: e.Key}
-		if _, taken := st.byKey[k]; !taken {
-			st.byKey[k] = obj.ID
+		if _, taken := index[k]; !taken {
+			index[k] = obj.ID
 		}
 	}
 	if e.Action == ActionCancel {
@@ -206,6 +216,16 @@ func (st *store) object(mode, collection, id string) (Object, bool) {
 // collection.
 func (st *store) lookup(mode, collection, key string) (Object, bool) {
 	id, ok := st.byKey[lookupKey{mode: mode, collection: collection, key: key}]
+	if !ok {
+		return Object{}, false
+	}
+	return st.object(mode, collection, id)
+}
+
+// lookupCancel returns the first object cancelled with key in mode and
+// collection.
+func (st *store) lookupCancel(mode, collection, key string) (Object, bool) {
+	id, ok := st.byCancelKey[lookupKey{mode: mode, collection: collection, key: key}]
 	if !ok {
 		return Object{}, false
 	}

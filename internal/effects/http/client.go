@@ -244,6 +244,11 @@ func (a answer) cel(in request) response {
 // summary is a short, secret-free description: the status and the start
 // of the body, re-encoded if it is JSON.
 func (a answer) summary() string {
+	return a.describe(200)
+}
+
+// describe is a summary with up to snippet bytes of the body.
+func (a answer) describe(snippet int) string {
 	s := a.StatusText
 	text := string(a.Body)
 	if a.JSON {
@@ -255,17 +260,21 @@ func (a answer) summary() string {
 		}
 	}
 	if body := strings.TrimSpace(text); body != "" {
-		const snippet = 200
-		if len(body) > snippet {
-			body = strings.ToValidUTF8(body[:snippet], "") + "..."
-		}
-		s += ": " + body
+		s += ": " + shorten(body, snippet)
 	}
 	if a.Cut {
 		s += fmt.Sprintf("; body longer than %d KiB: expressions saw only its first %d KiB, as text",
 			maxBody>>10, maxBody>>10)
 	}
 	return s
+}
+
+// shorten cuts s to at most n bytes of valid UTF-8, and says so.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 // do sends one request. sent reports whether the request was written out

@@ -17,6 +17,7 @@ limitations under the License.
 package http
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -81,6 +82,15 @@ func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 			errs = append(errs, checkPath(at+".lookup.path", l.Path))
 			check(at+".lookup.found", l.Found)
 			check(at+".lookup.absent", l.Absent)
+		}
+		if v := op.Validate; v != nil {
+			errs = append(errs, checkPath(at+".validate.path", v.Path))
+			checkShape(at+".validate.request", v.Request)
+			// Without a shape of its own, the operation's fills the path.
+			errs = append(errs, checkPlaceholders(at+".validate.path", v.Path, cmp.Or(v.Request, op.Request)))
+			check(at+".validate.valid", v.Valid)
+			check(at+".validate.invalid", v.Invalid)
+			check(at+".validate.message", v.Message)
 		}
 	}
 	return errors.Join(errs...)
