@@ -227,6 +227,32 @@ var _ = Describe("Saga", func() {
 		Expect(sagaEffects(ns)).To(BeEmpty())
 	})
 
+	It("asks the tool's dry run before the first step, and stops before any effect when it refuses", func() {
+		Expect(k8sClient.Delete(ctx, &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "desk"}})).To(Succeed())
+		newDesk(ns, func(s *v1.ToolSpec) {
+			for _, i := range []int{0, 2} {
+				collection := map[int]string{0: "tickets", 2: "configs"}[i]
+				s.Operations[i].Validate = &v1.ValidateRequest{Path: "/native/" + collection + "/validate",
+					Message: "response.body.message"}
+			}
+		})
+		steps := changeSteps()
+		steps[1].ParametersFrom = nil
+		steps[1].Parameters = raw(map[string]any{"replicas": 4, "reject": "the change window is closed"})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateFailedFinal)
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal("ValidationFailed"))
+		Expect(stepStatus(s, "ticket").Validation.Outcome).To(Equal(v1.ValidationPassed))
+		val := stepStatus(s, "config").Validation
+		Expect(val.Outcome).To(Equal(v1.ValidationFailed))
+		Expect(val.HTTPStatus).To(BeEquivalentTo(422))
+		Expect(val.Message).NotTo(BeEmpty())
+		Expect(sagaCondition(s, v1.ConditionReady).Message).To(ContainSubstring(val.Message))
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+		Expect(sagaEffects(ns)).To(BeEmpty())
+	})
+
 	It("validates a step that uses earlier steps when it starts, and compensates if it does not validate", func() {
 		Expect(k8sClient.Delete(ctx, &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "desk"}})).To(Succeed())
 		newDesk(ns, func(s *v1.ToolSpec) {

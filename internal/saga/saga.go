@@ -465,8 +465,11 @@ func (d *decider) compensate() Decision {
 		return d.end(v1.StateFailedFinal, ReasonStepFailed, fmt.Sprintf(
 			"step %s failed for good and no step before it had taken effect: %s", failedName, d.st.Steps[failed].Message))
 	}
-	return d.end(v1.StateCompensated, ReasonCompensated, fmt.Sprintf(
-		"step %s failed for good; all %d committed steps were compensated", failedName, d.st.CompensationsTotal))
+	undone := "the step before it was compensated"
+	if d.st.CompensationsTotal > 1 {
+		undone = fmt.Sprintf("the %d steps before it were compensated, last first", d.st.CompensationsTotal)
+	}
+	return d.end(v1.StateCompensated, ReasonCompensated, fmt.Sprintf("step %s failed for good; %s", failedName, undone))
 }
 
 func (d *decider) failedIndex() int {
