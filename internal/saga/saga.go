@@ -432,7 +432,10 @@ func (d *decider) compensate() Decision {
 			done++
 			continue
 		case v1.StateFailedFinal:
-			if r := d.resolution(step.Name); r != nil && !sameResolution(r, cs.Resolution) {
+			// A resolution already applied, to this compensation or to
+			// the step itself (a retryUntilDone step's Retry), is not a
+			// decision on this failure.
+			if r := d.resolution(step.Name); r != nil && !sameResolution(r, cs.Resolution) && !sameResolution(r, ss.Resolution) {
 				applied := *r
 				cs.Resolution = &applied
 				if r.Action == v1.SagaMarkCompensated {
