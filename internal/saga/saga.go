@@ -412,6 +412,15 @@ func (d *decider) compensate() Decision {
 				"compensation of %s: SideEffectOperation %s exists and does not belong to this saga", step.Name, cs.Operation))
 		case !exists:
 			if why, bad := d.Uncreatable[cs.Operation]; bad {
+				// Only a person can undo the effect: their
+				// MarkCompensated, which the message asks for, ends it.
+				if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaMarkCompensated {
+					applied := *r
+					cs.Resolution, cs.Message = &applied, ""
+					cs.State, ss.State = v1.StateCompensated, v1.StateCompensated
+					done++
+					continue
+				}
 				d.st.CompensationsDone = done
 				cs.Message = why
 				return d.review(ReasonCompensationFailed, fmt.Sprintf(
