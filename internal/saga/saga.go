@@ -386,6 +386,7 @@ func (d *decider) compensate() Decision {
 			done++
 			continue
 		}
+		d.st.CompensationsDone = done // before cannotCompensate writes its checkpoint
 		if dec, blocked := d.cannotCompensate(j); blocked {
 			if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaMarkCompensated {
 				applied := *r
