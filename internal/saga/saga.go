@@ -208,6 +208,7 @@ func (d *decider) forward() Decision {
 		name := OperationName(d.Name, step.Name, false, ss.Round)
 		c, exists := d.Children[name]
 		if exists && c.Foreign {
+			d.st.CurrentStep = step.Name
 			return d.review(ReasonForeignOperation, fmt.Sprintf(
 				"step %s: SideEffectOperation %s exists and does not belong to this saga; Once will not adopt it", step.Name, name))
 		}
@@ -266,6 +267,7 @@ func (d *decider) validateAll() (Decision, bool) {
 	}
 	for i := range d.Spec.Steps {
 		if val := d.st.Steps[i].Validation; val.Outcome == v1.ValidationFailed {
+			d.st.CurrentStep = "" // ended, as Committed and Compensated
 			return d.end(v1.StateFailedFinal, ReasonValidationFailed,
 				fmt.Sprintf("step %s did not validate, nothing ran: %s", d.Spec.Steps[i].Name, val.Message)), false
 		}
@@ -386,7 +388,9 @@ func (d *decider) compensate() Decision {
 			done++
 			continue
 		}
-		d.st.CompensationsDone = done // before cannotCompensate writes its checkpoint
+		// The step compensated now, or waited for; set before
+		// cannotCompensate writes its checkpoint.
+		d.st.CurrentStep, d.st.CompensationsDone = step.Name, done
 		if dec, blocked := d.cannotCompensate(j); blocked {
 			if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaMarkCompensated {
 				applied := *r
