@@ -18,6 +18,7 @@ package saga
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,7 +50,7 @@ func setConditions(st *v1.SagaStatus, reason, msg string, waiting bool, now time
 		reconciling, stalled = f, t
 	}
 	if len(msg) > maxMessage {
-		msg = msg[:maxMessage-3] + "..."
+		msg = strings.ToValidUTF8(msg[:maxMessage-3], "") + "..."
 	}
 	for typ, status := range map[string]metav1.ConditionStatus{
 		v1.ConditionReady:       ready,
