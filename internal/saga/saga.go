@@ -208,6 +208,7 @@ func (d *decider) forward() Decision {
 		name := OperationName(d.Name, step.Name, false, ss.Round)
 		c, exists := d.Children[name]
 		if exists && c.Foreign {
+			d.st.CurrentStep = step.Name
 			return d.review(ReasonForeignOperation, fmt.Sprintf(
 				"step %s: SideEffectOperation %s exists and does not belong to this saga; Once will not adopt it", step.Name, name))
 		}
@@ -266,6 +267,7 @@ func (d *decider) validateAll() (Decision, bool) {
 	}
 	for i := range d.Spec.Steps {
 		if val := d.st.Steps[i].Validation; val.Outcome == v1.ValidationFailed {
+			d.st.CurrentStep = "" // ended, as Committed and Compensated
 			return d.end(v1.StateFailedFinal, ReasonValidationFailed,
 				fmt.Sprintf("step %s did not validate, nothing ran: %s", d.Spec.Steps[i].Name, val.Message)), false
 		}
@@ -386,6 +388,9 @@ func (d *decider) compensate() Decision {
 			done++
 			continue
 		}
+		// The step compensated now, or waited for; set before
+		// cannotCompensate writes its checkpoint.
+		d.st.CurrentStep, d.st.CompensationsDone = step.Name, done
 		if dec, blocked := d.cannotCompensate(j); blocked {
 			if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaMarkCompensated {
 				applied := *r
@@ -412,6 +417,15 @@ func (d *decider) compensate() Decision {
 				"compensation of %s: SideEffectOperation %s exists and does not belong to this saga", step.Name, cs.Operation))
 		case !exists:
 			if why, bad := d.Uncreatable[cs.Operation]; bad {
+				// Only a person can undo the effect: their
+				// MarkCompensated, which the message asks for, ends it.
+				if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaMarkCompensated {
+					applied := *r
+					cs.Resolution, cs.Message = &applied, ""
+					cs.State, ss.State = v1.StateCompensated, v1.StateCompensated
+					done++
+					continue
+				}
 				d.st.CompensationsDone = done
 				cs.Message = why
 				return d.review(ReasonCompensationFailed, fmt.Sprintf(
@@ -432,7 +446,10 @@ func (d *decider) compensate() Decision {
 			done++
 			continue
 		case v1.StateFailedFinal:
-			if r := d.resolution(step.Name); r != nil && !sameResolution(r, cs.Resolution) {
+			// A resolution already applied, to this compensation or to
+			// the step itself (a retryUntilDone step's Retry), is not a
+			// decision on this failure.
+			if r := d.resolution(step.Name); r != nil && !sameResolution(r, cs.Resolution) && !sameResolution(r, ss.Resolution) {
 				applied := *r
 				cs.Resolution = &applied
 				if r.Action == v1.SagaMarkCompensated {
