@@ -125,7 +125,7 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 // operations lists the saga's operations by name.
 func (r *SagaReconciler) operations(ctx context.Context, s *v1.Saga) (map[string]*v1.SideEffectOperation, error) {
 	var list v1.SideEffectOperationList
-	if err := r.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{saga.LabelSaga: s.Name}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{saga.LabelSaga: saga.LabelValue(s.Name)}); err != nil {
 		return nil, fmt.Errorf("listing the operations of saga %s: %w", s.Name, err)
 	}
 	ops := make(map[string]*v1.SideEffectOperation, len(list.Items))
@@ -198,7 +198,7 @@ func (r *SagaReconciler) create(ctx context.Context, s *v1.Saga, params []byte, 
 	ref, operation := target(step, a.Undo)
 	op := &v1.SideEffectOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: s.Namespace, Labels: map[string]string{
-			saga.LabelSaga: s.Name, saga.LabelStep: step.Name, saga.LabelRole: saga.RoleStep,
+			saga.LabelSaga: saga.LabelValue(s.Name), saga.LabelStep: step.Name, saga.LabelRole: saga.RoleStep,
 		}},
 		Spec: v1.SideEffectOperationSpec{
 			ToolRef: ref, Operation: operation, IdempotencyKey: a.Key,

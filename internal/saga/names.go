@@ -35,6 +35,16 @@ const (
 	RoleCompensation = "compensation"
 )
 
+// LabelValue is the value of LabelSaga for a saga: its name, or, for a
+// name longer than a label value may be, its start and a digest of it.
+func LabelValue(saga string) string {
+	if len(saga) <= validation.LabelValueMaxLength {
+		return saga
+	}
+	sum := sha256.Sum256([]byte(saga))
+	return strings.TrimRight(saga[:validation.LabelValueMaxLength-17], ".-") + "-" + hex.EncodeToString(sum[:8])
+}
+
 // OperationName is the name of the operation that runs a step (undo: its
 // compensation) in a round. Step names hold no dots, so the last segments
 // say which step of which saga it is; a later round is a segment of its

@@ -174,3 +174,20 @@ func TestOperationNameUnique(t *testing.T) {
 		t.Errorf("sagas %q and %q share the name %q", long, other, a)
 	}
 }
+
+func TestLabelValue(t *testing.T) {
+	for _, n := range []int{1, 63, 64, 200, 253} {
+		name := strings.Repeat("s", n-1) + "x"
+		got := LabelValue(name)
+		if errs := validation.IsValidLabelValue(got); len(errs) > 0 {
+			t.Errorf("LabelValue of a %d-character name is %q: %v", n, got, errs)
+		}
+		if n <= 63 && got != name {
+			t.Errorf("LabelValue(%q) = %q, want the name itself", name, got)
+		}
+	}
+	a, b := strings.Repeat("a", 100)+"1", strings.Repeat("a", 100)+"2"
+	if LabelValue(a) == LabelValue(b) {
+		t.Errorf("two long names that start the same share the label value %q", LabelValue(a))
+	}
+}

@@ -286,7 +286,10 @@ func (s *sim) checkRetry(what string, a Action) {
 		t.Fatalf("%s: the resolution %+v, applied to make %s, is applied again to make %s", what, r, prev, a.Name)
 	}
 	s.retried[r] = a.Name
-	if c, ok := s.children[OperationName(sagaName, step, a.Undo, a.Round-1)]; !ok || c.State != failedFinal {
+	// The round before failed for good, or never ran: a retryUntilDone
+	// step that did not validate, or whose parameters could not be
+	// computed, had no operation.
+	if c, ok := s.children[OperationName(sagaName, step, a.Undo, a.Round-1)]; ok && c.State != failedFinal {
 		t.Fatalf("%s: creates %s, but the round before did not fail for good: %+v", what, a.Name, c)
 	}
 }
@@ -904,8 +907,7 @@ func TestDecideCompensation(t *testing.T) {
 					want: review(comp("reserve", 1, 0, 1, "charge"), ReasonCompensationFailed)},
 				{reason: "Each pass tries again, in vain.", acts: []string{"create order.reserve.undo k/reserve/compensate"},
 					want: review(comp("reserve", 1, 0, 1, "charge"), ReasonCompensationFailed)},
-				{reason: "MarkCompensated.", do: resolve("reserve", v1.SagaMarkCompensated, "by hand"),
-					acts: []string{"create order.reserve.undo k/reserve/compensate"},
+				{reason: "MarkCompensated, applied before any other try.", do: resolve("reserve", v1.SagaMarkCompensated, "by hand"),
 					want: outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated}},
 			},
 		},
@@ -1108,6 +1110,9 @@ func (s *sim) settle() string {
 		case at < 0:
 			return fmt.Sprintf("waits in NeedsReview (%s) on no step", reason)
 		case reason == ReasonStepFailed && s.spec.Steps[at].RetryUntilDone:
+			// The person has the tool fixed, so that its dry run accepts
+			// the step, and runs it again.
+			delete(s.validations, s.spec.Steps[at].Name)
 			resolve(s.spec.Steps[at].Name, v1.SagaRetry, fmt.Sprintf("settle %d", i))(s)
 		case s.spec.Steps[at].Compensation != nil:
 			resolve(s.spec.Steps[at].Name, v1.SagaMarkCompensated, fmt.Sprintf("settle %d", i))(s)
