@@ -89,6 +89,26 @@ var _ = Describe("Saga", func() {
 		Expect(getSaga(ns, "scale").Status.State).To(Equal(v1.StateCommitted))
 	})
 
+	It("reads as in progress to kstatus while a step runs", func() {
+		// The desk refuses the ticket once with a 429 and the step backs
+		// off for two seconds: the saga is Started, working, not stalled.
+		faults(ns, sandbox.FaultRule{Mode: "native", Collection: "tickets", Fault: "429", Count: 1})
+		steps := changeSteps()
+		steps[0].RetryPolicy.InitialBackoff = &metav1.Duration{Duration: 4 * time.Second}
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+		Eventually(func() v1.OperationState {
+			op := &v1.SideEffectOperation{}
+			_ = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "scale.ticket"}, op)
+			return op.Status.State
+		}, 30*time.Second, 50*time.Millisecond).Should(Equal(v1.StateFailedRetryable))
+		Eventually(func() string { return getSaga(ns, "scale").Status.Conditions[0].Message }).Should(ContainSubstring("FailedRetryable"))
+		s := getSaga(ns, "scale")
+		Expect(s.Status.State).To(Equal(v1.StateStarted))
+		Expect(sagaCondition(s, v1.ConditionReconciling).Status).To(Equal(metav1.ConditionTrue))
+		Expect(kstatusOf(s)).To(Equal(status.InProgressStatus))
+		waitSaga(ns, "scale", v1.StateCommitted)
+	})
+
 	DescribeTable("compensates the committed steps, last first, when a step fails for good",
 		func(failing int, wantState v1.OperationState, wantEffects []string) {
 			steps := changeSteps()
