@@ -43,6 +43,10 @@ import (
 // whose answer to a validation decided nothing.
 const undecidedRetry = 10 * time.Second
 
+// conflictRetry is how soon a saga whose checkpoint met a newer object is
+// decided again: time for the cache to catch up.
+const conflictRetry = 200 * time.Millisecond
+
 // retryUntilDoneAttempts is the retry policy of a retryUntilDone step that
 // sets none: the most attempts an operation allows.
 const retryUntilDoneAttempts = 100
@@ -115,7 +119,7 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			// Read from a cache behind the last checkpoint, or a person
 			// wrote the spec: decide again on the newer object. The
 			// operations made are found again by name.
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, err
 	}
