@@ -301,4 +301,3 @@ func eval(ctx context.Context, np namedProgram, act map[string]any) (any, error)
 	}
 	return out, nil
 }
-

@@ -261,4 +261,3 @@ func decodeBody(b []byte) (v any, isJSON bool) {
 	}
 	return protocol.WholeNumbers(v), true
 }
-
