@@ -32,6 +32,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
@@ -113,9 +114,11 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := r.checkpoint(ctx, &s, view.Status); err != nil {
 		if apierrors.IsConflict(err) {
 			// Read from a cache behind the last checkpoint, or a person
-			// wrote the spec: decide again on the newer object. The
-			// operations made are found again by name.
-			return ctrl.Result{Requeue: true}, nil
+			// wrote the spec: the newer object's event brings the saga
+			// back, and the decision is taken again on it. The operations
+			// made are found again by name.
+			logf.FromContext(ctx).V(1).Info("Lost the checkpoint write to a newer version; waiting for it")
+			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
