@@ -246,11 +246,12 @@ func effectsPerKey(ns string) map[string]int {
 }
 
 // faults makes the sandbox fail the namespace's requests as the rules say,
-// until the test ends.
+// until the test ends. A rule's KeyPrefix, if any, continues the
+// namespace's: "Tool:desk/config.revert/".
 func faults(ns string, rules ...sandbox.FaultRule) {
 	GinkgoHelper()
 	for i := range rules {
-		rules[i].KeyPrefix = ns + "/"
+		rules[i].KeyPrefix = ns + "/" + rules[i].KeyPrefix
 	}
 	Expect(ledger.SetFaults(context.Background(), 1, rules)).To(Succeed())
 	DeferCleanup(func() { Expect(ledger.ClearFaults(context.Background())).To(Succeed()) })
