@@ -56,6 +56,12 @@ kubectl() { KUBECONFIG="$kubeconfig" "$assets/kubectl" "$@"; }
 kubectl version | sed 's/^/  /'
 kubectl create namespace once-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
+say "Installing Once's admission policies: kubectl apply -k config/policy"
+# They record who wrote each resolution and approval, as the API server
+# saw them. The manager runs here as the control plane's admin, whom the
+# policies admit.
+kubectl apply -k "$root/config/policy" | sed 's/^/  /'
+
 say "Starting the sandbox tool on $sandbox_addr (ledger: $dir/ledger.jsonl)"
 rm -f "$dir/ledger.jsonl"
 "$root/bin/sandbox-tool" --listen "$sandbox_addr" --ledger "$dir/ledger.jsonl" >"$dir/sandbox.log" 2>&1 &
@@ -92,6 +98,68 @@ duplicates=$(grep -o '"duplicates":[0-9]*' <<<"$summary" | cut -d: -f2)
 [[ $effects == 2 && $duplicates == 0 ]] || die "expected 2 effects and no duplicate, got $effects and $duplicates"
 echo "  charge-order-1001 -> $(kubectl get seo charge-order-1001 -o jsonpath='{.status.externalObjectID}'), ticket-disk-full -> $(kubectl get seo ticket-disk-full -o jsonpath='{.status.externalObjectID}'); $effects effects, $duplicates duplicates"
 
+say "A change as a saga: kubectl apply -k config/samples/sagas"
+kubectl apply -k "$root/config/samples/sagas"
+echo "  The ticket opens; the config change waits for a person's approval:"
+kubectl wait --for=jsonpath='{.status.conditions[?(@.type=="Stalled")].reason}'=WaitingForApproval \
+  saga/scale-checkout --timeout=120s >/dev/null
+kubectl get saga scale-checkout -o wide
+
+say "Approving the change, declaratively (a GitOps repository would add the same lines)"
+kubectl patch saga scale-checkout --type=merge \
+  -p '{"spec":{"approvals":[{"step":"config","by":"demo","reason":"change window open"}]}}'
+kubectl wait --for=condition=Ready saga/scale-checkout --timeout=120s
+echo "  approved by $(kubectl get saga scale-checkout -o jsonpath='{.status.steps[1].approval.by} (authenticated as {.status.steps[1].approval.user})')"
+
+say "A change that fails for good is compensated: its ticket is closed again"
+# Another change, whose configuration the store refuses for good (the
+# sandbox refuses a request with a "reject" field). The store's dry run
+# refuses it when the step starts, after the ticket was opened.
+kubectl apply -f - <<'SAGA'
+apiVersion: effects.once.dev/v1alpha1
+kind: Saga
+metadata:
+  name: scale-search
+spec:
+  idempotencyKey: change-2042
+  inputs: {service: search, replicas: 90}
+  steps:
+  - name: ticket
+    toolRef: {name: servicedesk}
+    operation: ticket.open
+    parametersFrom:
+    - {name: title, expression: "'Scale ' + inputs.service"}
+    compensation:
+      operation: ticket.close
+      parametersFrom:
+      - {name: ticket, expression: steps.ticket.externalObjectID}
+  - name: config
+    toolRef: {name: configstore}
+    operation: config.set
+    parameters: {reject: replicas above the quota}
+    parametersFrom:
+    - {name: ticket, expression: steps.ticket.externalObjectID}
+    compensation:
+      operation: config.revert
+      parametersFrom:
+      - {name: change, expression: steps.config.externalObjectID}
+SAGA
+kubectl wait --for=jsonpath='{.status.state}'=Compensated saga/scale-search --timeout=120s
+kubectl get saga -o wide
+kubectl get seo -l effects.once.dev/saga
+
+say "Re-applying the sagas: nothing runs again"
+kubectl apply -k "$root/config/samples/sagas"
+
+say "The ledger again: every step and every compensation once"
+summary=$(curl -fsS "http://$sandbox_addr/ledger/summary")
+echo "  $summary"
+effects=$(grep -o '"effects":[0-9]*' <<<"$summary" | cut -d: -f2)
+duplicates=$(grep -o '"duplicates":[0-9]*' <<<"$summary" | cut -d: -f2)
+# 2 operations, 3 steps of scale-checkout, scale-search's ticket opened
+# and closed again.
+[[ $effects == 7 && $duplicates == 0 ]] || die "expected 7 effects and no duplicate, got $effects and $duplicates"
+
 say "Binding the key to other parameters is refused by the API server"
 if out=$(sed 's/amount: 4200/amount: 9900/' "$root/config/samples/effects_v1alpha1_sideeffectoperation.yaml" | kubectl apply -f - 2>&1); then
   die "an edited request was accepted: $out"
@@ -102,8 +170,9 @@ say "Running. Try it yourself:"
 cat <<EOF
   export KUBECONFIG=$kubeconfig
   export PATH=$assets:\$PATH
-  kubectl get seo,tools,clustertools,idempotencyrecords
+  kubectl get seo,sagas,tools,clustertools,idempotencyrecords
   kubectl describe seo charge-order-1001
+  kubectl get saga scale-search -o yaml
   curl -s http://$sandbox_addr/ledger/summary
   curl -s http://$metrics_addr/metrics | grep ^once_
 Press Ctrl-C to stop everything.

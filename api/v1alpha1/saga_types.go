@@ -38,10 +38,12 @@ type SagaSpec struct {
 	// idempotencyKey identifies the business operation the saga performs.
 	// Defaults to the object's name. Each step's operation gets the key
 	// "<key>/<step>", each compensation "<key>/<step>/compensate", so two
-	// sagas with the same key make each step's effect at most once.
+	// sagas with the same key make each step's effect at most once. It
+	// holds no "/", so that no saga's derived keys can be another's.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:Pattern=`^[^/]+$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.idempotencyKey is immutable: create a new Saga for a new key"
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 
@@ -61,7 +63,7 @@ type SagaSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
+	// +kubebuilder:validation:XValidation:rule="self.map(s, s.name) == oldSelf.map(s, s.name)",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	Steps []SagaStep `json:"steps"`
 
 	// approvals are people's approvals of steps that require one. A step
@@ -87,8 +89,11 @@ type SagaSpec struct {
 	Resolutions []SagaResolution `json:"resolutions,omitempty"`
 }
 
-// SagaStep is one side effect of a saga.
+// SagaStep is one side effect of a saga. It is immutable: each field
+// compares with its old value by what it means (a duration by its length),
+// so that clients that write "5m" and clients that write "5m0s" agree.
 // +kubebuilder:validation:XValidation:rule="has(self.compensation) != (has(self.irreversible) && self.irreversible)",message="a step needs exactly one of compensation and irreversible: true"
+// +kubebuilder:validation:XValidation:rule="has(self.parameters) == has(oldSelf.parameters) && has(self.parametersFrom) == has(oldSelf.parametersFrom) && has(self.timeout) == has(oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy) && has(self.compensation) == has(oldSelf.compensation) && (has(self.irreversible) && self.irreversible) == (has(oldSelf.irreversible) && oldSelf.irreversible) && (has(self.retryUntilDone) && self.retryUntilDone) == (has(oldSelf.retryUntilDone) && oldSelf.retryUntilDone) && (has(self.requiresApproval) && self.requiresApproval) == (has(oldSelf.requiresApproval) && oldSelf.requiresApproval)",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 type SagaStep struct {
 	// name of the step, unique in the saga, a DNS label; expressions refer
 	// to it as `steps.<name>`, or `steps['<name>']` when it has a hyphen.
@@ -100,6 +105,7 @@ type SagaStep struct {
 
 	// toolRef names the Tool or ClusterTool that performs the step.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	ToolRef ToolReference `json:"toolRef"`
 
 	// operation is the name of one of the tool's spec.operations.
@@ -107,6 +113,7 @@ type SagaStep struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	Operation string `json:"operation"`
 
 	// parameters are the literal part of the request, any JSON object.
@@ -114,6 +121,7 @@ type SagaStep struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	Parameters *runtime.RawExtension `json:"parameters,omitempty"`
 
 	// parametersFrom computes parameters from the saga's inputs and from
@@ -126,10 +134,13 @@ type SagaStep struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	ParametersFrom []ParameterExpression `json:"parametersFrom,omitempty"`
 
 	// timeout bounds one call; defaults to the tool's.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be positive"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(oldSelf)",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// retryPolicy of the step's operation; defaults to the operation's.
@@ -174,9 +185,11 @@ type ParameterExpression struct {
 }
 
 // Compensation is the operation that undoes a step's effect.
+// +kubebuilder:validation:XValidation:rule="has(self.toolRef) == has(oldSelf.toolRef) && has(self.parameters) == has(oldSelf.parameters) && has(self.parametersFrom) == has(oldSelf.parametersFrom) && has(self.retryPolicy) == has(oldSelf.retryPolicy)",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 type Compensation struct {
 	// toolRef names the tool of the compensation; defaults to the step's.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	ToolRef *ToolReference `json:"toolRef,omitempty"`
 
 	// operation is the name of one of the tool's spec.operations, for
@@ -185,6 +198,7 @@ type Compensation struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	Operation string `json:"operation"`
 
 	// parameters are the literal part of the request.
@@ -192,6 +206,7 @@ type Compensation struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	Parameters *runtime.RawExtension `json:"parameters,omitempty"`
 
 	// parametersFrom computes parameters as a step's do; they may use the
@@ -201,6 +216,7 @@ type Compensation struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	ParametersFrom []ParameterExpression `json:"parametersFrom,omitempty"`
 
 	// retryPolicy of the compensation's operation; a compensation that
@@ -453,6 +469,7 @@ type SagaStatus struct {
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !has(self.spec.resolutions)",message="a Saga cannot be created with spec.resolutions: a person decides after seeing what went wrong, while the saga is in NeedsReview",optionalOldSelf=true
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.resolutions) || (has(oldSelf.spec.resolutions) && self.spec.resolutions == oldSelf.spec.resolutions) || (has(self.status) && has(self.status.state) && self.status.state == 'NeedsReview')",message="spec.resolutions can be changed only while the saga is in NeedsReview"
 // +kubebuilder:validation:XValidation:rule="(has(self.spec.approvals) ? self.spec.approvals : []) == (has(oldSelf.spec.approvals) ? oldSelf.spec.approvals : []) || !has(self.status) || !has(self.status.state) || !(self.status.state in ['Committed', 'Compensated', 'FailedFinal'])",message="spec.approvals cannot change after the saga ended"
 // Saga is a business operation of several side effects in order, each run

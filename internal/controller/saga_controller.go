@@ -43,6 +43,10 @@ import (
 // whose answer to a validation decided nothing.
 const undecidedRetry = 10 * time.Second
 
+// conflictRetry is how soon a saga whose checkpoint met a newer object is
+// decided again: time for the cache to catch up.
+const conflictRetry = 200 * time.Millisecond
+
 // retryUntilDoneAttempts is the retry policy of a retryUntilDone step that
 // sets none: the most attempts an operation allows.
 const retryUntilDoneAttempts = 100
@@ -115,7 +119,7 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			// Read from a cache behind the last checkpoint, or a person
 			// wrote the spec: decide again on the newer object. The
 			// operations made are found again by name.
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, err
 	}
@@ -125,7 +129,7 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 // operations lists the saga's operations by name.
 func (r *SagaReconciler) operations(ctx context.Context, s *v1.Saga) (map[string]*v1.SideEffectOperation, error) {
 	var list v1.SideEffectOperationList
-	if err := r.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{saga.LabelSaga: s.Name}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{saga.LabelSaga: saga.LabelValue(s.Name)}); err != nil {
 		return nil, fmt.Errorf("listing the operations of saga %s: %w", s.Name, err)
 	}
 	ops := make(map[string]*v1.SideEffectOperation, len(list.Items))
@@ -198,7 +202,7 @@ func (r *SagaReconciler) create(ctx context.Context, s *v1.Saga, params []byte, 
 	ref, operation := target(step, a.Undo)
 	op := &v1.SideEffectOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: s.Namespace, Labels: map[string]string{
-			saga.LabelSaga: s.Name, saga.LabelStep: step.Name, saga.LabelRole: saga.RoleStep,
+			saga.LabelSaga: saga.LabelValue(s.Name), saga.LabelStep: step.Name, saga.LabelRole: saga.RoleStep,
 		}},
 		Spec: v1.SideEffectOperationSpec{
 			ToolRef: ref, Operation: operation, IdempotencyKey: a.Key,

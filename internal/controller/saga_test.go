@@ -89,6 +89,26 @@ var _ = Describe("Saga", func() {
 		Expect(getSaga(ns, "scale").Status.State).To(Equal(v1.StateCommitted))
 	})
 
+	It("reads as in progress to kstatus while a step runs", func() {
+		// The desk refuses the ticket once with a 429 and the step backs
+		// off for two seconds: the saga is Started, working, not stalled.
+		faults(ns, sandbox.FaultRule{Mode: "native", Collection: "tickets", Fault: "429", Count: 1})
+		steps := changeSteps()
+		steps[0].RetryPolicy.InitialBackoff = &metav1.Duration{Duration: 4 * time.Second}
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+		Eventually(func() v1.OperationState {
+			op := &v1.SideEffectOperation{}
+			_ = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "scale.ticket"}, op)
+			return op.Status.State
+		}, 30*time.Second, 50*time.Millisecond).Should(Equal(v1.StateFailedRetryable))
+		Eventually(func() string { return getSaga(ns, "scale").Status.Conditions[0].Message }).Should(ContainSubstring("FailedRetryable"))
+		s := getSaga(ns, "scale")
+		Expect(s.Status.State).To(Equal(v1.StateStarted))
+		Expect(sagaCondition(s, v1.ConditionReconciling).Status).To(Equal(metav1.ConditionTrue))
+		Expect(kstatusOf(s)).To(Equal(status.InProgressStatus))
+		waitSaga(ns, "scale", v1.StateCommitted)
+	})
+
 	DescribeTable("compensates the committed steps, last first, when a step fails for good",
 		func(failing int, wantState v1.OperationState, wantEffects []string) {
 			steps := changeSteps()
@@ -177,7 +197,7 @@ var _ = Describe("Saga", func() {
 		s = waitSaga(ns, "scale", v1.StateCompensated)
 		cs := stepStatus(s, "ticket").Compensation
 		Expect(cs.Round).To(BeEquivalentTo(2))
-		Expect(cs.Operation).To(Equal("scale.ticket.undo-2"))
+		Expect(cs.Operation).To(Equal("scale.ticket.undo.2"))
 		Expect(cs.IdempotencyKey).To(Equal("scale/ticket/compensate/2"))
 		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "cancel tickets"}))
 	})
@@ -227,6 +247,32 @@ var _ = Describe("Saga", func() {
 		Expect(sagaEffects(ns)).To(BeEmpty())
 	})
 
+	It("asks the tool's dry run before the first step, and stops before any effect when it refuses", func() {
+		Expect(k8sClient.Delete(ctx, &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "desk"}})).To(Succeed())
+		newDesk(ns, func(s *v1.ToolSpec) {
+			for _, i := range []int{0, 2} {
+				collection := map[int]string{0: "tickets", 2: "configs"}[i]
+				s.Operations[i].Validate = &v1.ValidateRequest{Path: "/native/" + collection + "/validate",
+					Message: "response.body.message"}
+			}
+		})
+		steps := changeSteps()
+		steps[1].ParametersFrom = nil
+		steps[1].Parameters = raw(map[string]any{"replicas": 4, "reject": "the change window is closed"})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateFailedFinal)
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal("ValidationFailed"))
+		Expect(stepStatus(s, "ticket").Validation.Outcome).To(Equal(v1.ValidationPassed))
+		val := stepStatus(s, "config").Validation
+		Expect(val.Outcome).To(Equal(v1.ValidationFailed))
+		Expect(val.HTTPStatus).To(BeEquivalentTo(422))
+		Expect(val.Message).NotTo(BeEmpty())
+		Expect(sagaCondition(s, v1.ConditionReady).Message).To(ContainSubstring(val.Message))
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+		Expect(sagaEffects(ns)).To(BeEmpty())
+	})
+
 	It("validates a step that uses earlier steps when it starts, and compensates if it does not validate", func() {
 		Expect(k8sClient.Delete(ctx, &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "desk"}})).To(Succeed())
 		newDesk(ns, func(s *v1.ToolSpec) {
@@ -253,5 +299,78 @@ var _ = Describe("Saga", func() {
 		Expect(msg).To(ContainSubstring("spec.steps[1].parametersFrom[2] (x)"))
 		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal(v1.ReasonInvalidSpec))
 		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+	})
+})
+
+var _ = Describe("Saga admission", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	DescribeTable("the API server refuses a saga that cannot be run as written",
+		func(mutate func(*v1.Saga), want string) {
+			s := newSaga(ns, "bad", changeSteps())
+			mutate(s)
+			Expect(k8sClient.Create(ctx, s)).To(MatchError(ContainSubstring(want)))
+		},
+		Entry("a compensable step after an irreversible one", func(s *v1.Saga) {
+			s.Spec.Steps[0], s.Spec.Steps[2] = s.Spec.Steps[2], s.Spec.Steps[0]
+		}, "every step after the first irreversible step must be retryUntilDone"),
+		Entry("two irreversible steps", func(s *v1.Saga) {
+			s.Spec.Steps[1].Compensation, s.Spec.Steps[1].Irreversible = nil, true
+		}, "every step after the first irreversible step must be retryUntilDone"),
+		Entry("a step with neither a compensation nor irreversible", func(s *v1.Saga) {
+			s.Spec.Steps[0].Compensation = nil
+		}, "a step needs exactly one of compensation and irreversible: true"),
+		Entry("a step with both", func(s *v1.Saga) {
+			s.Spec.Steps[0].Irreversible = true
+		}, "a step needs exactly one of compensation and irreversible: true"),
+		Entry("two steps with one name", func(s *v1.Saga) {
+			s.Spec.Steps[1].Name = "ticket"
+		}, "Duplicate value"),
+		Entry("a step name that is not a DNS label", func(s *v1.Saga) {
+			s.Spec.Steps[1].Name = "Config.Set"
+		}, "spec.steps[1].name"),
+		Entry("an approval of a step that needs none", func(s *v1.Saga) {
+			s.Spec.Approvals = []v1.SagaApproval{{Step: "ticket", By: "bob"}}
+		}, "an approval must name a step that requires approval"),
+		Entry("resolutions written before anything went wrong", func(s *v1.Saga) {
+			s.Spec.Resolutions = []v1.SagaResolution{{Step: "ticket", Action: v1.SagaMarkCompensated, By: "bob"}}
+		}, "a Saga cannot be created with spec.resolutions"),
+		Entry("a key with a slash", func(s *v1.Saga) {
+			s.Spec.IdempotencyKey = "change/2041"
+		}, "spec.idempotencyKey"),
+	)
+
+	It("keeps the spec immutable but for approvals and resolutions, and those only while they can apply", func() {
+		steps := changeSteps()
+		steps[1].RequiresApproval = true
+		s := newSaga(ns, "fixed", steps)
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+		changed := s.DeepCopy()
+		changed.Spec.Steps[0].Operation = "ticket.other"
+		Expect(k8sClient.Update(ctx, changed)).To(MatchError(ContainSubstring("spec.steps are immutable")))
+		changed = s.DeepCopy()
+		changed.Spec.Inputs = raw(map[string]any{"service": "search"})
+		Expect(k8sClient.Update(ctx, changed)).To(MatchError(ContainSubstring("spec.inputs are immutable")))
+		changed = s.DeepCopy()
+		changed.Spec.Resolutions = []v1.SagaResolution{{Step: "ticket", Action: v1.SagaRetry, By: "bob"}}
+		Expect(k8sClient.Update(ctx, changed)).To(MatchError(ContainSubstring("only while the saga is in NeedsReview")))
+
+		By("approving while it runs")
+		// A typed client writes durations its own way ("5m0s" for the
+		// default "5m"): an update that changes nothing is no change.
+		Expect(k8sClient.Update(ctx, getSaga(ns, "fixed"))).To(Succeed())
+		changed = getSaga(ns, "fixed")
+		changed.Spec.Approvals = []v1.SagaApproval{{Step: "config", By: "bob"}}
+		Expect(k8sClient.Update(ctx, changed)).To(Succeed())
+
+		By("refusing a change of approvals after the saga ended")
+		ended := getSaga(ns, "fixed")
+		ended.Status.State = v1.StateCommitted
+		Expect(k8sClient.Status().Update(ctx, ended)).To(Succeed())
+		ended = getSaga(ns, "fixed")
+		ended.Spec.Approvals = nil
+		Expect(k8sClient.Update(ctx, ended)).To(MatchError(ContainSubstring("spec.approvals cannot change after the saga ended")))
 	})
 })

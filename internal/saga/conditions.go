@@ -18,7 +18,10 @@ package saga
 
 import (
 	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,8 +51,13 @@ func setConditions(st *v1.SagaStatus, reason, msg string, waiting bool, now time
 	case st.State == v1.StateNeedsReview, waiting:
 		reconciling, stalled = f, t
 	}
+	// Messages are capitalised sentences without trailing period (house
+	// style); the decisions' format strings begin in lower case.
+	if r, size := utf8.DecodeRuneInString(msg); r != utf8.RuneError {
+		msg = string(unicode.ToUpper(r)) + msg[size:]
+	}
 	if len(msg) > maxMessage {
-		msg = msg[:maxMessage-3] + "..."
+		msg = strings.ToValidUTF8(msg[:maxMessage-3], "") + "..."
 	}
 	for typ, status := range map[string]metav1.ConditionStatus{
 		v1.ConditionReady:       ready,

@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"reflect"
 	"slices"
 	"time"
@@ -276,9 +275,9 @@ func activation(inputs []byte, refs []string, data map[string]StepData) (map[str
 				return nil, fmt.Errorf("the result of step %s: %w", name, err)
 			}
 		}
-		steps[name] = map[string]any{"result": wholeNumbers(result), "externalObjectID": d.ExternalObjectID}
+		steps[name] = map[string]any{"result": protocol.WholeNumbers(result), "externalObjectID": d.ExternalObjectID}
 	}
-	return map[string]any{inputsVar: wholeNumbers(in), stepsVar: steps}, nil
+	return map[string]any{inputsVar: protocol.WholeNumbers(in), stepsVar: steps}, nil
 }
 
 func eval(ctx context.Context, np namedProgram, act map[string]any) (any, error) {
@@ -301,28 +300,4 @@ func eval(ctx context.Context, np namedProgram, act map[string]any) (any, error)
 		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
 	}
 	return out, nil
-}
-
-// wholeNumbers makes JSON numbers that are whole CEL ints, so that
-// `steps.ticket.result.number == 42` holds.
-func wholeNumbers(v any) any {
-	switch v := v.(type) {
-	case float64:
-		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
-			return int64(v)
-		}
-		return v
-	case map[string]any:
-		for k, e := range v {
-			v[k] = wholeNumbers(e)
-		}
-		return v
-	case []any:
-		for i, e := range v {
-			v[i] = wholeNumbers(e)
-		}
-		return v
-	default:
-		return v
-	}
 }

@@ -35,17 +35,29 @@ const (
 	RoleCompensation = "compensation"
 )
 
+// LabelValue is the value of LabelSaga for a saga: its name, or, for a
+// name longer than a label value may be, its start and a digest of it.
+func LabelValue(saga string) string {
+	if len(saga) <= validation.LabelValueMaxLength {
+		return saga
+	}
+	sum := sha256.Sum256([]byte(saga))
+	return strings.TrimRight(saga[:validation.LabelValueMaxLength-17], ".-") + "-" + hex.EncodeToString(sum[:8])
+}
+
 // OperationName is the name of the operation that runs a step (undo: its
 // compensation) in a round. Step names hold no dots, so the last segments
-// say which step of which saga it is; a name too long for the API server
-// keeps a digest of the saga's name instead of all of it.
+// say which step of which saga it is; a later round is a segment of its
+// own, all digits, which no step name is (as "-2" would be: step a's
+// second round must not take step a-2's name). A name too long for the
+// API server keeps a digest of the saga's name instead of all of it.
 func OperationName(saga, step string, undo bool, round int32) string {
 	suffix := step
 	if undo {
 		suffix += ".undo"
 	}
 	if round > 1 {
-		suffix += fmt.Sprintf("-%d", round)
+		suffix += fmt.Sprintf(".%d", round)
 	}
 	name := saga + "." + suffix
 	if len(name) <= validation.DNS1123SubdomainMaxLength {

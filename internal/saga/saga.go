@@ -185,8 +185,8 @@ func messageUnless(cond bool, msg string) string {
 
 // invalid ends a saga whose expressions do not compile, before any effect.
 func (d *decider) invalid() Decision {
-	for i := range d.Spec.Steps {
-		if _, ok := d.Children[OperationName(d.Name, d.Spec.Steps[i].Name, false, 1)]; ok {
+	for _, c := range d.Children {
+		if !c.Foreign {
 			// Cannot happen while the spec is immutable; if it does, the
 			// effects made must not be forgotten.
 			return d.review(v1.ReasonInvalidSpec, fmt.Sprintf("the spec no longer compiles, and steps have run: %v", d.PlanErr))
@@ -208,6 +208,7 @@ func (d *decider) forward() Decision {
 		name := OperationName(d.Name, step.Name, false, ss.Round)
 		c, exists := d.Children[name]
 		if exists && c.Foreign {
+			d.st.CurrentStep = step.Name
 			return d.review(ReasonForeignOperation, fmt.Sprintf(
 				"step %s: SideEffectOperation %s exists and does not belong to this saga; Once will not adopt it", step.Name, name))
 		}
@@ -266,6 +267,7 @@ func (d *decider) validateAll() (Decision, bool) {
 	}
 	for i := range d.Spec.Steps {
 		if val := d.st.Steps[i].Validation; val.Outcome == v1.ValidationFailed {
+			d.st.CurrentStep = "" // ended, as Committed and Compensated
 			return d.end(v1.StateFailedFinal, ReasonValidationFailed,
 				fmt.Sprintf("step %s did not validate, nothing ran: %s", d.Spec.Steps[i].Name, val.Message)), false
 		}
@@ -300,6 +302,9 @@ func (d *decider) start(i int) Decision {
 		case v1.ValidationFailed:
 			ss.State = v1.StateFailedFinal
 			ss.Message = val.Message
+			if step.RetryUntilDone {
+				return d.retryUntilDone(i)
+			}
 			return d.startCompensation(i, fmt.Sprintf("step %s did not validate: %s", step.Name, val.Message))
 		}
 	}
@@ -310,8 +315,11 @@ func (d *decider) start(i int) Decision {
 	name := OperationName(d.Name, step.Name, false, ss.Round)
 	key := OperationKey(d.st.IdempotencyKey, step.Name, false, ss.Round)
 	if why, bad := d.Uncreatable[name]; bad {
-		ss.State = v1.StateFailedFinal
-		return d.startCompensation(i, fmt.Sprintf("step %s cannot start: %s", step.Name, why))
+		ss.State, ss.Message = v1.StateFailedFinal, "it cannot start: "+why
+		if step.RetryUntilDone {
+			return d.retryUntilDone(i)
+		}
+		return d.startCompensation(i, ss.Message)
 	}
 	ss.Operation, ss.IdempotencyKey, ss.State = name, key, v1.StatePlanned
 	dec := d.run(v1.StateStarted, step.Name, ReasonRunning,
@@ -347,6 +355,10 @@ func (d *decider) retryUntilDone(i int) Decision {
 		ss.Resolution = &applied
 		ss.Round++
 		ss.State, ss.Message, ss.ExternalObjectID, ss.ResultDigest = "", "", "", ""
+		if ss.Validation != nil && ss.Validation.Outcome == v1.ValidationFailed {
+			ss.Validation = &v1.StepValidation{Outcome: v1.ValidationDeferred, Time: metav1.NewTime(d.Now),
+				Message: "validated again after a person's Retry"}
+		}
 		return d.start(i)
 	}
 	return d.review(ReasonStepFailed, fmt.Sprintf(
@@ -386,22 +398,22 @@ func (d *decider) compensate() Decision {
 			done++
 			continue
 		}
-		if dec, blocked := d.cannotCompensate(j); blocked {
-			if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaMarkCompensated {
-				applied := *r
-				ss.State = v1.StateCompensated
-				ss.Compensation = &v1.CompensationStatus{Round: 1, State: v1.StateCompensated, Resolution: &applied}
-				done++
-				continue
-			}
-			d.st.CompensationsDone = done
-			return dec
-		}
-		ss.State = v1.StateCompensating
+		// The step compensated now, or waited for; set before
+		// cannotCompensate writes its checkpoint.
+		d.st.CurrentStep, d.st.CompensationsDone = step.Name, done
 		if ss.Compensation == nil {
 			ss.Compensation = &v1.CompensationStatus{Round: 1}
 		}
 		cs := ss.Compensation
+		if reason, msg, blocked := d.cannotCompensate(j); blocked {
+			if d.markedCompensated(j) {
+				done++
+				continue
+			}
+			ss.State, cs.State, cs.Message = v1.StateCompensating, v1.StateNeedsReview, msg
+			return d.review(reason, msg)
+		}
+		ss.State = v1.StateCompensating
 		cs.Operation = OperationName(d.Name, step.Name, true, cs.Round)
 		cs.IdempotencyKey = OperationKey(d.st.IdempotencyKey, step.Name, true, cs.Round)
 		c, exists := d.Children[cs.Operation]
@@ -411,6 +423,12 @@ func (d *decider) compensate() Decision {
 			return d.review(ReasonForeignOperation, fmt.Sprintf(
 				"compensation of %s: SideEffectOperation %s exists and does not belong to this saga", step.Name, cs.Operation))
 		case !exists:
+			// A person who undid the effect by other means, and said so,
+			// must not see it undone twice.
+			if d.markedCompensated(j) {
+				done++
+				continue
+			}
 			if why, bad := d.Uncreatable[cs.Operation]; bad {
 				d.st.CompensationsDone = done
 				cs.Message = why
@@ -432,14 +450,16 @@ func (d *decider) compensate() Decision {
 			done++
 			continue
 		case v1.StateFailedFinal:
-			if r := d.resolution(step.Name); r != nil && !sameResolution(r, cs.Resolution) {
+			// A resolution already applied, to this compensation or to
+			// the step itself (a retryUntilDone step's Retry), is not a
+			// decision on this failure.
+			if d.markedCompensated(j) {
+				done++
+				continue
+			}
+			if r := d.resolution(step.Name); r != nil && !sameResolution(r, cs.Resolution) && !sameResolution(r, ss.Resolution) {
 				applied := *r
 				cs.Resolution = &applied
-				if r.Action == v1.SagaMarkCompensated {
-					cs.State, ss.State = v1.StateCompensated, v1.StateCompensated
-					done++
-					continue
-				}
 				cs.Round++
 				j++ // the next round, at once
 				continue
@@ -463,10 +483,13 @@ func (d *decider) compensate() Decision {
 	failedName := d.Spec.Steps[failed].Name
 	if d.st.CompensationsTotal == 0 {
 		return d.end(v1.StateFailedFinal, ReasonStepFailed, fmt.Sprintf(
-			"step %s failed for good and no step before it had taken effect: %s", failedName, d.st.Steps[failed].Message))
+			"%s; no step before it had taken effect, so there is nothing to compensate", d.st.Steps[failed].Message))
 	}
-	return d.end(v1.StateCompensated, ReasonCompensated, fmt.Sprintf(
-		"step %s failed for good; all %d committed steps were compensated", failedName, d.st.CompensationsTotal))
+	undone := "the step before it was compensated"
+	if d.st.CompensationsTotal > 1 {
+		undone = fmt.Sprintf("the %d steps before it were compensated, last first", d.st.CompensationsTotal)
+	}
+	return d.end(v1.StateCompensated, ReasonCompensated, fmt.Sprintf("step %s failed for good; %s", failedName, undone))
 }
 
 func (d *decider) failedIndex() int {
@@ -485,18 +508,34 @@ func (d *decider) compensatingMessage(j int) string {
 
 // cannotCompensate stops at a committed step the saga must not undo: one
 // without a compensation, or one whose effect another operation made.
-func (d *decider) cannotCompensate(j int) (Decision, bool) {
+func (d *decider) cannotCompensate(j int) (reason, msg string, blocked bool) {
 	step, ss := d.Spec.Steps[j], d.st.Steps[j]
 	if step.Compensation == nil {
-		return d.review(ReasonCannotCompensate, fmt.Sprintf(
-			"step %s is irreversible and committed; it cannot be compensated", step.Name)), true
+		return ReasonCannotCompensate, fmt.Sprintf(
+			"step %s is irreversible and committed; it cannot be compensated", step.Name), true
 	}
-	if c := d.Children[ss.Operation]; c.DuplicateOf != "" && ss.Compensation == nil {
-		return d.review(ReasonCannotCompensate, fmt.Sprintf(
+	if c := d.Children[ss.Operation]; c.DuplicateOf != "" {
+		return ReasonCannotCompensate, fmt.Sprintf(
 			"step %s's effect was made by operation %s, not by this saga, which therefore does not undo it; "+
-				"decide with spec.resolutions {step: %s, action: MarkCompensated}", step.Name, c.DuplicateOf, step.Name)), true
+				"decide with spec.resolutions {step: %s, action: MarkCompensated}", step.Name, c.DuplicateOf, step.Name), true
 	}
-	return Decision{}, false
+	return "", "", false
+}
+
+// markedCompensated applies a person's MarkCompensated of step j that was
+// not applied yet, and reports whether the step is now compensated. It is
+// asked only where no compensation of the step is in flight.
+func (d *decider) markedCompensated(j int) bool {
+	ss := &d.st.Steps[j]
+	r := d.resolution(ss.Name)
+	if r == nil || r.Action != v1.SagaMarkCompensated || sameResolution(r, ss.Compensation.Resolution) {
+		return false
+	}
+	applied := *r
+	cs := ss.Compensation
+	cs.Resolution, cs.Message = &applied, ""
+	cs.State, ss.State = v1.StateCompensated, v1.StateCompensated
+	return true
 }
 
 // run is a checkpoint while work goes on.

@@ -81,4 +81,42 @@ var _ = Describe("The samples", func() {
 		Expect(jsonpath(ns, "seo/charge-order-1001", "{.spec.parameters.amount}")).To(Equal("4200"))
 		Expect(effectsPerKey(ns)).To(Equal(map[string]int{chargeKey: 1, ticketKey: 1}))
 	})
+
+	It("run the saga sample: a ticket, an approved change under it, a message, each once", func() {
+		ns := newNamespace("saga-sample")
+		startManager(ns, manager{holder: "saga-sample"})
+
+		rendered := kubectl("", "kustomize", filepath.Join(root, "config", "samples", "sagas"))
+		rendered = strings.ReplaceAll(rendered, "http://127.0.0.1:8090", sb.URL)
+		apply(ns, rendered)
+
+		By("opening the ticket, then waiting for a person's approval of the change")
+		waitFor(ns, "saga/scale-checkout", `jsonpath={.status.conditions[?(@.type=="Stalled")].reason}=WaitingForApproval`)
+		Expect(jsonpath(ns, "saga/scale-checkout", "{.status.currentStep} {.status.stepsDone}")).To(Equal("config 1"))
+		ticketKey := toolKey(ns, "Tool:servicedesk", "ticket.open", "change-2041/ticket")
+		Expect(effectsPerKey(ns)).To(Equal(map[string]int{ticketKey: 1}))
+
+		By("approving it with kubectl, the same field a GitOps repository sets")
+		kubectl("", "patch", "-n", ns, "saga/scale-checkout", "--type=merge",
+			"-p", `{"spec":{"approvals":[{"step":"config","by":"alice"}]}}`)
+		waitFor(ns, "saga/scale-checkout", "Ready")
+
+		table := strings.Split(strings.TrimSpace(kubectl("", "get", "saga", "-n", ns)), "\n")
+		Expect(table).To(HaveLen(2))
+		Expect(strings.Fields(table[0])).To(Equal([]string{"NAME", "STATE", "STEP", "DONE", "AGE"}))
+		Expect(strings.Fields(table[1])[:3]).To(Equal([]string{"scale-checkout", "Committed", "3"}))
+		want := map[string]int{
+			ticketKey: 1,
+			toolKey(ns, "Tool:configstore", "config.set", "change-2041/config"): 1,
+			toolKey(ns, "Tool:chat", "message.post", "change-2041/notify"):      1,
+		}
+		Expect(effectsPerKey(ns)).To(Equal(want))
+		ticket := jsonpath(ns, "saga/scale-checkout", "{.status.steps[0].externalObjectID}")
+		Expect(jsonpath(ns, "seo/scale-checkout.config", "{.spec.parameters.ticket}")).To(Equal(ticket))
+
+		By("re-applying it, the GitOps way: nothing runs again")
+		apply(ns, rendered)
+		Consistently(func() map[string]int { return effectsPerKey(ns) }).Should(Equal(want))
+		Expect(jsonpath(ns, "saga/scale-checkout", "{.status.state}")).To(Equal("Committed"))
+	})
 })

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"time"
 
@@ -36,6 +35,7 @@ import (
 	"k8s.io/utils/lru"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 const (
@@ -259,27 +259,5 @@ func decodeBody(b []byte) (v any, isJSON bool) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return string(b), false
 	}
-	return wholeNumbers(v), true
-}
-
-func wholeNumbers(v any) any {
-	switch v := v.(type) {
-	case float64:
-		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
-			return int64(v)
-		}
-		return v
-	case map[string]any:
-		for k, e := range v {
-			v[k] = wholeNumbers(e)
-		}
-		return v
-	case []any:
-		for i, e := range v {
-			v[i] = wholeNumbers(e)
-		}
-		return v
-	default:
-		return v
-	}
+	return protocol.WholeNumbers(v), true
 }
