@@ -82,7 +82,7 @@ func stepOp(step string, state v1.OperationState) Object {
 func undoOp(step string, round int, state v1.OperationState) Object {
 	name := "s1." + step + ".undo"
 	if round > 1 {
-		name += fmt.Sprintf("-%d", round)
+		name += fmt.Sprintf(".%d", round)
 	}
 	o := Object{Name: name, Logical: -1, Saga: "s1", Role: RoleCompensation, Mode: v1.IdempotencyNative,
 		ScopeKey: undoScope(step, round), BodySHA: "U" + step, Found: true,
@@ -236,7 +236,7 @@ func TestAnalyseSagas(t *testing.T) {
 				objects[3] = undoOp("a", 1, v1.StateFailedFinal)
 				objects = append(objects, undoOp("a", 2, v1.StateCommitted))
 				s.Steps[0].CompensationScopes = append(s.Steps[0].CompensationScopes, undoScope("a", 2))
-				s.Status.Steps[0].Compensation.Operation, s.Status.Steps[0].Compensation.Round = "s1.a.undo-2", 2
+				s.Status.Steps[0].Compensation.Operation, s.Status.Steps[0].Compensation.Round = "s1.a.undo.2", 2
 				return objects, s, append(effects[:3], cancelled("a", 2, 14))
 			},
 		},
