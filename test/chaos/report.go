@@ -162,7 +162,10 @@ type Report struct {
 	NeedsReviewWithEffect   int `json:"needs_review_with_effect"`
 	// NeedsReviewResendRefused counts the Native and Lookup objects in
 	// NeedsReview after a re-send was answered 401, 403 or 404 (the
-	// resend-4xx faults): a person is needed by design there.
+	// resend-4xx faults), or 422 (a saga step's drawn rejection, which the
+	// tool answers afresh to a re-send when the first attempt never
+	// reached it): a person is needed by design there, as DESIGN.md §4
+	// says of any 4xx answering a re-send that is not a replay.
 	NeedsReviewResendRefused int     `json:"needs_review_resend_refused"`
 	ManualRecoveryRate       float64 `json:"manual_recovery_rate"`
 	WaitingForReview         int     `json:"waiting_for_review"`
@@ -326,7 +329,7 @@ func (r Report) Table() string {
 	row("reconciliation_success_rate", rate(r.ReconciliationSuccessRate),
 		of(r.Resolved, r.Unknowns)+" unknowns that ended Committed/FailedFinal without a person")
 	row("  native+lookup", rate(r.ReconciliationSuccessRateNativeLookup), fmt.Sprintf(
-		"1 but for re-sends answered 401/403/404, which need a person by design (%d)", r.NeedsReviewResendRefused))
+		"1 but for re-sends answered 401/403/404/422, which need a person by design (%d)", r.NeedsReviewResendRefused))
 	row("  none", rate(r.ReconciliationSuccessRateNone), "a None tool's unknown goes to a person")
 	row("conflict_rate", rate(r.ConflictRate), of(r.ConflictRejections, r.Operations)+
 		fmt.Sprintf(" ended IdempotencyParameterMismatch; %d where the later request won", r.ConflictsInverted))
@@ -823,7 +826,7 @@ func (c *scopeCheck) countStates(lostLogical map[int]bool) {
 				detail := fmt.Sprintf("%s (%s tool) needs a person: %s", o.Name, o.Mode, readyMessage(st))
 				if resendRefused(st) {
 					r.NeedsReviewResendRefused++
-					detail += " (expected: a re-send was answered 401/403/404, not a replay)"
+					detail += " (expected: a re-send was answered 401/403/404/422, not a replay)"
 				}
 				r.Findings = append(r.Findings, Issue{Kind: "NeedsReview", Scope: c.s.key, Objects: statuses(o),
 					Effects: c.s.effects, Detail: detail})
@@ -900,11 +903,17 @@ func waitsForReview(o *Object, byName map[string]*Object) bool {
 
 // resendRefused reports whether a re-send of the object's request (a
 // re-send of an unknown attempt, or a later attempt with the same key) was
-// answered 401, 403 or 404.
+// answered 401, 403 or 404 (the lies the run draws), or 422 (the
+// rejection a saga's step carries).
 func resendRefused(st v1.SideEffectOperationStatus) bool {
 	for _, ob := range st.Observations {
 		resend := ob.Kind == v1.ObservationResend || (ob.Kind == v1.ObservationCall && ob.Attempt > 1)
-		if resend && (ob.HTTPStatus == 401 || ob.HTTPStatus == 403 || ob.HTTPStatus == 404) {
+		switch ob.HTTPStatus {
+		case 401, 403, 404, 422:
+		default:
+			resend = false
+		}
+		if resend {
 			return true
 		}
 	}

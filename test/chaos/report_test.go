@@ -337,8 +337,10 @@ func TestAnalyseResendRefused(t *testing.T) {
 		refused(obj("op-2", 2, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationCall, 2, 404),
 		refused(obj("op-3", 3, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationResend, 1, 500),
 		refused(obj("op-4", 4, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationLookup, 1, 404),
+		refused(obj("op-5", 5, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationResend, 1, 422),
+		refused(obj("op-6", 6, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationResend, 1, 409),
 	})
-	if diff := cmp.Diff([]int{4, 2}, []int{r.NeedsReviewNativeLookup, r.NeedsReviewResendRefused}); diff != "" {
+	if diff := cmp.Diff([]int{6, 3}, []int{r.NeedsReviewNativeLookup, r.NeedsReviewResendRefused}); diff != "" {
 		t.Errorf("needs review, of which re-sends refused (-want, +got):\n%s", diff)
 	}
 	if !r.Passed {
