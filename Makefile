@@ -92,12 +92,13 @@ demo: build controlplane-binaries ## Run the main job: control plane, manager, s
 
 ##@ Chaos
 
-# N is the number of logical operations of the chaos run.
+# N is the number of logical operations of the chaos run; it also creates
+# N/8 sagas unless CHAOS_FLAGS says -sagas (go run ./hack/chaos -h).
 N ?= 2000
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: build controlplane-binaries ## Chaos run: N operations under tool faults and manager kills; prints the DESIGN.md §7 figures.
+chaos: build controlplane-binaries ## Chaos run: N operations and N/8 sagas under tool faults and manager kills; prints the DESIGN.md §7 figures.
 	go run ./hack/chaos -n $(N) $(CHAOS_FLAGS)
 
 ##@ Deployment

@@ -16,12 +16,14 @@ limitations under the License.
 
 // Command chaos runs Once's chaos run (package test/chaos): N logical
 // operations against the sandbox tool in all three idempotency modes, with
-// duplicates, conflicts and re-applies, while the tool fails requests and
-// the manager is killed; then it prints the figures of DESIGN.md §7 as a
-// table, writes them as JSON, and exits non-zero if it saw a duplicate
-// effect, a lost operation or a violated invariant.
+// duplicates, conflicts and re-applies, and sagas of several steps whose
+// compensations run when a step is refused, while the tool fails requests
+// (compensations too) and the manager is killed; then it prints the
+// figures of DESIGN.md §7 as a table, writes them as JSON, and exits
+// non-zero if it saw a duplicate effect, a lost operation or saga, a saga
+// compensated early or a violated invariant.
 //
-//	make build && go run ./hack/chaos -n 300
+//	make build && go run ./hack/chaos -n 300 -sagas 50
 //
 // It needs bin/manager-failpoints and bin/sandbox-tool from make build.
 package main
@@ -46,6 +48,13 @@ func main() {
 func run() int {
 	var c chaos.Config
 	flag.IntVar(&c.Operations, "n", 2000, "number of logical operations")
+	flag.IntVar(&c.Sagas, "sagas", -1, "number of sagas besides the operations (-1: n/8; 0: none)")
+	flag.Float64Var(&c.SagaFailShare, "saga-fail-share", 0.4,
+		"share of the sagas with a step the tool refuses for good, so that compensations run (0: none)")
+	flag.Float64Var(&c.CompensationFaultShare, "compensation-fault-share", 0.3,
+		"share of the compensations whose first 1-3 requests fail (429, 503) (0: none)")
+	flag.Float64Var(&c.CompensationRefusalShare, "compensation-refusal-share", 0.1,
+		"share of the compensations refused for good (422); a person then retries, marks or leaves them (0: none)")
 	flag.Int64Var(&c.Seed, "seed", 1, "seed of every random choice (workload, faults, kills)")
 	flag.Float64Var(&c.FaultRate, "fault-rate", 0.3, "share of the tool's requests that fail (0 for none)")
 	flag.Float64Var(&c.LieShare, "lie-share", 0.3,
@@ -67,6 +76,17 @@ func run() int {
 	quiet := flag.Bool("quiet", false, "do not print progress")
 	flag.Parse()
 	// The library reads zero as "the default"; here zero means none.
+	switch c.Sagas {
+	case -1:
+		c.Sagas = 0
+	case 0:
+		c.Sagas = -1
+	}
+	for _, v := range []*float64{&c.SagaFailShare, &c.CompensationFaultShare, &c.CompensationRefusalShare} {
+		if *v == 0 {
+			*v = -1
+		}
+	}
 	if c.FaultRate == 0 {
 		c.NoFaults = true
 	}
@@ -118,6 +138,6 @@ func run() int {
 		}
 		return 1
 	}
-	fmt.Println("\nPASS: no duplicate effect, no lost operation, no violated invariant")
+	fmt.Println("\nPASS: no duplicate effect, no lost operation or saga, no saga compensated early, no violated invariant")
 	return 0
 }

@@ -17,18 +17,23 @@ limitations under the License.
 // Package chaos is Once's chaos run: thousands of side-effecting operations
 // against the sandbox tool, in all three idempotency modes, with duplicate
 // deliveries, same-key-different-payload conflicts and GitOps re-applies,
-// while the tool injects the failures of DESIGN.md §8 and the lies of real
-// gateways, proxies and tools, and the manager is killed at random moments
-// and inside the protocol's crash windows, or stopped gracefully as a
-// rolling update stops it.
+// and sagas of several steps whose data flows from step to step, some of
+// which a step refused for good makes compensate, while the tool injects
+// the failures of DESIGN.md §8 and the lies of real gateways, proxies and
+// tools (into compensations too, and fault 9: compensations that fail a
+// few times, or for good until a person decides), and the manager is
+// killed at random moments and inside the protocol's crash windows, or
+// stopped gracefully as a rolling update stops it.
 //
-// When every operation has settled, Run counts the effects at the tool's
-// ledger (never from the operator's own status), computes the figures of
-// DESIGN.md §7, and checks the falsifiers of the invariants of DESIGN.md §2
-// that can be observed from outside: two effects for one key (I1), an
-// effect nobody claimed (I2), a conflicting request that executed (I4), a
-// duplicate that reports another answer (I5), and a record that does not
-// match the tool.
+// When every operation and saga has settled, Run counts the effects at the
+// tool's ledger (never from the operator's own status), computes the
+// figures of DESIGN.md §7, and checks the falsifiers of the invariants of
+// DESIGN.md §2 that can be observed from outside: two effects for one key,
+// a create's or a cancel's (I1), an effect nobody claimed (I2), a
+// conflicting request that executed (I4), a duplicate that reports another
+// answer (I5), a saga that reports an effect undone while it stands (I8),
+// compensations out of reverse order, and a record that does not match the
+// tool.
 //
 // Run starts everything it needs as processes of their own, through
 // test/harness: a local control plane, the sandbox tool and the manager
@@ -112,6 +117,35 @@ type Config struct {
 	// MaxConcurrentReconciles is the manager's flag (default 20).
 	MaxConcurrentReconciles int
 
+	// Sagas is the number of sagas created besides the operations, spread
+	// over the same waves (default Operations/8; negative for none). Each
+	// has 2 to 4 steps on the run's tools, data flowing from an earlier
+	// step's externalObjectID, and compensations through the tools' cancel
+	// endpoints.
+	Sagas int
+	// SagaFailShare is the share of sagas that carry a business rejection
+	// (the sandbox's "reject" field, 422) at a drawn step, so that the
+	// steps before it are compensated (default 0.4).
+	SagaFailShare float64
+	// IrreversibleShare is the share of sagas whose last step is
+	// irreversible, without a compensation (default 0.3).
+	IrreversibleShare float64
+	// CompensationFaultShare is the share of the compensations of failing
+	// sagas that a rule of their own fails a few times (429, or 503 where
+	// the tool dedupes) before they may succeed: DESIGN.md §8's fault 9,
+	// "compensation fails midway" (default 0.3).
+	CompensationFaultShare float64
+	// CompensationRefusalShare is the share of those compensations that a
+	// rule of their own refuses for good (422); a person then retries,
+	// marks the step compensated, or leaves the saga for review, a third
+	// of the time each (default 0.1).
+	CompensationRefusalShare float64
+	// SagaDuplicateShare and SagaReapplyShare are the chances that a saga
+	// gets a duplicate (another Saga, same idempotency key and spec) or a
+	// GitOps re-apply (an update with the same spec). Defaults 0.05 and
+	// 0.2.
+	SagaDuplicateShare, SagaReapplyShare float64
+
 	// Root is the repository's root (default: found from the working
 	// directory).
 	Root string
@@ -173,6 +207,18 @@ func (c Config) Defaults() Config {
 	setFloat(&c.NativeShare, 0.4)
 	setFloat(&c.LookupShare, 0.4)
 	setInt(&c.MaxConcurrentReconciles, 20)
+	switch {
+	case c.Sagas == 0:
+		c.Sagas = c.Operations / 8
+	case c.Sagas < 0:
+		c.Sagas = 0
+	}
+	setFloat(&c.SagaFailShare, 0.4)
+	setFloat(&c.IrreversibleShare, 0.3)
+	setFloat(&c.CompensationFaultShare, 0.3)
+	setFloat(&c.CompensationRefusalShare, 0.1)
+	setFloat(&c.SagaDuplicateShare, 0.05)
+	setFloat(&c.SagaReapplyShare, 0.2)
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
@@ -207,6 +253,16 @@ func (c Config) validate() error {
 	if c.NativeShare+c.LookupShare > 1 {
 		errs = append(errs, fmt.Errorf("native share %v and lookup share %v exceed 1", c.NativeShare, c.LookupShare))
 	}
+	share("saga fail share", c.SagaFailShare)
+	share("irreversible share", c.IrreversibleShare)
+	share("compensation fault share", c.CompensationFaultShare)
+	share("compensation refusal share", c.CompensationRefusalShare)
+	if c.CompensationFaultShare+c.CompensationRefusalShare > 1 {
+		errs = append(errs, fmt.Errorf("compensation fault share %v and compensation refusal share %v exceed 1",
+			c.CompensationFaultShare, c.CompensationRefusalShare))
+	}
+	share("saga duplicate share", c.SagaDuplicateShare)
+	share("saga re-apply share", c.SagaReapplyShare)
 	if c.Rate <= 0 {
 		errs = append(errs, fmt.Errorf("rate %v must be positive", c.Rate))
 	}

@@ -31,8 +31,11 @@ import (
 var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "APPLY": true}
 
 // writeResources are the resources whose writes make up the write budget
-// of an operation (DESIGN.md §6).
-var writeResources = map[string]bool{"sideeffectoperations": true, "idempotencyrecords": true}
+// of an operation (DESIGN.md §6), and sagas, counted apart.
+var writeResources = map[string]bool{"sideeffectoperations": true, "idempotencyrecords": true, sagaResource: true}
+
+// sagaResource is the resource of Sagas.
+const sagaResource = "sagas"
 
 // Writes counts writes to the API server by request and response code,
 // keyed like "sideeffectoperations/status PUT 409".
@@ -43,6 +46,17 @@ func (w Writes) Total() int64 {
 	var n int64
 	for _, v := range w {
 		n += v
+	}
+	return n
+}
+
+// Of is the number of writes to resource, any subresource.
+func (w Writes) Of(resource string) int64 {
+	var n int64
+	for k, v := range w {
+		if r, _, _ := strings.Cut(k, " "); r == resource || strings.HasPrefix(r, resource+"/") {
+			n += v
+		}
 	}
 	return n
 }
@@ -83,8 +97,8 @@ func (w Writes) Conflicts() map[string]int64 {
 
 // ParseWrites reads the API server's metrics in the Prometheus text format
 // and sums apiserver_request_total over the write verbs on
-// SideEffectOperations and IdempotencyRecords, any subresource, every
-// response code.
+// SideEffectOperations, IdempotencyRecords and Sagas, any subresource,
+// every response code.
 func ParseWrites(in io.Reader) (Writes, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(in)

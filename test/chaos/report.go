@@ -52,10 +52,13 @@ type Object struct {
 	// Name of the object.
 	Name string
 	// Logical numbers the logical operation (the scope) the object belongs
-	// to.
+	// to; -1 for the operations of sagas, which Saga names instead.
 	Logical int
-	Role    Role
-	Mode    v1.IdempotencyMode
+	// Saga is the saga the object is an operation of (a step or a
+	// compensation), "" for a plain operation.
+	Saga string
+	Role Role
+	Mode v1.IdempotencyMode
 	// ScopeKey is the key under which the sandbox's ledger counts the
 	// effects of the object's scope (sandbox.SummaryKey).
 	ScopeKey string
@@ -71,12 +74,15 @@ type Object struct {
 // Issue is a falsified invariant (a violation) or something a person
 // should look at (a finding).
 type Issue struct {
-	// Kind names the invariant (I1, I2, I4, I5, or Record for a record
-	// that does not match the tool), Lost, or the finding (NeedsReview,
-	// ManagerExit, Reapply).
+	// Kind names the invariant (I1, I2, I4, I5, I8, or Record for a
+	// record that does not match the tool, SagaRecord for a saga's,
+	// SagaOrder for compensations out of order), Lost, or the finding
+	// (NeedsReview, ManagerExit, Reapply).
 	Kind string `json:"kind"`
 	// Scope is the ledger key of the scope concerned, if any.
-	Scope  string `json:"scope,omitempty"`
+	Scope string `json:"scope,omitempty"`
+	// Saga is the saga concerned, if any.
+	Saga   string `json:"saga,omitempty"`
 	Detail string `json:"detail"`
 	// Objects are the objects concerned, with their final status.
 	Objects map[string]v1.SideEffectOperationStatus `json:"objects,omitempty"`
@@ -87,6 +93,9 @@ type Issue struct {
 func (i Issue) String() string {
 	names := slices.Sorted(maps.Keys(i.Objects))
 	s := fmt.Sprintf("%s: %s", i.Kind, i.Detail)
+	if i.Saga != "" {
+		s = fmt.Sprintf("%s: saga %s: %s", i.Kind, i.Saga, i.Detail)
+	}
 	if len(names) > 0 {
 		s += " [" + strings.Join(names, ", ") + "]"
 	}
@@ -112,10 +121,13 @@ type Report struct {
 	// its own state.
 	States map[string]int `json:"states"`
 
-	// Effects counts create effects in the tool's ledger.
+	// Effects counts create effects in the tool's ledger, Cancels cancel
+	// effects (the compensations of sagas).
 	Effects int `json:"effects"`
+	Cancels int `json:"cancels"`
 	// DuplicateEffects is the sum over scopes of (effects − 1), counted at
-	// the tool; DSR is DuplicateEffects / Operations.
+	// the tool, for creates and cancels alike (a cancel has a key of its
+	// own); DSR is DuplicateEffects / (Operations + SagaOperations).
 	DuplicateEffects int     `json:"duplicate_effects"`
 	DSR              float64 `json:"dsr"`
 
@@ -150,7 +162,10 @@ type Report struct {
 	NeedsReviewWithEffect   int `json:"needs_review_with_effect"`
 	// NeedsReviewResendRefused counts the Native and Lookup objects in
 	// NeedsReview after a re-send was answered 401, 403 or 404 (the
-	// resend-4xx faults): a person is needed by design there.
+	// resend-4xx faults), or 422 (a saga step's drawn rejection, which the
+	// tool answers afresh to a re-send when the first attempt never
+	// reached it): a person is needed by design there, as DESIGN.md §4
+	// says of any 4xx answering a re-send that is not a replay.
 	NeedsReviewResendRefused int     `json:"needs_review_resend_refused"`
 	ManualRecoveryRate       float64 `json:"manual_recovery_rate"`
 	WaitingForReview         int     `json:"waiting_for_review"`
@@ -168,7 +183,10 @@ type Report struct {
 	// server's apiserver_request_total (verbs POST, PUT, PATCH, DELETE,
 	// APPLY, any subresource): WritesTotal during the run, WritesDriver
 	// those the chaos driver sent itself (creates and re-applies), and
-	// WritesPerOperation = (WritesTotal − WritesDriver) / Operations.
+	// WritesPerOperation = (WritesTotal − WritesDriver) / (Operations +
+	// SagaOperations). Writes to Sagas are counted apart, in WritesSagas,
+	// WritesSagasDriver and WritesPerSaga = operator writes / Sagas, and
+	// are in the breakdowns by request.
 	WritesTotal        int64            `json:"writes_total"`
 	WritesDriver       int64            `json:"writes_driver"`
 	WritesOperator     int64            `json:"writes_operator"`
@@ -183,6 +201,11 @@ type Report struct {
 	// in total and by request.
 	WritesConflicts          int64            `json:"writes_conflicts"`
 	WritesConflictsByRequest map[string]int64 `json:"writes_conflicts_by_request"`
+	WritesSagas              int64            `json:"writes_sagas"`
+	WritesSagasDriver        int64            `json:"writes_sagas_driver"`
+	WritesPerSaga            float64          `json:"writes_per_saga"`
+
+	SagaFigures
 
 	// LostOperations counts logical operations with an object that was
 	// neither terminal nor in NeedsReview (nor waiting for an original in
@@ -210,9 +233,12 @@ type Report struct {
 	GracefulStopTimeouts  int   `json:"manager_stops_graceful_timeouts"`
 	GracefulStopLongestms int64 `json:"manager_stop_longest_ms"`
 	UnexpectedExits       int   `json:"manager_unexpected_exits"`
-	// FaultsFired counts, per fault name, the requests the sandbox's rules
-	// changed.
-	FaultsFired map[string]int `json:"faults_fired"`
+	// FaultsFired counts, per fault name, the requests the sandbox's random
+	// rules changed; FaultsFiredCancels those of them that were cancels
+	// (compensations). The rules of one compensation's own are counted in
+	// SagaFigures.
+	FaultsFired        map[string]int `json:"faults_fired"`
+	FaultsFiredCancels map[string]int `json:"faults_fired_cancels"`
 	// MaskedDuplicates counts the creates the sandbox refused with
 	// 409-exists: the operator sent a second create for a key whose effect
 	// existed, and only the tool's conditional create kept it from being a
@@ -254,6 +280,17 @@ func (r Report) Problems() []string {
 		p = append(p, fmt.Sprintf("%d lost operations (%d objects neither terminal nor in NeedsReview)",
 			r.LostOperations, r.LostObjects))
 	}
+	if r.SagasCompensatedEarly > 0 {
+		p = append(p, fmt.Sprintf("%d sagas compensated early: a step marked undone whose effect stands at the tool",
+			r.SagasCompensatedEarly))
+	}
+	if r.MaskedCancels > 0 {
+		p = append(p, fmt.Sprintf("%d second cancels of a cancelled object, refused by the tool (409 already_cancelled)",
+			r.MaskedCancels))
+	}
+	if r.LostSagas > 0 {
+		p = append(p, fmt.Sprintf("%d lost sagas (neither terminal nor in NeedsReview)", r.LostSagas))
+	}
 	if n := len(r.Violations); n > 0 {
 		p = append(p, fmt.Sprintf("%d invariant violations", n))
 	}
@@ -284,15 +321,15 @@ func (r Report) Table() string {
 		r.DuplicatesInjected, r.ConflictsInjected, r.Reapplies))
 	row("final_states", formatCounts(r.States), "objects by status.state")
 	section("DESIGN.md §7, counted at the tool's ledger")
-	row("effects", r.Effects, "create effects in the ledger")
-	row("duplicate_effects", r.DuplicateEffects, "sum over scope keys of (effects − 1)")
-	row("dsr", rate(r.DSR), "duplicate_effects / operations")
+	row("effects", r.Effects, fmt.Sprintf("create effects in the ledger; and %d cancels (compensations)", r.Cancels))
+	row("duplicate_effects", r.DuplicateEffects, "sum over scope keys, creates' and cancels', of (effects − 1)")
+	row("dsr", rate(r.DSR), fmt.Sprintf("duplicate_effects / (operations + saga_operations %d)", r.SagaOperations))
 	row("unknowns", r.Unknowns, fmt.Sprintf("objects with status.unknownTime; Native+Lookup %d, None %d",
 		r.UnknownsNativeLookup, r.UnknownsNone))
 	row("reconciliation_success_rate", rate(r.ReconciliationSuccessRate),
 		of(r.Resolved, r.Unknowns)+" unknowns that ended Committed/FailedFinal without a person")
 	row("  native+lookup", rate(r.ReconciliationSuccessRateNativeLookup), fmt.Sprintf(
-		"1 but for re-sends answered 401/403/404, which need a person by design (%d)", r.NeedsReviewResendRefused))
+		"1 but for re-sends answered 401/403/404/422, which need a person by design (%d)", r.NeedsReviewResendRefused))
 	row("  none", rate(r.ReconciliationSuccessRateNone), "a None tool's unknown goes to a person")
 	row("conflict_rate", rate(r.ConflictRate), of(r.ConflictRejections, r.Operations)+
 		fmt.Sprintf(" ended IdempotencyParameterMismatch; %d where the later request won", r.ConflictsInverted))
@@ -304,6 +341,9 @@ func (r Report) Table() string {
 		fmt.Sprintf("unknownTime → completionTime of %d recovered (1s resolution)", r.Recovered))
 	row("recovery_p95_ms", r.RecoveryP95ms, "")
 	row("recovery_p99_ms", r.RecoveryP99ms, fmt.Sprintf("max %d", r.RecoveryMaxms))
+	if r.Sagas > 0 {
+		r.sagaRows(row, section, rate, of)
+	}
 	section("DESIGN.md §6, the write budget")
 	row("writes_per_operation", fmt.Sprintf("%.2f", r.WritesPerOperation),
 		fmt.Sprintf("(writes_total − writes_driver) / operations; %.2f per object", r.WritesPerObject))
@@ -314,6 +354,8 @@ func (r Report) Table() string {
 	row("writes_operator", r.WritesOperator, "writes_total − writes_driver")
 	row("writes_conflicts", r.WritesConflicts,
 		"answered 409 Conflict: "+formatCounts64(r.WritesConflictsByRequest))
+	row("writes_per_saga", fmt.Sprintf("%.2f", r.WritesPerSaga), fmt.Sprintf(
+		"operator writes to sagas / sagas (%d writes, %d by the driver), apart from the above", r.WritesSagas, r.WritesSagasDriver))
 	section("chaos")
 	row("lost_operations", r.LostOperations,
 		fmt.Sprintf("%d objects neither terminal nor NeedsReview at the bound", r.LostObjects))
@@ -328,7 +370,11 @@ func (r Report) Table() string {
 	row("manager_unexpected_exits", r.UnexpectedExits, "exits nobody caused")
 	row("faults_fired", sumCounts(r.FaultsFired), "requests the sandbox's rules changed, by fault:")
 	for _, name := range slices.Sorted(maps.Keys(r.FaultsFired)) {
-		row("  "+name, r.FaultsFired[name], faultNotes[name])
+		note := faultNotes[name]
+		if n := r.FaultsFiredCancels[name]; n > 0 {
+			note = strings.TrimPrefix(fmt.Sprintf("%s; %d on cancels", note, n), "; ")
+		}
+		row("  "+name, r.FaultsFired[name], note)
 	}
 	row("masked_duplicates", r.MaskedDuplicates, "second creates for an existing effect that 409-exists refused; must be 0")
 	row("durations_s", fmt.Sprintf("%.0f", r.TotalSeconds),
@@ -430,13 +476,15 @@ func Percentile(xs []int64, p float64) int64 {
 	return s[min(max(rank, 1), len(s))-1]
 }
 
-// DuplicateEffects is the sum over scope keys of (create effects − 1),
-// counted from the ledger's effects. Effects without a key cannot be told
-// apart and are not counted here (Analyse reports them as I2 violations).
+// DuplicateEffects is the sum over scope keys of (effects − 1), counted
+// from the ledger's effects: creates and cancels, each action under keys
+// of its own, as an operation and its compensation have. Effects without
+// a key cannot be told apart and are not counted here (Analyse reports
+// them as I2 violations).
 func DuplicateEffects(effects []sandbox.Effect) int {
 	perKey := map[string]int{}
 	for _, e := range effects {
-		if e.Action == sandbox.ActionCreate && e.Key != "" {
+		if e.Key != "" {
 			perKey[effectScope(e)]++
 		}
 	}
@@ -447,32 +495,35 @@ func DuplicateEffects(effects []sandbox.Effect) int {
 	return n
 }
 
-// effectScope is the ledger key of an effect's scope.
+// effectScope is the ledger key of an effect's scope: a create's, or a
+// cancel's.
 func effectScope(e sandbox.Effect) string {
-	return sandbox.SummaryKey(e.Mode, e.Collection, sandbox.ActionCreate, e.Key)
+	return sandbox.SummaryKey(e.Mode, e.Collection, e.Action, e.Key)
 }
 
-// scope gathers a scope's objects and its effects at the tool.
+// scope gathers a scope's objects and its effects at the tool, all of one
+// action (creates, or cancels).
 type scope struct {
 	key     string
 	objects []*Object
-	creates []sandbox.Effect
-	cancels []sandbox.Effect
+	effects []sandbox.Effect
 }
 
-// Analyse computes the figures and checks the invariants from the
-// objects' final statuses and the tool's ledger. operations is the number
-// of logical operations. The chaos fields (kills, faults, writes,
+// Analyse computes the figures and checks the invariants from the final
+// statuses of the objects (plain operations and the operations of sagas)
+// and of the sagas, and the tool's ledger. operations is the number of
+// logical plain operations. The chaos fields (kills, faults, writes,
 // durations) are left for the caller.
-func Analyse(operations int, objects []Object, effects []sandbox.Effect) Report {
+func Analyse(operations int, objects []Object, sagas []Saga, effects []sandbox.Effect) Report {
 	r := Report{
 		Operations:       operations,
-		Objects:          len(objects),
 		OperationsByMode: map[string]int{},
 		States:           map[string]int{},
 		Violations:       []Issue{},
 		Lost:             []Issue{},
 		Findings:         []Issue{},
+		SagaFigures: SagaFigures{SagaStates: map[string]int{}, SagaReviewReasons: map[string]int{},
+			SagaOperationStates: map[string]int{}},
 	}
 	byName := map[string]*Object{}
 	scopes := map[string]*scope{}
@@ -487,6 +538,14 @@ func Analyse(operations int, objects []Object, effects []sandbox.Effect) Report 
 			order = append(order, o.ScopeKey)
 		}
 		s.objects = append(s.objects, o)
+		if o.Saga != "" {
+			r.SagaOperationObjects++
+			if len(s.objects) == 1 {
+				r.SagaOperations++
+			}
+			continue
+		}
+		r.Objects++
 		switch o.Role {
 		case RoleOriginal:
 			r.OperationsByMode[string(o.Mode)]++
@@ -505,15 +564,16 @@ func Analyse(operations int, objects []Object, effects []sandbox.Effect) Report 
 			r.Violations = append(r.Violations, Issue{Kind: "I2", Scope: effectScope(e), Effects: []sandbox.Effect{e},
 				Detail: fmt.Sprintf("effect %s (%s %s/%s, key %q) belongs to no operation: a call nobody claimed",
 					e.ID, e.Action, e.Mode, e.Collection, e.Key)})
-		case e.Action == sandbox.ActionCreate:
-			s.creates = append(s.creates, e)
 		default:
-			s.cancels = append(s.cancels, e)
+			s.effects = append(s.effects, e)
 		}
 	}
 	for _, e := range effects {
-		if e.Action == sandbox.ActionCreate {
+		switch e.Action {
+		case sandbox.ActionCreate:
 			r.Effects++
+		case sandbox.ActionCancel:
+			r.Cancels++
 		}
 	}
 	r.DuplicateEffects = DuplicateEffects(effects)
@@ -524,6 +584,7 @@ func Analyse(operations int, objects []Object, effects []sandbox.Effect) Report 
 		checkScope(&r, s, byName, lostLogical)
 	}
 	r.LostOperations = len(lostLogical)
+	analyseSagas(&r, sagas, byName, effects)
 
 	// Figures over the unknowns.
 	var recovery []int64
@@ -558,7 +619,7 @@ func Analyse(operations int, objects []Object, effects []sandbox.Effect) Report 
 	r.ReconciliationSuccessRateNone = ratio(resolvedNone, r.UnknownsNone, 1)
 	r.ManualRecoveryRate = ratio(r.NeedsReview, r.Unknowns, 0)
 	r.ConflictRate = ratio(r.ConflictRejections, r.Operations, 0)
-	r.DSR = ratio(r.DuplicateEffects, r.Operations, 0)
+	r.DSR = ratio(r.DuplicateEffects, r.Operations+r.SagaOperations, 0)
 	r.Recovered = len(recovery)
 	r.RecoveryP50ms = Percentile(recovery, 50)
 	r.RecoveryP95ms = Percentile(recovery, 95)
@@ -604,21 +665,18 @@ func statuses(objs ...*Object) map[string]v1.SideEffectOperationStatus {
 // violate records a violation about the scope, with its effects.
 func (c *scopeCheck) violate(kind, detail string, objs ...*Object) {
 	c.r.Violations = append(c.r.Violations, Issue{Kind: kind, Scope: c.s.key, Detail: detail,
-		Objects: statuses(objs...), Effects: slices.Concat(c.s.creates, c.s.cancels)})
+		Objects: statuses(objs...), Effects: c.s.effects})
 }
 
-// checkEffects: at most one effect per scope key (I1), and no compensation
-// nobody asked for (I2).
+// checkEffects: at most one effect per scope key (I1), a create's or a
+// cancel's.
 func (c *scopeCheck) checkEffects() {
-	if n := len(c.s.creates); n > 1 {
+	if n := len(c.s.effects); n > 1 {
 		ids := make([]string, 0, n)
-		for _, e := range c.s.creates {
+		for _, e := range c.s.effects {
 			ids = append(ids, e.ID)
 		}
 		c.violate("I1", fmt.Sprintf("%d effects for one scope key: %s", n, strings.Join(ids, ", ")), c.s.objects...)
-	}
-	for _, e := range c.s.cancels {
-		c.violate("I2", fmt.Sprintf("cancel effect %s that no operation asked for", e.ID), c.s.objects...)
 	}
 }
 
@@ -674,7 +732,7 @@ func (c *scopeCheck) checkRequests() {
 				v1.ReasonIdempotencyParameterMismatch), o)
 		}
 	}
-	for _, e := range c.s.creates {
+	for _, e := range c.s.effects {
 		if e.BodySHA256 != c.winner {
 			c.violate("I4", fmt.Sprintf("effect %s was made with a body (sha256 %.12s) other than the request "+
 				"the key is bound to (%.12s): a conflicting request executed", e.ID, e.BodySHA256, c.winner),
@@ -688,7 +746,7 @@ func (c *scopeCheck) checkRequests() {
 // a claimed attempt (I2).
 func (c *scopeCheck) checkOwners() {
 	ids := map[string]bool{}
-	for _, e := range c.s.creates {
+	for _, e := range c.s.effects {
 		ids[e.ID] = true
 	}
 	for _, o := range c.owners {
@@ -696,7 +754,7 @@ func (c *scopeCheck) checkOwners() {
 		switch st.State {
 		case v1.StateCommitted:
 			switch {
-			case len(c.s.creates) == 0:
+			case len(c.s.effects) == 0:
 				c.violate("Record", fmt.Sprintf("%s is Committed as %q, but the tool has no effect for its key",
 					o.Name, st.ExternalObjectID), o)
 			case !ids[st.ExternalObjectID]:
@@ -704,16 +762,16 @@ func (c *scopeCheck) checkOwners() {
 					o.Name, st.ExternalObjectID), o)
 			}
 		case v1.StateFailedFinal:
-			if len(c.s.creates) > 0 {
+			if len(c.s.effects) > 0 {
 				c.violate("Record", fmt.Sprintf("%s ended FailedFinal (%s), but the tool performed its effect %s",
-					o.Name, readyReason(st), c.s.creates[0].ID), o)
+					o.Name, readyReason(st), c.s.effects[0].ID), o)
 			}
 		case v1.StateNeedsReview:
-			if len(c.s.creates) > 0 {
+			if len(c.s.effects) > 0 {
 				c.r.NeedsReviewWithEffect++
 			}
 		}
-		if st.Attempts == 0 && len(c.s.creates) > 0 {
+		if st.Attempts == 0 && len(c.s.effects) > 0 {
 			c.violate("I2", fmt.Sprintf("%s never claimed an attempt, yet the tool has an effect for its key", o.Name), o)
 		}
 	}
@@ -754,7 +812,11 @@ func (c *scopeCheck) countStates(lostLogical map[int]bool) {
 		if state == stateWaitingForReview {
 			r.WaitingForReview++
 		}
-		r.States[state]++
+		if o.Saga != "" {
+			r.SagaOperationStates[state]++
+		} else {
+			r.States[state]++
+		}
 		if st.State == v1.StateNeedsReview {
 			r.NeedsReview++
 			if o.Mode == v1.IdempotencyNone {
@@ -764,28 +826,34 @@ func (c *scopeCheck) countStates(lostLogical map[int]bool) {
 				detail := fmt.Sprintf("%s (%s tool) needs a person: %s", o.Name, o.Mode, readyMessage(st))
 				if resendRefused(st) {
 					r.NeedsReviewResendRefused++
-					detail += " (expected: a re-send was answered 401/403/404, not a replay)"
+					detail += " (expected: a re-send was answered 401/403/404/422, not a replay)"
 				}
 				r.Findings = append(r.Findings, Issue{Kind: "NeedsReview", Scope: c.s.key, Objects: statuses(o),
-					Effects: c.s.creates, Detail: detail})
+					Effects: c.s.effects, Detail: detail})
 			}
 		}
 		if !settled {
 			r.LostObjects++
-			lostLogical[o.Logical] = true
+			if o.Saga == "" {
+				lostLogical[o.Logical] = true
+			}
 			detail := fmt.Sprintf("%s is %s at the bound: %s", o.Name, state, readyMessage(st))
 			if !o.Found {
 				detail = o.Name + " was not found at the end"
 			}
 			r.Lost = append(r.Lost, Issue{Kind: "Lost", Scope: c.s.key, Detail: detail,
-				Objects: statuses(o), Effects: c.s.creates})
+				Objects: statuses(o), Effects: c.s.effects})
 		}
 	}
 }
 
 // stateWaitingForReview is the state the report gives a duplicate that
-// waits for an original in NeedsReview.
-const stateWaitingForReview = "WaitingForReview"
+// waits for an original in NeedsReview, and stateMissing an object not
+// found at the end.
+const (
+	stateWaitingForReview = "WaitingForReview"
+	stateMissing          = "Missing"
+)
 
 // settledState names o's final state for the report, and says whether it
 // settled: it ended, needs a person, or waits for an original that needs
@@ -794,7 +862,7 @@ func settledState(o *Object, byName map[string]*Object) (string, bool) {
 	st := o.Status
 	switch {
 	case !o.Found:
-		return "Missing", false
+		return stateMissing, false
 	case st.State.IsTerminal() || st.State == v1.StateNeedsReview:
 		return string(st.State), true
 	case waitsForReview(o, byName):
@@ -835,11 +903,17 @@ func waitsForReview(o *Object, byName map[string]*Object) bool {
 
 // resendRefused reports whether a re-send of the object's request (a
 // re-send of an unknown attempt, or a later attempt with the same key) was
-// answered 401, 403 or 404.
+// answered 401, 403 or 404 (the lies the run draws), or 422 (the
+// rejection a saga's step carries).
 func resendRefused(st v1.SideEffectOperationStatus) bool {
 	for _, ob := range st.Observations {
 		resend := ob.Kind == v1.ObservationResend || (ob.Kind == v1.ObservationCall && ob.Attempt > 1)
-		if resend && (ob.HTTPStatus == 401 || ob.HTTPStatus == 403 || ob.HTTPStatus == 404) {
+		switch ob.HTTPStatus {
+		case 401, 403, 404, 422:
+		default:
+			resend = false
+		}
+		if resend {
 			return true
 		}
 	}

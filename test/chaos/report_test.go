@@ -73,8 +73,11 @@ func effect(id, mode, key, body string) sandbox.Effect {
 }
 
 func TestDuplicateEffects(t *testing.T) {
-	cancel := effect("c1", "native", "k1", "x")
-	cancel.Action = sandbox.ActionCancel
+	cancel := func(id, key string) sandbox.Effect {
+		e := effect(id, "native", key, "x")
+		e.Action = sandbox.ActionCancel
+		return e
+	}
 	tests := []struct {
 		name    string
 		effects []sandbox.Effect
@@ -88,8 +91,12 @@ func TestDuplicateEffects(t *testing.T) {
 			effect("d", "none", "k2", "x"), effect("e", "none", "k2", "x")}, 3},
 		{"same key in two modes is two scopes", []sandbox.Effect{effect("a", "native", "k1", "x"),
 			effect("b", "lookup", "k1", "x")}, 0},
-		{"cancels and keyless effects do not count", []sandbox.Effect{effect("a", "native", "k1", "x"), cancel,
+		{"keyless effects do not count", []sandbox.Effect{effect("a", "native", "k1", "x"),
 			effect("b", "none", "", "x"), effect("c", "none", "", "x")}, 0},
+		{"a create and a cancel with one key are two scopes", []sandbox.Effect{effect("a", "native", "k1", "x"),
+			cancel("a", "k1")}, 0},
+		{"two cancels for one key", []sandbox.Effect{effect("a", "native", "k1", "x"), cancel("a", "k1/undo"),
+			cancel("a", "k1/undo")}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,7 +160,7 @@ func analyse(objects []Object, effects ...sandbox.Effect) Report {
 	for _, o := range objects {
 		operations[o.Logical] = true
 	}
-	return Analyse(len(operations), objects, effects)
+	return Analyse(len(operations), objects, nil, effects)
 }
 
 func TestAnalyseViolations(t *testing.T) {
@@ -330,8 +337,10 @@ func TestAnalyseResendRefused(t *testing.T) {
 		refused(obj("op-2", 2, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationCall, 2, 404),
 		refused(obj("op-3", 3, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationResend, 1, 500),
 		refused(obj("op-4", 4, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationLookup, 1, 404),
+		refused(obj("op-5", 5, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationResend, 1, 422),
+		refused(obj("op-6", 6, RoleOriginal, v1.StateNeedsReview, ""), v1.ObservationResend, 1, 409),
 	})
-	if diff := cmp.Diff([]int{4, 2}, []int{r.NeedsReviewNativeLookup, r.NeedsReviewResendRefused}); diff != "" {
+	if diff := cmp.Diff([]int{6, 3}, []int{r.NeedsReviewNativeLookup, r.NeedsReviewResendRefused}); diff != "" {
 		t.Errorf("needs review, of which re-sends refused (-want, +got):\n%s", diff)
 	}
 	if !r.Passed {
@@ -435,9 +444,9 @@ func TestParseWrites(t *testing.T) {
 func TestFaultRules(t *testing.T) {
 	const rate, lieShare = 0.3, 0.4
 	rules := faultRules("ns", rate, lieShare)
-	// fail and lie are the chances that a request of one tool and method
-	// fails, and fails with a lie.
-	type target struct{ mode, method string }
+	// fail and lie are the chances that a request of one tool, method and
+	// action fails, and fails with a lie.
+	type target struct{ mode, method, action string }
 	fail, lie := map[target]float64{}, map[target]float64{}
 	left := map[target]float64{}
 	lies := map[string]bool{}
@@ -450,7 +459,7 @@ func TestFaultRules(t *testing.T) {
 		if r.KeyPrefix != "ns/" {
 			t.Errorf("rule %s matches other namespaces", r.Fault)
 		}
-		tg := target{r.Mode, r.Method}
+		tg := target{r.Mode, r.Method, r.Action}
 		if _, ok := left[tg]; !ok {
 			left[tg] = 1
 		}
@@ -465,8 +474,8 @@ func TestFaultRules(t *testing.T) {
 		case sandbox.FaultHoldBeforeCommit:
 			t.Errorf("hold-before-commit breaks the tool's contract; it must not be drawn")
 		case sandbox.Fault409Exists:
-			if r.Mode == "native" {
-				t.Errorf("409-exists drawn for the Native tool")
+			if r.Mode == "native" || r.Action != sandbox.ActionCreate {
+				t.Errorf("409-exists drawn for the Native tool, or for a %s, which it never changes", r.Action)
 			}
 		case sandbox.FaultResend401, sandbox.FaultResend403, sandbox.FaultResend404:
 			if r.Mode != "native" {
@@ -479,7 +488,8 @@ func TestFaultRules(t *testing.T) {
 			}
 		}
 	}
-	want := []target{{"native", "POST"}, {"lookup", "POST"}, {"none", "POST"}, {"lookup", "GET"}}
+	want := []target{{"native", "POST", "create"}, {"lookup", "POST", "create"}, {"none", "POST", "create"},
+		{"native", "POST", "cancel"}, {"lookup", "POST", "cancel"}, {"none", "POST", "cancel"}, {"lookup", "GET", ""}}
 	if len(fail) != len(want) {
 		t.Errorf("rules for %v, want %v", fail, want)
 	}
@@ -551,8 +561,17 @@ func TestDefaults(t *testing.T) {
 		c.FailpointShare != 0.4 || c.SettleTimeout != 10*time.Minute || c.LieShare != 0.3 || c.TermShare != 0.15 {
 		t.Errorf("defaults: %+v", c)
 	}
+	if c.Sagas != 250 || c.SagaFailShare != 0.4 || c.CompensationFaultShare != 0.3 || c.CompensationRefusalShare != 0.1 {
+		t.Errorf("saga defaults: %+v", c)
+	}
 	if err := c.validate(); err != nil {
 		t.Errorf("the defaults do not validate: %v", err)
+	}
+	if c := (Config{Operations: 300, Sagas: -1}).Defaults(); c.Sagas != 0 {
+		t.Errorf("a negative number of sagas must mean none: %d", c.Sagas)
+	}
+	if err := (Config{CompensationFaultShare: 0.8, CompensationRefusalShare: 0.3}).Defaults().validate(); err == nil {
+		t.Error("compensation shares above 1 validate")
 	}
 	c = Config{FaultRate: -1, FailpointShare: -1, DuplicateShare: -1}.Defaults()
 	if !c.NoFaults || c.FaultRate != 0 || c.FailpointShare != 0 || c.DuplicateShare != 0 {

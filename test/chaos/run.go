@@ -44,6 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/saga"
 	"github.com/once-dev/once/test/harness"
 	"github.com/once-dev/once/test/sandbox"
 )
@@ -131,10 +132,15 @@ type run struct {
 	ns       string
 	sb       *sandbox.Client
 	sup      *supervisor
-	// driverWrites counts the driver's own writes to operations.
-	driverWrites atomic.Int64
-	// last is the last list of the operations, kept in the logs.
-	last []v1.SideEffectOperation
+	// driverWrites and driverSagaWrites count the driver's own writes to
+	// operations and to sagas.
+	driverWrites, driverSagaWrites atomic.Int64
+	// personDecisions counts the resolutions the run wrote as a person.
+	personDecisions atomic.Int64
+	// last and lastSagas are the last lists of the operations and the
+	// sagas, kept in the logs.
+	last      []v1.SideEffectOperation
+	lastSagas []v1.Saga
 }
 
 // onCleanup registers f to run at cleanup, in the reverse order of
@@ -148,16 +154,16 @@ func (r *run) cleanup() {
 }
 
 func (r *run) run(ctx context.Context) (Report, error) {
-	if err := r.setUp(ctx); err != nil {
+	plan, sagas := makePlan(r.cfg), makeSagaPlan(r.cfg)
+	if err := r.setUp(ctx, sagas); err != nil {
 		return Report{}, err
 	}
-	plan := makePlan(r.cfg)
 
 	before, err := apiWrites(ctx, r.metrics)
 	if err != nil {
 		return Report{}, err
 	}
-	driverBefore := r.driverWrites.Load()
+	driverBefore, driverSagasBefore := r.driverWrites.Load(), r.driverSagaWrites.Load()
 
 	// The chaos: creators, re-applies and kills, then a short tail.
 	calm, calmed := make(chan struct{}), make(chan struct{})
@@ -176,8 +182,8 @@ func (r *run) run(ctx context.Context) (Report, error) {
 
 	chaosStart := time.Now()
 	d := newDriver(r.c, r.ns, r.log)
-	d.run(ctx, plan, r.cfg.Rate, r.cfg.Creators)
-	r.log("every operation is created; chaos goes on for %s", r.cfg.Tail)
+	d.run(ctx, plan, sagas, r.cfg.Rate, r.cfg.Creators)
+	r.log("every operation and saga is created; chaos goes on for %s", r.cfg.Tail)
 	if err := sleep(ctx, r.cfg.Tail); err != nil {
 		return Report{}, err
 	}
@@ -193,7 +199,7 @@ func (r *run) run(ctx context.Context) (Report, error) {
 		"settling (at most %s)", chaosSeconds, k.starts, k.killsRandom, k.killsFailpoint, k.terms, r.cfg.SettleTimeout)
 
 	settleStart := time.Now()
-	settled, err := r.settle(ctx, plan, d)
+	settled, err := r.settle(ctx, plan, sagas, d)
 	if err != nil {
 		return Report{}, err
 	}
@@ -208,12 +214,15 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	objects, err := r.collect(ctx, plan, d)
+	snap, err := r.collect(ctx, plan, sagas, d)
 	if err != nil {
 		return Report{}, err
 	}
 	if data, err := json.MarshalIndent(r.last, "", " "); err == nil {
 		_ = os.WriteFile(filepath.Join(r.logDir, "objects.json"), data, 0o644)
+	}
+	if data, err := json.MarshalIndent(r.lastSagas, "", " "); err == nil {
+		_ = os.WriteFile(filepath.Join(r.logDir, "sagas.json"), data, 0o644)
 	}
 	effects, err := r.sb.Effects(ctx)
 	if err != nil {
@@ -225,26 +234,43 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	}
 
 	operations := map[int]bool{}
-	for _, o := range objects {
-		operations[o.Logical] = true
+	for _, o := range snap.objects {
+		if o.Saga == "" {
+			operations[o.Logical] = true
+		}
 	}
-	rep := Analyse(len(operations), objects, effects)
+	rep := Analyse(len(operations), snap.objects, snap.sagas, effects)
 	rep.Settled = settled
 	rep.Reapplies = int(d.reapplies.Load())
+	rep.SagaReapplies = int(d.sagaReapplies.Load())
+	rep.PersonDecisions = int(r.personDecisions.Load())
+	for _, ps := range sagas {
+		for _, st := range ps.steps {
+			switch {
+			case st.fault.refusal():
+				rep.CompensationRefusalsPlanned++
+			case st.fault.fault != "":
+				rep.CompensationFaultsPlanned++
+			}
+		}
+	}
 	rep.ChaosSeconds, rep.SettleSeconds = chaosSeconds, settleSeconds
 
 	writes := after.Sub(before)
 	rep.WritesByRequest = writes.ByRequest()
 	rep.WritesByCode = writes
-	rep.WritesTotal = writes.Total()
+	rep.WritesSagas = writes.Of(sagaResource)
+	rep.WritesTotal = writes.Total() - rep.WritesSagas
 	rep.WritesConflictsByRequest = writes.Conflicts()
 	for _, n := range rep.WritesConflictsByRequest {
 		rep.WritesConflicts += n
 	}
 	rep.WritesDriver = r.driverWrites.Load() - driverBefore
 	rep.WritesOperator = rep.WritesTotal - rep.WritesDriver
-	rep.WritesPerOperation = ratio64(rep.WritesOperator, rep.Operations)
-	rep.WritesPerObject = ratio64(rep.WritesOperator, rep.Objects)
+	rep.WritesPerOperation = ratio64(rep.WritesOperator, rep.Operations+rep.SagaOperations)
+	rep.WritesPerObject = ratio64(rep.WritesOperator, rep.Objects+rep.SagaOperationObjects)
+	rep.WritesSagasDriver = r.driverSagaWrites.Load() - driverSagasBefore
+	rep.WritesPerSaga = ratio64(rep.WritesSagas-rep.WritesSagasDriver, rep.Sagas)
 
 	k = r.sup.counts()
 	rep.ManagerStarts = k.starts
@@ -263,10 +289,21 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	for _, u := range k.termIssues {
 		rep.Findings = append(rep.Findings, Issue{Kind: "ManagerStop", Detail: u})
 	}
-	rep.FaultsFired = map[string]int{}
+	rep.FaultsFired, rep.FaultsFiredCancels = map[string]int{}, map[string]int{}
 	for _, f := range faults.Rules {
 		name, _, _ := strings.Cut(f.Fault, "=")
-		rep.FaultsFired[name] += f.Fired
+		switch {
+		case f.KeyPrefix != r.ns+"/" && name == sandbox.Fault422:
+			// A rule of one compensation's own (fault 9).
+			rep.CompensationRefusalsFired += f.Fired
+		case f.KeyPrefix != r.ns+"/":
+			rep.CompensationFaultsFired += f.Fired
+		default:
+			rep.FaultsFired[name] += f.Fired
+			if f.Action == sandbox.ActionCancel {
+				rep.FaultsFiredCancels[name] += f.Fired
+			}
+		}
 	}
 	rep.MaskedDuplicates = rep.FaultsFired[sandbox.Fault409Exists]
 	for name, why := range d.refusedReapply {
@@ -282,8 +319,9 @@ func (r *run) run(ctx context.Context) (Report, error) {
 }
 
 // setUp starts the control plane, the sandbox tool and the first manager,
-// and creates the namespaces, the fault rules and the tools.
-func (r *run) setUp(ctx context.Context) error {
+// and creates the namespaces, the fault rules (the sagas' compensations'
+// own first) and the tools.
+func (r *run) setUp(ctx context.Context, sagas []plannedSaga) error {
 	cfg := r.cfg
 	r.cp = cfg.ControlPlane
 	if r.cp == nil {
@@ -315,7 +353,7 @@ func (r *run) setUp(ctx context.Context) error {
 	restCfg.UserAgent = "once-chaos"
 	plain := rest.CopyConfig(restCfg)
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &writeCounter{next: rt, n: &r.driverWrites}
+		return &writeCounter{next: rt, ops: &r.driverWrites, sagas: &r.driverSagaWrites}
 	})
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -362,7 +400,8 @@ func (r *run) setUp(ctx context.Context) error {
 	r.sb = &sandbox.Client{BaseURL: sb.URL}
 	r.log("sandbox tool on %s", sb.URL)
 	if !cfg.NoFaults {
-		if err := r.sb.SetFaults(ctx, cfg.Seed, faultRules(r.ns, cfg.FaultRate, cfg.LieShare)); err != nil {
+		rules := slices.Concat(compensationRules(r.ns, sagas), faultRules(r.ns, cfg.FaultRate, cfg.LieShare))
+		if err := r.sb.SetFaults(ctx, cfg.Seed, rules); err != nil {
 			return fmt.Errorf("setting the fault rules: %w", err)
 		}
 	}
@@ -412,9 +451,11 @@ func (r *run) waitForTools(ctx context.Context) error {
 // faultRules are the sandbox's faults for the run's namespace, for each
 // tool: the failures of DESIGN.md §8 and, lieShare of the draws, the lies
 // of real gateways, proxies and tools, so that about rate of all effect
-// requests fail; and lookups that fail at the same rate. Every fault drawn
-// stays within the tool's declared contract, so that the run can demand
-// zero duplicates:
+// requests fail, creates and cancels (the sagas' compensations) alike,
+// each drawn by rules of their own so that the report can tell them
+// apart; and lookups that fail at the same rate. Every fault drawn stays
+// within the tool's declared contract, so that the run can demand zero
+// duplicates:
 //
 //   - 502/503/504-after-commit: any tool (a gateway may say so of any
 //     upstream).
@@ -424,7 +465,9 @@ func (r *run) waitForTools(ctx context.Context) error {
 //     conditional create with a client-supplied id. It fires only when an
 //     object exists for the key, that is when the operator sent a second
 //     create for an effect that exists: each firing is a duplicate the
-//     tool prevented (Report.MaskedDuplicates).
+//     tool prevented (Report.MaskedDuplicates). It never fires on a
+//     cancel: the sandbox refuses any second cancel of an object itself
+//     (409 already_cancelled; Report.MaskedCancels).
 //   - lookup-lag: only lookupLag, below the Lookup tool's lookupDelay minus
 //     the longest injected processing time.
 //   - hold-before-commit is never drawn: a request held past the declared
@@ -457,20 +500,25 @@ func faultRules(ns string, rate, lieShare float64) []sandbox.FaultRule {
 		default:
 			lies = append(lies, sandbox.Fault409Exists)
 		}
-		rules = append(rules, drawRules(t, ns, http.MethodPost, rate, lieShare, failures, lies)...)
+		rules = append(rules, drawRules(t, ns, http.MethodPost, sandbox.ActionCreate, rate, lieShare, failures, lies)...)
+		// 409-exists never fires on a cancel, so a cancel's lies go
+		// without it.
+		cancelLies := slices.DeleteFunc(slices.Clone(lies), func(f string) bool { return f == sandbox.Fault409Exists })
+		rules = append(rules, drawRules(t, ns, http.MethodPost, sandbox.ActionCancel, rate, lieShare, failures, cancelLies)...)
 		if t.mode == v1.IdempotencyLookup {
 			lookupLies := []string{sandbox.FaultLookupLag + "=" + lookupLag.String(), sandbox.FaultLookupRoute404}
-			rules = append(rules, drawRules(t, ns, http.MethodGet, rate, lieShare,
+			rules = append(rules, drawRules(t, ns, http.MethodGet, "", rate, lieShare,
 				[]string{sandbox.FaultLookup503 + "=1"}, lookupLies)...)
 		}
 	}
 	return rules
 }
 
-// drawRules are rules for t's requests with method, tried in order, that
-// fail about rate of them: lieShare of those with one of lies, the rest
-// with one of failures, each fault of a list equally likely.
-func drawRules(t toolDef, ns, method string, rate, lieShare float64, failures, lies []string) []sandbox.FaultRule {
+// drawRules are rules for t's requests with method and action (any
+// action if empty), tried in order, that fail about rate of them:
+// lieShare of those with one of lies, the rest with one of failures, each
+// fault of a list equally likely.
+func drawRules(t toolDef, ns, method, action string, rate, lieShare float64, failures, lies []string) []sandbox.FaultRule {
 	faults := make([]string, 0, len(failures)+len(lies))
 	shares := make([]float64, 0, len(failures)+len(lies))
 	for _, f := range failures {
@@ -488,24 +536,29 @@ func drawRules(t toolDef, ns, method string, rate, lieShare float64, failures, l
 		// A rule fires on the requests no earlier rule took, so its
 		// probability is its share of what is left.
 		rules = append(rules, sandbox.FaultRule{Mode: t.sandboxMode(), Collection: t.collection, Method: method,
-			KeyPrefix: ns + "/", Fault: f, Probability: min(shares[i]/left, 1)})
+			Action: action, KeyPrefix: ns + "/", Fault: f, Probability: min(shares[i]/left, 1)})
 		left -= shares[i]
 	}
 	return rules
 }
 
-// settle waits until every object ended, needs a person or waits for one,
-// or until the settle timeout. It reports whether all settled.
-func (r *run) settle(ctx context.Context, plan []logicalOp, d *driver) (bool, error) {
+// settle waits until every object and every saga ended, needs a person
+// or waits for one, or until the settle timeout; meanwhile it plays the
+// person that the plan says decides on a compensation refused for good.
+// It reports whether all settled.
+func (r *run) settle(ctx context.Context, plan []logicalOp, sagas []plannedSaga, d *driver) (bool, error) {
 	deadline := time.Now().Add(r.cfg.SettleTimeout)
 	for {
-		objects, err := r.collect(ctx, plan, d)
+		snap, err := r.collect(ctx, plan, sagas, d)
 		if err != nil {
-			r.log("listing operations: %v", err)
+			r.log("listing operations and sagas: %v", err)
 		} else {
-			n, states := Unsettled(objects)
-			r.log("%d of %d objects not settled yet: %s", n, len(objects), formatCounts(states))
-			if n == 0 {
+			n, states := Unsettled(snap.objects)
+			decided := r.decide(ctx, sagas, snap.found)
+			m, sagaStates := unsettledSagas(sagas, snap, d)
+			r.log("%d of %d objects not settled yet: %s; %d of %d sagas: %s; %d decisions by a person",
+				n, len(snap.objects), formatCounts(states), m, len(snap.sagas), formatCounts(sagaStates), decided)
+			if n == 0 && m == 0 && decided == 0 {
 				return true, nil
 			}
 		}
@@ -519,18 +572,67 @@ func (r *run) settle(ctx context.Context, plan []logicalOp, d *driver) (bool, er
 	}
 }
 
-// collect lists the run's operations and pairs each with what the driver
-// asked for. Objects the driver could not create are left out.
-func (r *run) collect(ctx context.Context, plan []logicalOp, d *driver) ([]Object, error) {
+// unsettledSagas counts the sagas that have not settled, and counts every
+// saga by state.
+func unsettledSagas(sagas []plannedSaga, snap snapshot, d *driver) (int, map[string]int) {
+	byName := map[string]*Object{}
+	for i := range snap.objects {
+		byName[snap.objects[i].Name] = &snap.objects[i]
+	}
+	waiting := map[string]bool{}
+	for name, o := range byName {
+		if state, _ := settledState(o, byName); state == stateWaitingForReview {
+			waiting[name] = true
+		}
+	}
+	n, states := 0, map[string]int{}
+	for _, ps := range sagas {
+		for _, name := range ps.names() {
+			if !d.isCreated(name) {
+				continue
+			}
+			s := snap.found[name]
+			state := stateMissing
+			if s != nil {
+				state = string(stateOr(s.Status.State))
+			}
+			states[state]++
+			if !sagaSettled(ps, s, waiting) {
+				n++
+			}
+		}
+	}
+	return n, states
+}
+
+// snapshot is what collect found.
+type snapshot struct {
+	// objects are the plain operations, paired with what the driver asked
+	// for, and the operations of the sagas.
+	objects []Object
+	// sagas are the sagas as the analysis sees them; found the Saga
+	// objects by name.
+	sagas []Saga
+	found map[string]*v1.Saga
+}
+
+// collect lists the run's operations and sagas, and pairs each with what
+// the driver asked for. Objects the driver could not create are left out.
+func (r *run) collect(ctx context.Context, plan []logicalOp, sagas []plannedSaga, d *driver) (snapshot, error) {
 	var list v1.SideEffectOperationList
 	if err := r.c.List(ctx, &list, client.InNamespace(r.ns)); err != nil {
-		return nil, err
+		return snapshot{}, err
 	}
 	byName := map[string]*v1.SideEffectOperation{}
+	var snap snapshot
 	for i := range list.Items {
-		byName[list.Items[i].Name] = &list.Items[i]
+		op := &list.Items[i]
+		if _, ok := op.Labels[saga.LabelSaga]; ok {
+			snap.objects = append(snap.objects, sagaObject(r.ns, op))
+			continue
+		}
+		byName[op.Name] = op
 	}
-	var objects []Object
 	for _, op := range plan {
 		scope := op.scopeKey(r.ns, reportedToolKey(op, byName))
 		for _, po := range op.objects {
@@ -542,11 +644,27 @@ func (r *run) collect(ctx context.Context, plan []logicalOp, d *driver) ([]Objec
 			if got := byName[po.name]; got != nil {
 				o.Found, o.Status = true, got.Status
 			}
-			objects = append(objects, o)
+			snap.objects = append(snap.objects, o)
 		}
 	}
 	r.last = list.Items
-	return objects, nil
+	var sl v1.SagaList
+	if err := r.c.List(ctx, &sl, client.InNamespace(r.ns)); err != nil {
+		return snapshot{}, err
+	}
+	snap.found = map[string]*v1.Saga{}
+	for i := range sl.Items {
+		snap.found[sl.Items[i].Name] = &sl.Items[i]
+	}
+	for _, ps := range sagas {
+		for _, name := range ps.names() {
+			if d.isCreated(name) {
+				snap.sagas = append(snap.sagas, ps.analysed(r.ns, name, snap.found[name]))
+			}
+		}
+	}
+	r.lastSagas = sl.Items
+	return snap, nil
 }
 
 // reportedToolKey is the key the operator sent to the tool for op, as the

@@ -156,3 +156,43 @@ func TestNativeToolReplayed(t *testing.T) {
 		})
 	}
 }
+
+// TestToolCancels checks the tools' cancels, the compensations of the
+// run's sagas: each cancels the object its id names, a Native re-send is
+// replayed, and a Lookup tool finds a cancel by its own key, and only once
+// it happened.
+func TestToolCancels(t *testing.T) {
+	for _, tool := range tools {
+		t.Run(tool.name, func(t *testing.T) {
+			h := newToolHarness(t)
+			c, req := h.client(tool, "")
+			made := c.Execute(t.Context(), req)
+			if made.Outcome != v1.OutcomeSucceeded || made.ExternalObjectID == "" {
+				t.Fatalf("create: %s %q %s", made.Outcome, made.ExternalObjectID, made.Message)
+			}
+			undo := effects.Request{Operation: tool.cancel, Key: req.Key + "/compensate",
+				Parameters: []byte(`{"id":"` + made.ExternalObjectID + `"}`), Timeout: 5 * time.Second}
+			if tool.mode == v1.IdempotencyLookup {
+				if got := c.Lookup(t.Context(), undo).Verdict; got != protocol.VerdictAbsent {
+					t.Errorf("lookup of a cancel not sent yet: %s, want Absent", got)
+				}
+			}
+			r := c.Execute(t.Context(), undo)
+			if r.Outcome != v1.OutcomeSucceeded || r.ExternalObjectID != made.ExternalObjectID {
+				t.Fatalf("cancel: %s %q %s", r.Outcome, r.ExternalObjectID, r.Message)
+			}
+			switch tool.mode {
+			case v1.IdempotencyLookup:
+				got := c.Lookup(t.Context(), undo)
+				if got.Verdict != protocol.VerdictFound || got.ExternalObjectID != made.ExternalObjectID {
+					t.Errorf("lookup of the cancel: %s %q, want Found %q", got.Verdict, got.ExternalObjectID,
+						made.ExternalObjectID)
+				}
+			case v1.IdempotencyNative:
+				if again := c.Execute(t.Context(), undo); again.Outcome != v1.OutcomeSucceeded || !again.Replayed {
+					t.Errorf("re-sent cancel: %s replayed=%t, want a replay", again.Outcome, again.Replayed)
+				}
+			}
+		})
+	}
+}

@@ -55,14 +55,20 @@ type toolDef struct {
 	name       string
 	collection string
 	operation  string
+	// cancel is the operation that undoes operation's effect, the
+	// sandbox's POST /{mode}/{collection}/{id}/cancel, for the
+	// compensations of sagas.
+	cancel string
 }
 
 // tools are the run's tools: a payment API that dedupes natively, a ticket
-// system that can be asked by key, and a mailer that can do neither.
+// system that can be asked by key, and a mailer that can do neither. Each
+// can undo its effect: a refund deduped on its own key, a ticket closed
+// and found again by the key of the close, a recall that can be neither.
 var tools = []toolDef{
-	{mode: v1.IdempotencyNative, name: "payments", collection: "charges", operation: "charge.create"},
-	{mode: v1.IdempotencyLookup, name: "tickets", collection: "tickets", operation: "ticket.create"},
-	{mode: v1.IdempotencyNone, name: "mailer", collection: "emails", operation: "email.send"},
+	{mode: v1.IdempotencyNative, name: "payments", collection: "charges", operation: "charge.create", cancel: "charge.refund"},
+	{mode: v1.IdempotencyLookup, name: "tickets", collection: "tickets", operation: "ticket.create", cancel: "ticket.close"},
+	{mode: v1.IdempotencyNone, name: "mailer", collection: "emails", operation: "email.send", cancel: "email.recall"},
 }
 
 // Timing of the tools. Every injected delay (faultDelay) is longer than the
@@ -107,11 +113,22 @@ func (t toolDef) object(ns, url string) *v1.Tool {
 		Path:     t.path(),
 		Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"},
 	}
+	// The cancel names the object in its path, from the parameter id.
+	cancel := v1.ToolOperation{
+		Name:     t.cancel,
+		Method:   http.MethodPost,
+		Path:     t.path() + "/{id}/cancel",
+		Request:  &v1.RequestShape{PathValues: []v1.NamedValue{{Name: "id", Value: "parameters.id"}}},
+		Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"},
+	}
 	idem := v1.ToolIdempotency{Mode: t.mode, ReconcileLimit: 20}
 	switch t.mode {
 	case v1.IdempotencyLookup:
+		// The sandbox finds an object by the key it was created with, or
+		// else by the key it was cancelled with: one lookup serves both.
 		op.Lookup = &v1.LookupRequest{Path: t.path() + "?key={idempotencyKey}",
 			Found: "response.status == 200", Absent: absentExpr}
+		cancel.Lookup = op.Lookup.DeepCopy()
 		idem.LookupDelay = &metav1.Duration{Duration: lookupDelay}
 	case v1.IdempotencyNative:
 		idem.ReplayWindow = &metav1.Duration{Duration: time.Hour}
@@ -123,7 +140,7 @@ func (t toolDef) object(ns, url string) *v1.Tool {
 			HTTP:        v1.HTTPBackend{URL: url},
 			Idempotency: idem,
 			Timeout:     &metav1.Duration{Duration: toolTimeout},
-			Operations:  []v1.ToolOperation{op},
+			Operations:  []v1.ToolOperation{op, cancel},
 			// High enough that the budget never throttles the run: the
 			// run measures the protocol, not the budget.
 			RetryBudget: &v1.RetryBudget{RetriesPerMinute: 60000},
@@ -202,9 +219,7 @@ func (op logicalOp) object(ns string, po plannedObject) *v1.SideEffectOperation 
 			Operation:      op.tool.operation,
 			IdempotencyKey: op.key,
 			Parameters:     &runtime.RawExtension{Raw: po.params},
-			RetryPolicy: &v1.RetryPolicy{MaxAttempts: 8,
-				InitialBackoff: &metav1.Duration{Duration: 500 * time.Millisecond},
-				MaxBackoff:     &metav1.Duration{Duration: 10 * time.Second}},
+			RetryPolicy:    retryPolicy(),
 		},
 	}
 }
@@ -253,10 +268,13 @@ type driver struct {
 	// created, with the reason.
 	created map[string]bool
 	failed  map[string]string
-	// reapplies counts re-applies the API server accepted; refusedReapply
-	// those it refused, with the reason.
-	reapplies      atomic.Int64
-	refusedReapply map[string]string
+	// reapplies and sagaReapplies count the re-applies of operations and
+	// of sagas the API server accepted; refusedReapply those it refused,
+	// with the reason.
+	reapplies, sagaReapplies atomic.Int64
+	refusedReapply           map[string]string
+	// later runs the re-applies.
+	later sync.WaitGroup
 }
 
 func newDriver(c client.Client, ns string, log func(string, ...any)) *driver {
@@ -265,32 +283,45 @@ func newDriver(c client.Client, ns string, log func(string, ...any)) *driver {
 }
 
 // run creates the plan's operations in waves of rate per second with
-// creators concurrent creators, and re-applies those the plan says. It
-// returns when every object is created and every re-apply done.
-func (d *driver) run(ctx context.Context, plan []logicalOp, rate float64, creators int) {
-	jobs := make(chan logicalOp)
+// creators concurrent creators, and the sagas spread evenly over the same
+// waves, and re-applies those the plans say. It returns when every object
+// is created and every re-apply done.
+func (d *driver) run(ctx context.Context, plan []logicalOp, sagas []plannedSaga, rate float64, creators int) {
+	jobs := make(chan func())
 	var wg sync.WaitGroup
 	for range creators {
 		wg.Go(func() {
-			for op := range jobs {
-				d.createAll(ctx, op, &wg)
+			for job := range jobs {
+				job()
 			}
 		})
 	}
 	wave := max(1, int(rate+0.5))
+	waves := max(1, (len(plan)+wave-1)/wave)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	nextSaga := 0
 feed:
-	for start := 0; start < len(plan); start += wave {
-		for _, op := range plan[start:min(start+wave, len(plan))] {
+	for w := range waves {
+		start := w * wave
+		var batch []func()
+		for _, op := range plan[min(start, len(plan)):min(start+wave, len(plan))] {
+			batch = append(batch, func() { d.createAll(ctx, op) })
+		}
+		// Saga i goes with wave i·waves/sagas.
+		for ; nextSaga < len(sagas) && nextSaga*waves/len(sagas) <= w; nextSaga++ {
+			ps := sagas[nextSaga]
+			batch = append(batch, func() { d.createSagas(ctx, ps) })
+		}
+		for _, job := range batch {
 			select {
-			case jobs <- op:
+			case jobs <- job:
 			case <-ctx.Done():
 				break feed
 			}
 		}
-		if end := min(start+wave, len(plan)); end%(wave*10) == 0 || end == len(plan) {
-			d.log("created %d/%d operations", end, len(plan))
+		if end := min(start+wave, len(plan)); (w+1)%10 == 0 || w == waves-1 {
+			d.log("created %d/%d operations, %d/%d sagas", end, len(plan), nextSaga, len(sagas))
 		}
 		select {
 		case <-tick.C:
@@ -300,24 +331,25 @@ feed:
 	}
 	close(jobs)
 	wg.Wait()
+	d.later.Wait()
 }
 
 // createAll creates the objects of one logical operation in order, and
-// schedules its re-apply on wg.
-func (d *driver) createAll(ctx context.Context, op logicalOp, wg *sync.WaitGroup) {
+// schedules its re-apply.
+func (d *driver) createAll(ctx context.Context, op logicalOp) {
 	for _, po := range op.objects {
 		d.create(ctx, op.object(d.ns, po))
 	}
 	if !op.reapply || !d.isCreated(op.objects[0].name) {
 		return
 	}
-	wg.Go(func() {
+	d.later.Go(func() {
 		select {
 		case <-time.After(op.reapplyAfter):
 		case <-ctx.Done():
 			return
 		}
-		d.reapply(ctx, op.object(d.ns, op.objects[0]))
+		d.reapply(ctx, op.object(d.ns, op.objects[0]), &d.reapplies)
 	})
 }
 
@@ -329,13 +361,13 @@ func (d *driver) isCreated(name string) bool {
 
 // create creates obj, retrying errors that may be transient. An
 // AlreadyExists after a retry means an earlier try went through.
-func (d *driver) create(ctx context.Context, obj *v1.SideEffectOperation) {
+func (d *driver) create(ctx context.Context, obj client.Object) {
 	var last error
 	for try := range 10 {
-		err := d.c.Create(ctx, obj.DeepCopy())
+		err := d.c.Create(ctx, obj.DeepCopyObject().(client.Object))
 		if err == nil || (try > 0 && apierrors.IsAlreadyExists(err)) {
 			d.mu.Lock()
-			d.created[obj.Name] = true
+			d.created[obj.GetName()] = true
 			d.mu.Unlock()
 			return
 		}
@@ -345,24 +377,24 @@ func (d *driver) create(ctx context.Context, obj *v1.SideEffectOperation) {
 		}
 		time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
 	}
-	d.log("could not create %s: %v", obj.Name, last)
+	d.log("could not create %s: %v", obj.GetName(), last)
 	d.mu.Lock()
-	d.failed[obj.Name] = last.Error()
+	d.failed[obj.GetName()] = last.Error()
 	d.mu.Unlock()
 }
 
 // reapply updates the object with the spec it was created with, as a
-// GitOps tool re-applying its manifest does. The API server must accept
-// it: the spec is unchanged.
-func (d *driver) reapply(ctx context.Context, desired *v1.SideEffectOperation) {
+// GitOps tool re-applying its manifest does, and counts it in n. The API
+// server must accept it: the spec is unchanged.
+func (d *driver) reapply(ctx context.Context, desired client.Object, n *atomic.Int64) {
 	backoff := wait.Backoff{Steps: 20, Duration: 50 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: 2 * time.Second}
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		cur := &v1.SideEffectOperation{}
+		cur := desired.DeepCopyObject().(client.Object)
 		if err := d.c.Get(ctx, client.ObjectKeyFromObject(desired), cur); err != nil {
 			return false, nil
 		}
-		obj := desired.DeepCopy()
-		obj.ResourceVersion = cur.ResourceVersion
+		obj := desired.DeepCopyObject().(client.Object)
+		obj.SetResourceVersion(cur.GetResourceVersion())
 		err := d.c.Update(ctx, obj)
 		switch {
 		case err == nil:
@@ -375,28 +407,34 @@ func (d *driver) reapply(ctx context.Context, desired *v1.SideEffectOperation) {
 		}
 	})
 	if err != nil {
-		d.log("re-apply of %s refused: %v", desired.Name, err)
+		d.log("re-apply of %s refused: %v", desired.GetName(), err)
 		d.mu.Lock()
-		d.refusedReapply[desired.Name] = err.Error()
+		d.refusedReapply[desired.GetName()] = err.Error()
 		d.mu.Unlock()
 		return
 	}
-	d.reapplies.Add(1)
+	n.Add(1)
 }
 
 // writeCounter counts the requests the driver sends that write
-// SideEffectOperations or IdempotencyRecords, so that the operator's own
-// writes can be told from the driver's in the API server's counts.
+// SideEffectOperations or IdempotencyRecords (in ops), and Sagas (in
+// sagas), so that the operator's own writes can be told from the driver's
+// in the API server's counts.
 type writeCounter struct {
-	next http.RoundTripper
-	n    *atomic.Int64
+	next       http.RoundTripper
+	ops, sagas *atomic.Int64
 }
 
 func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := w.next.RoundTrip(req)
-	if err == nil && isWrite(req.Method) &&
-		(strings.Contains(req.URL.Path, "/sideeffectoperations") || strings.Contains(req.URL.Path, "/idempotencyrecords")) {
-		w.n.Add(1)
+	if err != nil || !isWrite(req.Method) {
+		return resp, err
+	}
+	switch p := req.URL.Path; {
+	case strings.Contains(p, "/sideeffectoperations"), strings.Contains(p, "/idempotencyrecords"):
+		w.ops.Add(1)
+	case strings.Contains(p, "/sagas"):
+		w.sagas.Add(1)
 	}
 	return resp, err
 }

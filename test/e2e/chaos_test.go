@@ -30,8 +30,8 @@ import (
 
 // A smaller chaos run than `make chaos`, so that CI guards it: tool faults,
 // manager kills at random moments and at the crash windows, stalled
-// workers, duplicate deliveries and conflicting requests, counted at the
-// tool's ledger.
+// workers, duplicate deliveries and conflicting requests, and sagas (300/8)
+// whose compensations fail midway, counted at the tool's ledger.
 var _ = Describe("A chaos run of a few hundred operations", Serial, func() {
 	It("makes no duplicate effect, loses no operation, and violates no invariant", func(ctx SpecContext) {
 		rep, err := chaos.Run(ctx, chaos.Config{
@@ -47,6 +47,9 @@ var _ = Describe("A chaos run of a few hundred operations", Serial, func() {
 		Expect(rep.Problems()).To(BeEmpty())
 		Expect(rep.Operations).To(Equal(300))
 		Expect(rep.DuplicateEffects).To(BeZero())
+		Expect(rep.Sagas).To(BeNumerically(">=", 37))
+		Expect(rep.SagasCompensatedEarly).To(BeZero())
+		Expect(rep.LostSagas).To(BeZero())
 		Expect(rep.Passed).To(BeTrue())
 	}, SpecTimeout(20*time.Minute))
 })
