@@ -21,9 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// MaxSagaSteps bounds the steps of a saga.
-const MaxSagaSteps = 16
-
 // SagaSpec is a business operation made of ordered steps, each one side
 // effect, with the compensations that undo them if a later step fails for
 // good.
@@ -93,7 +90,7 @@ type SagaSpec struct {
 // compares with its old value by what it means (a duration by its length),
 // so that clients that write "5m" and clients that write "5m0s" agree.
 // +kubebuilder:validation:XValidation:rule="has(self.compensation) != (has(self.irreversible) && self.irreversible)",message="a step needs exactly one of compensation and irreversible: true"
-// +kubebuilder:validation:XValidation:rule="has(self.parameters) == has(oldSelf.parameters) && has(self.parametersFrom) == has(oldSelf.parametersFrom) && has(self.timeout) == has(oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy) && has(self.compensation) == has(oldSelf.compensation) && (has(self.irreversible) && self.irreversible) == (has(oldSelf.irreversible) && oldSelf.irreversible) && (has(self.retryUntilDone) && self.retryUntilDone) == (has(oldSelf.retryUntilDone) && oldSelf.retryUntilDone) && (has(self.requiresApproval) && self.requiresApproval) == (has(oldSelf.requiresApproval) && oldSelf.requiresApproval)",message="spec.steps are immutable: create a new Saga with a new idempotency key"
+// +kubebuilder:validation:XValidation:rule="has(self.parameters) == has(oldSelf.parameters) && (has(self.parametersFrom) ? self.parametersFrom : []) == (has(oldSelf.parametersFrom) ? oldSelf.parametersFrom : []) && has(self.timeout) == has(oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy) && has(self.compensation) == has(oldSelf.compensation) && (has(self.irreversible) && self.irreversible) == (has(oldSelf.irreversible) && oldSelf.irreversible) && (has(self.retryUntilDone) && self.retryUntilDone) == (has(oldSelf.retryUntilDone) && oldSelf.retryUntilDone) && (has(self.requiresApproval) && self.requiresApproval) == (has(oldSelf.requiresApproval) && oldSelf.requiresApproval)",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 type SagaStep struct {
 	// name of the step, unique in the saga, a DNS label; expressions refer
 	// to it as `steps.<name>`, or `steps['<name>']` when it has a hyphen.
@@ -134,7 +131,6 @@ type SagaStep struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	ParametersFrom []ParameterExpression `json:"parametersFrom,omitempty"`
 
 	// timeout bounds one call; defaults to the tool's.
@@ -185,7 +181,7 @@ type ParameterExpression struct {
 }
 
 // Compensation is the operation that undoes a step's effect.
-// +kubebuilder:validation:XValidation:rule="has(self.toolRef) == has(oldSelf.toolRef) && has(self.parameters) == has(oldSelf.parameters) && has(self.parametersFrom) == has(oldSelf.parametersFrom) && has(self.retryPolicy) == has(oldSelf.retryPolicy)",message="spec.steps are immutable: create a new Saga with a new idempotency key"
+// +kubebuilder:validation:XValidation:rule="has(self.toolRef) == has(oldSelf.toolRef) && has(self.parameters) == has(oldSelf.parameters) && (has(self.parametersFrom) ? self.parametersFrom : []) == (has(oldSelf.parametersFrom) ? oldSelf.parametersFrom : []) && has(self.retryPolicy) == has(oldSelf.retryPolicy)",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 type Compensation struct {
 	// toolRef names the tool of the compensation; defaults to the step's.
 	// +optional
@@ -216,7 +212,6 @@ type Compensation struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	ParametersFrom []ParameterExpression `json:"parametersFrom,omitempty"`
 
 	// retryPolicy of the compensation's operation; a compensation that
@@ -471,6 +466,7 @@ type SagaStatus struct {
 
 // +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !has(self.spec.resolutions)",message="a Saga cannot be created with spec.resolutions: a person decides after seeing what went wrong, while the saga is in NeedsReview",optionalOldSelf=true
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.resolutions) || (has(oldSelf.spec.resolutions) && self.spec.resolutions == oldSelf.spec.resolutions) || (has(self.status) && has(self.status.state) && self.status.state == 'NeedsReview')",message="spec.resolutions can be changed only while the saga is in NeedsReview"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.resolutions) || self.spec.resolutions.all(r, (has(oldSelf.spec.resolutions) && oldSelf.spec.resolutions.exists(o, o.step == r.step && o.action == r.action && o.by == r.by && (has(o.reason) ? o.reason : '') == (has(r.reason) ? r.reason : ''))) || (has(self.status) && has(self.status.currentStep) && r.step == self.status.currentStep))",message="a resolution can be written only for the step the saga waits on in NeedsReview (status.currentStep): it decides what a person reviewed"
 // +kubebuilder:validation:XValidation:rule="(has(self.spec.approvals) ? self.spec.approvals : []) == (has(oldSelf.spec.approvals) ? oldSelf.spec.approvals : []) || !has(self.status) || !has(self.status.state) || !(self.status.state in ['Committed', 'Compensated', 'FailedFinal'])",message="spec.approvals cannot change after the saga ended"
 // Saga is a business operation of several side effects in order, each run
 // once as a SideEffectOperation, with compensations that undo the committed

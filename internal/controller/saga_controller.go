@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -58,15 +59,19 @@ const retryUntilDoneAttempts = 100
 // in reverse.
 type SagaReconciler struct {
 	client.Client
+	// APIReader reads past the cache, where a read must see the latest.
+	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Connector effects.Connector
 	Validator ToolValidator
 	Clock     clock.Clock
+	// MaxConcurrentReconciles bounds the sagas handled at once.
+	MaxConcurrentReconciles int
 }
 
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sagas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sagas/status,verbs=get;update
-// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=create
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch;create
 
 // Reconcile moves one saga on by as many decisions as it can take without
 // waiting, and writes the checkpoint once.
@@ -86,13 +91,21 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	view := saga.View{Name: s.Name, Generation: s.Generation, Spec: &s.Spec, Status: s.Status,
 		Children: children(&s, ops), Plan: plan, PlanErr: planErr, Now: r.Clock.Now()}
 	var requeue time.Duration
-	// Each decision creates at most one operation or records one
-	// validation, so a saga's whole pass is bounded by its steps.
-	for range 3*len(s.Spec.Steps) + 2 {
+	// Each decision validates a step, writes a checkpoint or creates one
+	// operation, so a saga's whole pass is bounded by its steps; a pass cut
+	// short writes its checkpoint, whose event brings the saga back.
+	for range 4*len(s.Spec.Steps) + 4 {
 		d := saga.Decide(view)
 		view.Status = d.Status
 		if d.Action.Kind == saga.ActionNone {
 			break
+		}
+		if d.Action.Kind == saga.ActionCheckpoint {
+			// The intent is written before the operation is made.
+			if err := r.checkpoint(ctx, &s, view.Status); err != nil {
+				return r.lost(err)
+			}
+			continue
 		}
 		if d.Action.Kind == saga.ActionValidate {
 			if requeue = r.validate(ctx, &s, plan, ops, &view, d.Action.Step); requeue > 0 {
@@ -115,15 +128,21 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		view.Children = children(&s, ops)
 	}
 	if err := r.checkpoint(ctx, &s, view.Status); err != nil {
-		if apierrors.IsConflict(err) {
-			// Read from a cache behind the last checkpoint, or a person
-			// wrote the spec: decide again on the newer object. The
-			// operations made are found again by name.
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
-		}
-		return ctrl.Result{}, err
+		return r.lost(err)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// lost ends a pass whose checkpoint could not be written. A conflict means
+// the pass read a saga behind the last checkpoint, or a person wrote the
+// spec meanwhile: nothing the pass decided since its last written
+// checkpoint was acted on, and the saga is decided again on the newer
+// object.
+func (r *SagaReconciler) lost(err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // operations lists the saga's operations by name.
@@ -144,6 +163,9 @@ func children(s *v1.Saga, ops map[string]*v1.SideEffectOperation) map[string]sag
 	out := make(map[string]saga.Child, len(ops))
 	for name, op := range ops {
 		c := saga.Child{
+			Key:              op.Spec.IdempotencyKey,
+			Tool:             op.Spec.ToolRef,
+			Operation:        op.Spec.Operation,
 			State:            op.Status.State,
 			DuplicateOf:      op.Status.DuplicateOf,
 			ExternalObjectID: op.Status.ExternalObjectID,
@@ -182,24 +204,13 @@ func inputs(s *v1.Saga) []byte {
 	return s.Spec.Inputs.Raw
 }
 
-// target is the tool and operation of a step, or of its compensation.
-func target(step v1.SagaStep, undo bool) (v1.ToolReference, string) {
-	if !undo {
-		return step.ToolRef, step.Operation
-	}
-	ref := step.ToolRef
-	if step.Compensation.ToolRef != nil {
-		ref = *step.Compensation.ToolRef
-	}
-	return ref, step.Compensation.Operation
-}
 
 // create makes the operation of an action, with the parameters computed
 // now recorded in it, so that a restart computes nothing twice: the
 // operation exists, under its deterministic name, or it does not.
 func (r *SagaReconciler) create(ctx context.Context, s *v1.Saga, params []byte, a saga.Action) (*v1.SideEffectOperation, error) {
 	step := s.Spec.Steps[a.Step]
-	ref, operation := target(step, a.Undo)
+	ref, operation := saga.Target(step, a.Undo)
 	op := &v1.SideEffectOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: s.Namespace, Labels: map[string]string{
 			saga.LabelSaga: saga.LabelValue(s.Name), saga.LabelStep: step.Name, saga.LabelRole: saga.RoleStep,
@@ -226,9 +237,10 @@ func (r *SagaReconciler) create(ctx context.Context, s *v1.Saga, params []byte, 
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("saga %s: creating operation %s: %w", s.Name, a.Name, err)
 		}
-		// Made by an earlier pass whose checkpoint was not written, or
-		// by someone else; the decision tells the two apart.
-		if err := r.Get(ctx, client.ObjectKeyFromObject(op), op); err != nil {
+		// Made by an earlier pass, or by someone else: the decision
+		// tells the two apart by what it was made for. Read past the
+		// cache, which may not have it yet.
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), op); err != nil {
 			return nil, err
 		}
 		return op, nil
@@ -302,8 +314,10 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	if err != nil {
 		return undecided("connecting to %s: %v", step.ToolRef.Name, err)
 	}
+	// The dry run carries a key of its own: a tool that remembers keys
+	// must not take the step's real request for a repeat of its dry run.
 	scope := protocol.Scope{Namespace: s.Namespace, Tool: step.ToolRef, Operation: step.Operation,
-		Key: saga.OperationKey(saga.Key(s.Name, &s.Spec), step.Name, false, status.Steps[i].Round)}
+		Key: saga.OperationKey(saga.Key(s.Name, &s.Spec), step.Name, false, status.Steps[i].Round) + "/validate"}
 	res := cl.Validate(ctx, effects.Request{Operation: step.Operation, Key: scope.ToolKey(), Parameters: params,
 		Timeout: protocol.Timeout(spec, &v1.SideEffectOperationSpec{Timeout: step.Timeout})})
 	val = v1.StepValidation{HTTPStatus: res.HTTPStatus, Message: res.Message}
@@ -366,5 +380,6 @@ func (r *SagaReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.Saga{}).
 		Owns(&v1.SideEffectOperation{}).
 		Named("saga").
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }

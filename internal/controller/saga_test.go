@@ -26,6 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -341,6 +343,46 @@ var _ = Describe("Saga admission", func() {
 		}, "spec.idempotencyKey"),
 	)
 
+	It("takes a typed client's update that changes nothing, also of a saga written with empty lists", func() {
+		b, err := json.Marshal(newSaga(ns, "empty-list", changeSteps()))
+		Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{}
+		Expect(json.Unmarshal(b, &u.Object)).To(Succeed())
+		u.SetAPIVersion(v1.GroupVersion.String())
+		u.SetKind("Saga")
+		delete(u.Object, "status")
+		u.Object["spec"].(map[string]any)["steps"].([]any)[0].(map[string]any)["parametersFrom"] = []any{}
+		Expect(k8sClient.Create(ctx, u)).To(Succeed())
+		Expect(k8sClient.Update(ctx, getSaga(ns, "empty-list"))).To(Succeed())
+	})
+
+	It("records who approved, and keeps it when GitOps re-applies the approval after the saga ended", func() {
+		steps := changeSteps()
+		steps[1].RequiresApproval = true
+		Expect(k8sClient.Create(ctx, newSaga(ns, "gitops", steps))).To(Succeed())
+		grant(ns, "alice", "sagas", "get", "patch")
+		alice := userClient("alice")
+		s := getSaga(ns, "gitops")
+		p := client.MergeFrom(s.DeepCopy())
+		s.Spec.Approvals = []v1.SagaApproval{{Step: "config", By: "alice", User: "someone-else"}}
+		Expect(alice.Patch(ctx, s, p)).To(Succeed())
+		Expect(getSaga(ns, "gitops").Spec.Approvals[0].User).To(Equal("alice"), "the writer, as the API server saw her")
+
+		s = getSaga(ns, "gitops")
+		s.Status.State = v1.StateCommitted
+		Expect(k8sClient.Status().Update(ctx, s)).To(Succeed())
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:argocd:argocd-application-controller",
+			Groups: []string{"system:masters"}}
+		argo, err := client.New(c, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		// What client-side apply sends once the manifest in Git records
+		// the approval: the list replaced, without the user.
+		patch := []byte(`{"spec":{"approvals":[{"step":"config","by":"alice"}]}}`)
+		Expect(argo.Patch(ctx, &v1.Saga{ObjectMeta: s.ObjectMeta}, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		Expect(getSaga(ns, "gitops").Spec.Approvals[0].User).To(Equal("alice"))
+	})
+
 	It("keeps the spec immutable but for approvals and resolutions, and those only while they can apply", func() {
 		steps := changeSteps()
 		steps[1].RequiresApproval = true
@@ -356,6 +398,17 @@ var _ = Describe("Saga admission", func() {
 		changed = s.DeepCopy()
 		changed.Spec.Resolutions = []v1.SagaResolution{{Step: "ticket", Action: v1.SagaRetry, By: "bob"}}
 		Expect(k8sClient.Update(ctx, changed)).To(MatchError(ContainSubstring("only while the saga is in NeedsReview")))
+
+		By("refusing a resolution for a step the saga does not wait on")
+		review := getSaga(ns, "fixed")
+		review.Status.State, review.Status.CurrentStep = v1.StateNeedsReview, "config"
+		Expect(k8sClient.Status().Update(ctx, review)).To(Succeed())
+		review = getSaga(ns, "fixed")
+		review.Spec.Resolutions = []v1.SagaResolution{{Step: "ticket", Action: v1.SagaMarkCompensated, By: "bob"}}
+		Expect(k8sClient.Update(ctx, review)).To(MatchError(ContainSubstring("only for the step the saga waits on")))
+		review = getSaga(ns, "fixed")
+		review.Status.State, review.Status.CurrentStep = v1.StateStarted, "config"
+		Expect(k8sClient.Status().Update(ctx, review)).To(Succeed())
 
 		By("approving while it runs")
 		// A typed client writes durations its own way ("5m0s" for the

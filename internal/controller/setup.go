@@ -101,8 +101,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 		return fmt.Errorf("setting up the sideeffectoperation controller: %w", err)
 	}
 	if err := (&SagaReconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("once"),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("once"),
 		Connector: connector, Validator: connector, Clock: c.Clock,
+		MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the saga controller: %w", err)
 	}

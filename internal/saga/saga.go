@@ -38,7 +38,6 @@ const (
 	ReasonValidationFailed   = "ValidationFailed"
 	ReasonRunning            = "Running"
 	ReasonWaitingForApproval = "WaitingForApproval"
-	ReasonStepNeedsReview    = "StepNeedsReview"
 	ReasonStepFailed         = "StepFailed"
 	ReasonCompensating       = "Compensating"
 	ReasonCompensated        = "Compensated"
@@ -55,6 +54,12 @@ type Child struct {
 	ResultDigest     string
 	// Message is the operation's Ready message: why it waits or failed.
 	Message string
+	// Key, Tool and Operation are what the operation was made for; an
+	// operation with the expected name made for something else is not the
+	// saga's.
+	Key       string
+	Tool      v1.ToolReference
+	Operation string
 	// Foreign marks an operation with the expected name that this saga
 	// does not control.
 	Foreign bool
@@ -88,8 +93,16 @@ const (
 	// ActionValidate: validate Step and record it in the step's status.
 	ActionValidate
 	// ActionCreate: compute the parameters and create the operation Name
-	// with key Key for Step (Undo: its compensation).
+	// with key Key for Step (Undo: its compensation). The checkpoint the
+	// decision was taken from already names it.
 	ActionCreate
+	// ActionCheckpoint: write the status, conditional on the saga's
+	// resourceVersion, and decide again from it. Asked before every
+	// creation, so that an operation exists only once a written checkpoint
+	// names it, with the validations, approvals and resolutions the
+	// decision to create it rests on: a pass that read a stale saga cannot
+	// write, and so cannot create.
+	ActionCheckpoint
 )
 
 // Action is the one thing a decision asks the controller to do.
@@ -158,22 +171,76 @@ func (d *decider) align() {
 	}
 }
 
-// refresh copies each step's operation into its checkpoint.
+// refresh copies into each step's checkpoint the state of the operation
+// the checkpoint names.
 func (d *decider) refresh() {
-	key := d.st.IdempotencyKey
 	for i := range d.Spec.Steps {
 		ss := &d.st.Steps[i]
 		name := OperationName(d.Name, ss.Name, false, ss.Round)
-		c, ok := d.Children[name]
-		if !ok || c.Foreign {
+		c, ok := d.child(name, i, false, ss.Round)
+		if !ok || c.Foreign || ss.Operation != name {
 			continue
 		}
-		ss.Operation, ss.IdempotencyKey = name, OperationKey(key, ss.Name, false, ss.Round)
 		ss.ExternalObjectID, ss.ResultDigest = c.ExternalObjectID, c.ResultDigest
 		if ss.Compensation == nil {
 			ss.State, ss.Message = c.State, messageUnless(c.State == v1.StateCommitted, c.Message)
 		}
 	}
+}
+
+// child returns the operation of that name, Foreign unless this saga
+// controls it and it was made for step i (undo: its compensation) in that
+// round: its key, tool and operation.
+func (d *decider) child(name string, i int, undo bool, round int32) (Child, bool) {
+	c, ok := d.Children[name]
+	if !ok || c.Foreign {
+		return c, ok
+	}
+	tool, operation := Target(d.Spec.Steps[i], undo)
+	if c.Key != OperationKey(d.st.IdempotencyKey, d.Spec.Steps[i].Name, undo, round) ||
+		c.Operation != operation || toolKind(c.Tool) != toolKind(tool) || c.Tool.Name != tool.Name {
+		c.Foreign = true
+	}
+	return c, true
+}
+
+func toolKind(ref v1.ToolReference) v1.ToolKind {
+	if ref.Kind == "" {
+		return v1.ToolKindTool
+	}
+	return ref.Kind
+}
+
+// Target is the tool and operation of a step, or of its compensation.
+func Target(step v1.SagaStep, undo bool) (v1.ToolReference, string) {
+	if !undo {
+		return step.ToolRef, step.Operation
+	}
+	ref := step.ToolRef
+	if step.Compensation.ToolRef != nil {
+		ref = *step.Compensation.ToolRef
+	}
+	return ref, step.Compensation.Operation
+}
+
+// recorded is step i's checkpoint as the decision read it, before any
+// change of its own.
+func (d *decider) recorded(i int) v1.SagaStepStatus {
+	for _, ss := range d.View.Status.Steps {
+		if ss.Name == d.Spec.Steps[i].Name {
+			return ss
+		}
+	}
+	return v1.SagaStepStatus{}
+}
+
+// orphan stops at an operation of the saga's that its checkpoint does not
+// name: never created by this saga's decisions, so never adopted.
+func (d *decider) orphan(step, name string) Decision {
+	d.st.CurrentStep = step
+	return d.review(step, ReasonForeignOperation, fmt.Sprintf(
+		"step %s: SideEffectOperation %s exists, but this saga did not make it (for this step, with this key); "+
+			"Once will not adopt it", step, name))
 }
 
 func messageUnless(cond bool, msg string) string {
@@ -189,7 +256,7 @@ func (d *decider) invalid() Decision {
 		if !c.Foreign {
 			// Cannot happen while the spec is immutable; if it does, the
 			// effects made must not be forgotten.
-			return d.review(v1.ReasonInvalidSpec, fmt.Sprintf("the spec no longer compiles, and steps have run: %v", d.PlanErr))
+			return d.review("", v1.ReasonInvalidSpec, fmt.Sprintf("the spec no longer compiles, and steps have run: %v", d.PlanErr))
 		}
 	}
 	return d.end(v1.StateFailedFinal, v1.ReasonInvalidSpec, fmt.Sprintf("nothing ran: %v", d.PlanErr))
@@ -206,11 +273,9 @@ func (d *decider) forward() Decision {
 	for i, step := range d.Spec.Steps {
 		ss := &d.st.Steps[i]
 		name := OperationName(d.Name, step.Name, false, ss.Round)
-		c, exists := d.Children[name]
-		if exists && c.Foreign {
-			d.st.CurrentStep = step.Name
-			return d.review(ReasonForeignOperation, fmt.Sprintf(
-				"step %s: SideEffectOperation %s exists and does not belong to this saga; Once will not adopt it", step.Name, name))
+		c, exists := d.child(name, i, false, ss.Round)
+		if exists && (c.Foreign || ss.Operation != name) {
+			return d.orphan(step.Name, name)
 		}
 		if exists {
 			switch c.State {
@@ -224,7 +289,7 @@ func (d *decider) forward() Decision {
 				return d.startCompensation(i, fmt.Sprintf("step %s failed for good: %s", step.Name, c.Message))
 			case v1.StateNeedsReview:
 				d.st.StepsDone = done
-				return d.review(ReasonStepNeedsReview, fmt.Sprintf(
+				return d.review(step.Name, v1.ReasonNeedsReview, fmt.Sprintf(
 					"step %s: operation %s needs review; resolve it with that operation's spec.resolution", step.Name, name))
 			default:
 				d.st.StepsDone = done
@@ -233,6 +298,11 @@ func (d *decider) forward() Decision {
 			}
 		}
 		d.st.StepsDone = done
+		if ss.State == v1.StateFailedFinal && step.RetryUntilDone {
+			// It could not start (it did not validate, or its parameters
+			// cannot be computed): a person decides, as after a failure.
+			return d.retryUntilDone(i)
+		}
 		return d.start(i)
 	}
 	d.st.StepsDone = done
@@ -324,8 +394,19 @@ func (d *decider) start(i int) Decision {
 	ss.Operation, ss.IdempotencyKey, ss.State = name, key, v1.StatePlanned
 	dec := d.run(v1.StateStarted, step.Name, ReasonRunning,
 		fmt.Sprintf("step %s (%d of %d) is starting", step.Name, i+1, len(d.Spec.Steps)))
-	dec.Action = Action{Kind: ActionCreate, Step: i, Round: ss.Round, Name: name, Key: key}
+	dec.Action = d.create(d.recorded(i).Operation == name,
+		Action{Step: i, Round: ss.Round, Name: name, Key: key})
 	return dec
+}
+
+// create asks to create an operation once a written checkpoint names it,
+// and to write the checkpoint that names it before.
+func (d *decider) create(recorded bool, a Action) Action {
+	if !recorded {
+		return Action{Kind: ActionCheckpoint}
+	}
+	a.Kind = ActionCreate
+	return a
 }
 
 func (d *decider) approval(step string) *v1.SagaApproval {
@@ -337,7 +418,13 @@ func (d *decider) approval(step string) *v1.SagaApproval {
 	return nil
 }
 
+// resolution is a person's decision on step, if the checkpoint the
+// decision read waits for one on that step: a resolution decides what the
+// person reviewed, never a failure that came later.
 func (d *decider) resolution(step string) *v1.SagaResolution {
+	if d.View.Status.State != v1.StateNeedsReview || d.View.Status.CurrentStep != step {
+		return nil
+	}
 	for i := range d.Spec.Resolutions {
 		if d.Spec.Resolutions[i].Step == step {
 			return &d.Spec.Resolutions[i]
@@ -361,13 +448,16 @@ func (d *decider) retryUntilDone(i int) Decision {
 		}
 		return d.start(i)
 	}
-	return d.review(ReasonStepFailed, fmt.Sprintf(
+	return d.review(step.Name, ReasonStepFailed, fmt.Sprintf(
 		"step %s must not fail, but failed for good (%s); finish it by hand, or set spec.resolutions {step: %s, action: Retry}",
 		step.Name, ss.Message, step.Name))
 }
 
+// sameResolution reports whether b is the decision a: the same step,
+// action, person and reason. The user is left out: admission writes it,
+// and a GitOps controller re-applying the entry changes it.
 func sameResolution(a, b *v1.SagaResolution) bool {
-	return b != nil && *a == *b
+	return b != nil && a.Step == b.Step && a.Action == b.Action && a.By == b.By && a.Reason == b.Reason
 }
 
 // startCompensation records that step i failed for good and the
@@ -411,17 +501,15 @@ func (d *decider) compensate() Decision {
 				continue
 			}
 			ss.State, cs.State, cs.Message = v1.StateCompensating, v1.StateNeedsReview, msg
-			return d.review(reason, msg)
+			return d.review(step.Name, reason, msg)
 		}
 		ss.State = v1.StateCompensating
-		cs.Operation = OperationName(d.Name, step.Name, true, cs.Round)
-		cs.IdempotencyKey = OperationKey(d.st.IdempotencyKey, step.Name, true, cs.Round)
-		c, exists := d.Children[cs.Operation]
+		name := OperationName(d.Name, step.Name, true, cs.Round)
+		c, exists := d.child(name, j, true, cs.Round)
 		switch {
-		case exists && c.Foreign:
+		case exists && (c.Foreign || cs.Operation != name):
 			d.st.CompensationsDone = done
-			return d.review(ReasonForeignOperation, fmt.Sprintf(
-				"compensation of %s: SideEffectOperation %s exists and does not belong to this saga", step.Name, cs.Operation))
+			return d.orphan(step.Name, name)
 		case !exists:
 			// A person who undid the effect by other means, and said so,
 			// must not see it undone twice.
@@ -429,17 +517,20 @@ func (d *decider) compensate() Decision {
 				done++
 				continue
 			}
-			if why, bad := d.Uncreatable[cs.Operation]; bad {
+			if why, bad := d.Uncreatable[name]; bad {
 				d.st.CompensationsDone = done
 				cs.Message = why
-				return d.review(ReasonCompensationFailed, fmt.Sprintf(
+				return d.review(step.Name, ReasonCompensationFailed, fmt.Sprintf(
 					"the compensation of step %s cannot start: %s; undo it by hand and set spec.resolutions "+
 						"{step: %s, action: MarkCompensated}", step.Name, why, step.Name))
 			}
-			cs.State = v1.StatePlanned
+			cs.Operation, cs.State = name, v1.StatePlanned
+			cs.IdempotencyKey = OperationKey(d.st.IdempotencyKey, step.Name, true, cs.Round)
 			d.st.CompensationsDone = done
 			dec := d.run(v1.StateCompensating, step.Name, ReasonCompensating, d.compensatingMessage(j))
-			dec.Action = Action{Kind: ActionCreate, Step: j, Undo: true, Round: cs.Round, Name: cs.Operation, Key: cs.IdempotencyKey}
+			was := d.recorded(j).Compensation
+			dec.Action = d.create(was != nil && was.Operation == name,
+				Action{Step: j, Undo: true, Round: cs.Round, Name: name, Key: cs.IdempotencyKey})
 			return dec
 		}
 		cs.State, cs.ExternalObjectID = c.State, c.ExternalObjectID
@@ -465,14 +556,14 @@ func (d *decider) compensate() Decision {
 				continue
 			}
 			d.st.CompensationsDone = done
-			return d.review(ReasonCompensationFailed, fmt.Sprintf(
+			return d.review(step.Name, ReasonCompensationFailed, fmt.Sprintf(
 				"the compensation of step %s failed for good (%s); undo it by hand and set spec.resolutions "+
 					"{step: %s, action: MarkCompensated}, or {action: Retry} to run it again", step.Name, c.Message, step.Name))
 		case v1.StateNeedsReview:
 			d.st.CompensationsDone = done
-			return d.review(ReasonCompensationFailed, fmt.Sprintf(
+			return d.review(step.Name, ReasonCompensationFailed, fmt.Sprintf(
 				"the compensation of step %s: operation %s needs review; resolve it with that operation's spec.resolution",
-				step.Name, cs.Operation))
+				step.Name, name))
 		default:
 			d.st.CompensationsDone = done
 			return d.run(v1.StateCompensating, step.Name, ReasonCompensating, d.compensatingMessage(j))
@@ -545,9 +636,9 @@ func (d *decider) run(state v1.OperationState, step, reason, msg string) Decisio
 	return Decision{Status: d.st}
 }
 
-// review stops for a person.
-func (d *decider) review(reason, msg string) Decision {
-	d.st.State = v1.StateNeedsReview
+// review stops for a person, at step (none: the whole saga).
+func (d *decider) review(step, reason, msg string) Decision {
+	d.st.State, d.st.CurrentStep = v1.StateNeedsReview, step
 	setConditions(&d.st, reason, msg, false, d.Now)
 	return Decision{Status: d.st}
 }

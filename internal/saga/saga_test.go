@@ -94,6 +94,8 @@ type sim struct {
 	retried map[v1.SagaResolution]string
 	// duplicate makes the next operation created a duplicate.
 	duplicate bool
+	// loseCheckpoint makes the next checkpoint write conflict.
+	loseCheckpoint bool
 	// final is the first terminal checkpoint: later ones must equal it.
 	final *v1.SagaStatus
 	now   time.Time
@@ -124,11 +126,23 @@ func (s *sim) pass() []string {
 			s.t.Fatalf("Decide changed the checkpoint it was given")
 		}
 		s.check(d)
+		if d.Action.Kind == ActionCreate && !namesOperation(view.Status, d.Action) {
+			s.t.Fatalf("%screates %s, which the checkpoint it decided from does not name", s.label, d.Action.Name)
+		}
 		view.Status = d.Status
 		switch d.Action.Kind {
 		case ActionNone:
 			s.status = d.Status
 			return acts
+		case ActionCheckpoint:
+			// The write is conditional on the saga's resourceVersion: a
+			// lost one ends the pass, and the next decides again from
+			// the checkpoint before.
+			if s.loseCheckpoint {
+				s.loseCheckpoint = false
+				return append(acts, "checkpoint lost")
+			}
+			s.status = d.Status
 		case ActionValidate:
 			ss := &view.Status.Steps[d.Action.Step]
 			acts = append(acts, "validate "+ss.Name)
@@ -143,7 +157,8 @@ func (s *sim) pass() []string {
 				view.Uncreatable = map[string]string{a.Name: why}
 				continue
 			}
-			c := Child{State: planned}
+			tool, operation := Target(s.spec.Steps[a.Step], a.Undo)
+			c := Child{State: planned, Key: a.Key, Tool: tool, Operation: operation}
 			if s.duplicate {
 				c.DuplicateOf, s.duplicate = "other."+a.Name, false
 			}
@@ -614,8 +629,8 @@ func TestDecideForward(t *testing.T) {
 		"StepNeedsReview": {
 			reason: "A step whose outcome nobody can tell stops the saga until its operation is resolved.",
 			stages: []stage{start, toCharge,
-				same("The saga waits.", set(needsReview, "order.charge"), review(toCharge.want, ReasonStepNeedsReview)),
-				same("It stays so.", nil, review(toCharge.want, ReasonStepNeedsReview)),
+				same("The saga waits.", set(needsReview, "order.charge"), review(toCharge.want, v1.ReasonNeedsReview)),
+				same("It stays so.", nil, review(toCharge.want, v1.ReasonNeedsReview)),
 				{reason: "Resolved Committed: ship starts.", do: set(committed, "order.charge"),
 					acts: []string{"create order.ship k/ship"}, want: toShip.want},
 			},
@@ -860,7 +875,7 @@ func TestDecideCompensation(t *testing.T) {
 		"StepNeedsReviewThenFailed": {
 			reason: "A step resolved as failed is compensated like any failure.",
 			stages: []stage{start, toCharge,
-				same("The saga waits.", set(needsReview, "order.charge"), review(toCharge.want, ReasonStepNeedsReview)),
+				same("The saga waits.", set(needsReview, "order.charge"), review(toCharge.want, v1.ReasonNeedsReview)),
 				{reason: "Resolved FailedFinal.", do: set(failedFinal, "order.charge"),
 					acts: []string{"create order.reserve.undo k/reserve/compensate"}, want: comp("reserve", 1, 0, 1, "charge")},
 			},
@@ -915,7 +930,9 @@ func TestDecideCompensation(t *testing.T) {
 			reason: "A tool's long answer is capped in the saga's conditions, never cutting a character in two.",
 			stages: []stage{start,
 				same("The step fails with a long answer.", func(s *sim) {
-					s.children["order.reserve"] = Child{State: failedFinal, Message: "x" + strings.Repeat("é", 600)}
+					c := s.children["order.reserve"]
+					c.State, c.Message = failedFinal, "x"+strings.Repeat("é", 600)
+					s.children["order.reserve"] = c
 				}, outcome{State: failedFinal, Failed: "reserve", Reason: ReasonStepFailed, Stalled: true}),
 			},
 		},
@@ -978,7 +995,7 @@ func TestKstatus(t *testing.T) {
 		"FailedFinal": {reason: "Failed before any effect.", want: kstatus.FailedStatus, stages: []stage{start,
 			same("", set(failedFinal, "order.reserve"), outcome{State: failedFinal, Failed: "reserve", Reason: ReasonStepFailed, Stalled: true})}},
 		"NeedsReview": {reason: "A person must decide.", want: kstatus.FailedStatus, stages: []stage{start,
-			same("", set(needsReview, "order.reserve"), review(start.want, ReasonStepNeedsReview))}},
+			same("", set(needsReview, "order.reserve"), review(start.want, v1.ReasonNeedsReview))}},
 		"WaitingForApproval": {reason: "A person must approve.", want: kstatus.FailedStatus,
 			steps: func() []v1.SagaStep { s := threeSteps(); s[0].RequiresApproval = true; return s }(),
 			stages: []stage{{acts: []string{"validate reserve", "validate charge", "validate ship"},
@@ -1150,8 +1167,8 @@ func TestDecideInvariants(t *testing.T) {
 			stuck := s.status.CurrentStep
 			at := s.index(stuck)
 			foreign := reasonOf(s.status) == ReasonForeignOperation
-			irreversible := reasonOf(s.status) == ReasonCannotCompensate && at >= 0 && s.spec.Steps[at].Irreversible
-			if !foreign && !irreversible {
+			_ = at
+			if !foreign {
 				t.Fatalf("%sthe saga does not end when everyone does as asked: %s", s.label, why)
 			}
 			deadEnds[reasonOf(s.status)]++
@@ -1169,5 +1186,98 @@ func TestDecideInvariants(t *testing.T) {
 	}
 	if undone < 20 {
 		t.Errorf("only %d sagas compensated two steps or more", undone)
+	}
+}
+
+// namesOperation reports whether a checkpoint names the operation a creates: a
+// creation follows a written intent.
+func namesOperation(st v1.SagaStatus, a Action) bool {
+	for _, ss := range st.Steps {
+		if a.Undo && ss.Compensation != nil && ss.Compensation.Operation == a.Name {
+			return true
+		}
+		if !a.Undo && ss.Operation == a.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// A person's resolution decides the failure they reviewed. One written for
+// a step while the saga waited on another (the API server refuses it; a
+// stale one may linger) is never applied to that step's later failure:
+// the step's effect is undone.
+func TestResolutionOnlyForTheReviewedStep(t *testing.T) {
+	s := newSim(t, append(threeSteps(), compensable("bill")))
+	s.pass()
+	set(committed, "order.reserve")(s)
+	s.pass()
+	set(needsReview, "order.charge")(s)
+	s.pass()
+	resolve("ship", v1.SagaMarkCompensated, "meant for another saga")(s)
+	set(committed, "order.charge")(s)
+	s.pass()
+	set(committed, "order.ship")(s)
+	s.pass()
+	set(failedFinal, "order.bill")(s)
+	s.pass()
+	if _, ok := s.children["order.ship.undo"]; !ok {
+		t.Fatalf("ship took effect after a MarkCompensated for it was written, and its compensation was not created: %+v",
+			s.status.Steps[2])
+	}
+}
+
+// A decision that the checkpoint could not record makes nothing: when the
+// write of a person's Retry conflicts (they changed their mind to
+// MarkCompensated meanwhile), no second round exists, and the changed
+// decision is applied on its own.
+func TestLostCheckpointMakesNothing(t *testing.T) {
+	s := newSim(t, threeSteps())
+	for _, st := range []stage{start, toCharge, toShip, shipFails} {
+		if st.do != nil {
+			st.do(s)
+		}
+		s.pass()
+	}
+	set(failedFinal, "order.charge.undo")(s)
+	s.pass()
+	resolve("charge", v1.SagaRetry, "once more")(s)
+	s.loseCheckpoint = true
+	if acts := s.pass(); !slices.Equal(acts, []string{"checkpoint lost"}) {
+		t.Fatalf("a pass whose checkpoint was lost acted: %v", acts)
+	}
+	if _, ok := s.children["order.charge.undo.2"]; ok {
+		t.Fatal("a second round was created before a checkpoint named it")
+	}
+	resolve("charge", v1.SagaMarkCompensated, "refunded by hand")(s)
+	s.pass()
+	if _, ok := s.children["order.charge.undo.2"]; ok {
+		t.Fatal("a second round was created after the person marked the step compensated")
+	}
+	if cs := s.status.Steps[1].Compensation; cs.State != v1.StateCompensated || cs.Resolution.Action != v1.SagaMarkCompensated {
+		t.Fatalf("charge's compensation is %+v, want marked compensated", cs)
+	}
+}
+
+// The user of a resolution is admission's record of its writer: the same
+// decision re-stamped by another writer (a GitOps controller re-applying
+// the list) is not a new decision.
+func TestRestampedResolutionIsNotNew(t *testing.T) {
+	s := newSim(t, threeSteps())
+	for _, st := range []stage{start, toCharge, toShip, shipFails} {
+		if st.do != nil {
+			st.do(s)
+		}
+		s.pass()
+	}
+	set(failedFinal, "order.charge.undo")(s)
+	s.pass()
+	resolve("charge", v1.SagaRetry, "r1")(s)
+	s.pass()
+	set(failedFinal, "order.charge.undo.2")(s)
+	s.pass()
+	s.spec.Resolutions[0].User = "system:serviceaccount:argocd:argocd-application-controller"
+	if acts := s.pass(); len(acts) > 0 {
+		t.Errorf("only the user of the applied Retry changed, yet: %v", acts)
 	}
 }
