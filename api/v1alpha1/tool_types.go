@@ -342,8 +342,10 @@ type ToolOperation struct {
 	// validate asks the tool, with no effect, whether it would accept the
 	// operation's request (a dry run). Sagas validate their steps with it
 	// before the first step runs; a refusal stops the saga before any
-	// effect. It is sent once, with the operation's key in
-	// spec.idempotency.header; a call that gets no answer (a reset, a
+	// effect. It is sent once, with a key of its own in
+	// spec.idempotency.header (a saga sends its step's key and
+	// "/validate", so that a tool that remembers keys never takes the
+	// step's request for a repeat of the dry run); a call that gets no answer (a reset, a
 	// timeout) or an answer that decides nothing is asked again later.
 	// +optional
 	Validate *ValidateRequest `json:"validate,omitempty"`
@@ -463,8 +465,8 @@ type LookupRequest struct {
 }
 
 // ValidateRequest asks the tool whether it would accept a request, with no
-// effect. It is sent once, with the operation's parameters and key (in
-// spec.idempotency.header, as every request), shaped like the operation's
+// effect. It is sent once, with the operation's parameters and a key of its
+// own (in spec.idempotency.header, as every request), shaped like the operation's
 // request unless it has a request shape of its own. A call that gets no
 // answer (a reset, a timeout) decides nothing, and is asked again later.
 // Expressions are CEL over `response`, `parameters` and `key`.

@@ -43,8 +43,10 @@ const (
 	// costLimit bounds one expression's work; inputs and results are at
 	// most 64 KiB, so this allows a few passes over them.
 	costLimit = 1_000_000
-	// evalTimeout bounds one expression's wall time.
-	evalTimeout = time.Second
+	// evalTimeout bounds one expression's wall time; the evaluation looks
+	// at its context every interruptEvery iterations of a comprehension.
+	evalTimeout    = time.Second
+	interruptEvery = 100
 	// stepsVar and inputsVar are what expressions see.
 	stepsVar, inputsVar = "steps", "inputs"
 )
@@ -142,7 +144,7 @@ func compile(at string, literal *runtime.RawExtension, exprs []v1.ParameterExpre
 			}
 			refs[name] = true
 		}
-		prg, err := env.Program(checked, cel.CostLimit(costLimit))
+		prg, err := env.Program(checked, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", field, err))
 			continue

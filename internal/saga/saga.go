@@ -17,10 +17,14 @@ limitations under the License.
 // Package saga decides, with no I/O, what a Saga does next: from its spec,
 // its checkpoint and the states of its operations, the next checkpoint and
 // the one action that moves it on (validate a step, or create a step's or a
-// compensation's operation). Every effect runs as a SideEffectOperation
-// under the whole protocol; a saga only orders them, and starts one only
-// when the operations it depends on are terminal, so that a stale read
-// can delay a decision but never change it.
+// compensation's operation, or write the checkpoint first). Every effect
+// runs as a SideEffectOperation under the whole protocol; a saga only
+// orders them. It creates an operation only when the operations it depends
+// on are terminal, which never change again, and only once a written
+// checkpoint names it, with the validations, approvals and resolutions the
+// decision rests on: the write is conditional on the saga's
+// resourceVersion, so a pass that read a stale saga writes nothing and
+// creates nothing.
 package saga
 
 import (
