@@ -204,7 +204,6 @@ func inputs(s *v1.Saga) []byte {
 	return s.Spec.Inputs.Raw
 }
 
-
 // create makes the operation of an action, with the parameters computed
 // now recorded in it, so that a restart computes nothing twice: the
 // operation exists, under its deterministic name, or it does not.
