@@ -108,7 +108,7 @@ kubectl get saga scale-checkout -o wide
 say "Approving the change, declaratively (a GitOps repository would add the same lines)"
 kubectl patch saga scale-checkout --type=merge \
   -p '{"spec":{"approvals":[{"step":"config","by":"demo","reason":"change window open"}]}}'
-kubectl wait --for=condition=Ready saga/scale-checkout --timeout=120s
+kubectl wait --for=jsonpath='{.status.state}'=Committed saga/scale-checkout --timeout=120s
 echo "  approved by $(kubectl get saga scale-checkout -o jsonpath='{.status.steps[1].approval.by} (authenticated as {.status.steps[1].approval.user})')"
 
 say "A change that fails for good is compensated: its ticket is closed again"
