@@ -156,6 +156,10 @@ type decider struct {
 	st v1.SagaStatus
 }
 
+// read is the checkpoint the decision was asked about, as it was: d.st is
+// the one being decided.
+func (d *decider) read() v1.SagaStatus { return d.Status }
+
 // align gives every step of the spec its checkpoint, in spec order.
 func (d *decider) align() {
 	old := map[string]v1.SagaStepStatus{}
@@ -230,7 +234,7 @@ func Target(step v1.SagaStep, undo bool) (v1.ToolReference, string) {
 // recorded is step i's checkpoint as the decision read it, before any
 // change of its own.
 func (d *decider) recorded(i int) v1.SagaStepStatus {
-	for _, ss := range d.View.Status.Steps {
+	for _, ss := range d.read().Steps {
 		if ss.Name == d.Spec.Steps[i].Name {
 			return ss
 		}
@@ -426,7 +430,7 @@ func (d *decider) approval(step string) *v1.SagaApproval {
 // decision read waits for one on that step: a resolution decides what the
 // person reviewed, never a failure that came later.
 func (d *decider) resolution(step string) *v1.SagaResolution {
-	if d.View.Status.State != v1.StateNeedsReview || d.View.Status.CurrentStep != step {
+	if read := d.read(); read.State != v1.StateNeedsReview || read.CurrentStep != step {
 		return nil
 	}
 	for i := range d.Spec.Resolutions {
