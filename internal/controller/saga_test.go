@@ -204,6 +204,46 @@ var _ = Describe("Saga", func() {
 		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "cancel tickets"}))
 	})
 
+	It("makes each step's effect once for two sagas with one key", func() {
+		first, second := newSaga(ns, "scale", changeSteps()), newSaga(ns, "scale-again", changeSteps())
+		second.Spec.IdempotencyKey = "scale"
+		Expect(k8sClient.Create(ctx, first)).To(Succeed())
+		Expect(k8sClient.Create(ctx, second)).To(Succeed())
+
+		a, b := waitSaga(ns, "scale", v1.StateCommitted), waitSaga(ns, "scale-again", v1.StateCommitted)
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "create notices"}))
+		for i := range a.Status.Steps {
+			Expect(b.Status.Steps[i].ExternalObjectID).To(Equal(a.Status.Steps[i].ExternalObjectID), a.Status.Steps[i].Name)
+		}
+	})
+
+	It("stops for a person when a step after the pivot fails for good, and runs it again on their Retry", func() {
+		faults(ns, sandbox.FaultRule{Mode: "native", Collection: "configs", Fault: sandbox.Fault422, Count: 1})
+		steps := changeSteps()
+		// The notice is the pivot; the config change after it must be
+		// done, not undone.
+		steps[1], steps[2] = steps[2], steps[1]
+		steps[1].ParametersFrom = steps[1].ParametersFrom[:1]
+		steps[2].RetryUntilDone = true
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateNeedsReview)
+		Expect(s.Status.CurrentStep).To(Equal("config"))
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal("StepFailed"))
+		Expect(s.Status.FailedStep).To(BeEmpty(), "nothing is compensated past an irreversible step")
+		Expect(get(ns, "scale.config").Spec.RetryPolicy.MaxAttempts).To(BeEquivalentTo(5), "the step set a retry policy of its own")
+
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Spec.Resolutions = []v1.SagaResolution{{Step: "config", Action: v1.SagaRetry, By: "alice",
+			Reason: "the config store is fixed"}}
+		Expect(k8sClient.Patch(ctx, s, patch)).To(Succeed())
+		s = waitSaga(ns, "scale", v1.StateCommitted)
+		Expect(stepStatus(s, "config").Round).To(BeEquivalentTo(2))
+		Expect(stepStatus(s, "config").Operation).To(Equal("scale.config.2"))
+		Expect(get(ns, "scale.config.2").Spec.IdempotencyKey).To(Equal("scale/config/2"))
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create notices", "create configs"}))
+	})
+
 	It("holds a step until a person approves it, and records who approved it and when", func() {
 		steps := changeSteps()
 		steps[1].RequiresApproval = true
