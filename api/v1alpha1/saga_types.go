@@ -243,6 +243,7 @@ type SagaApproval struct {
 
 	// reason says why, for the record.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 }
@@ -287,6 +288,7 @@ type SagaResolution struct {
 
 	// reason says why, for the record.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 }
@@ -402,6 +404,12 @@ type SagaStepStatus struct {
 	// resolution is the person's decision on the step that was applied.
 	// +optional
 	Resolution *SagaResolution `json:"resolution,omitempty"`
+	// disregarded is the step's entry of spec.resolutions as it was when
+	// the saga's last review of the step began. It is not applied: a
+	// resolution decides the failure a person reviewed, so only an entry
+	// written or changed during the review counts.
+	// +optional
+	Disregarded *SagaResolution `json:"disregarded,omitempty"`
 }
 
 // SagaStatus is the saga's checkpoint.
@@ -464,8 +472,8 @@ type SagaStatus struct {
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
-// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !has(self.spec.resolutions)",message="a Saga cannot be created with spec.resolutions: a person decides after seeing what went wrong, while the saga is in NeedsReview",optionalOldSelf=true
-// +kubebuilder:validation:XValidation:rule="!has(self.spec.resolutions) || (has(oldSelf.spec.resolutions) && self.spec.resolutions == oldSelf.spec.resolutions) || (has(self.status) && has(self.status.state) && self.status.state == 'NeedsReview')",message="spec.resolutions can be changed only while the saga is in NeedsReview"
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !has(self.spec.resolutions) || size(self.spec.resolutions) == 0",message="a Saga cannot be created with spec.resolutions: a person decides after seeing what went wrong, while the saga is in NeedsReview",optionalOldSelf=true
+// +kubebuilder:validation:XValidation:rule="(has(self.spec.resolutions) ? self.spec.resolutions : []) == (has(oldSelf.spec.resolutions) ? oldSelf.spec.resolutions : []) || (has(self.status) && has(self.status.state) && self.status.state == 'NeedsReview')",message="spec.resolutions can be changed only while the saga is in NeedsReview"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.resolutions) || self.spec.resolutions.all(r, (has(oldSelf.spec.resolutions) && oldSelf.spec.resolutions.exists(o, o.step == r.step && o.action == r.action && o.by == r.by && (has(o.reason) ? (has(r.reason) && o.reason == r.reason) : !has(r.reason)))) || (has(self.status) && has(self.status.currentStep) && r.step == self.status.currentStep))",message="a resolution can be written only for the step the saga waits on in NeedsReview (status.currentStep): it decides what a person reviewed"
 // +kubebuilder:validation:XValidation:rule="(has(self.spec.approvals) ? self.spec.approvals : []) == (has(oldSelf.spec.approvals) ? oldSelf.spec.approvals : []) || !has(self.status) || !has(self.status.state) || !(self.status.state in ['Committed', 'Compensated', 'FailedFinal'])",message="spec.approvals cannot change after the saga ended"
 // Saga is a business operation of several side effects in order, each run

@@ -156,6 +156,16 @@ type decider struct {
 	st v1.SagaStatus
 }
 
+// stepStatus is the checkpoint being decided of the named step.
+func (d *decider) stepStatus(name string) *v1.SagaStepStatus {
+	for i := range d.st.Steps {
+		if d.st.Steps[i].Name == name {
+			return &d.st.Steps[i]
+		}
+	}
+	return nil
+}
+
 // read is the checkpoint the decision was asked about, as it was: d.st is
 // the one being decided.
 func (d *decider) read() v1.SagaStatus { return d.Status }
@@ -434,8 +444,11 @@ func (d *decider) resolution(step string) *v1.SagaResolution {
 		return nil
 	}
 	for i := range d.Spec.Resolutions {
-		if d.Spec.Resolutions[i].Step == step {
-			return &d.Spec.Resolutions[i]
+		if r := &d.Spec.Resolutions[i]; r.Step == step {
+			if ss := d.stepStatus(step); ss != nil && sameResolution(r, ss.Disregarded) {
+				return nil
+			}
+			return r
 		}
 	}
 	return nil
@@ -644,8 +657,20 @@ func (d *decider) run(state v1.OperationState, step, reason, msg string) Decisio
 	return Decision{Status: d.st}
 }
 
-// review stops for a person, at step (none: the whole saga).
+// review stops for a person, at step (none: the whole saga). When the
+// review begins, the step's entry of spec.resolutions, if any, is
+// disregarded: written before, it cannot decide what is reviewed now.
 func (d *decider) review(step, reason, msg string) Decision {
+	if read := d.read(); step != "" && (read.State != v1.StateNeedsReview || read.CurrentStep != step) {
+		if ss := d.stepStatus(step); ss != nil {
+			ss.Disregarded = nil
+			for _, r := range d.Spec.Resolutions {
+				if r.Step == step {
+					ss.Disregarded = r.DeepCopy()
+				}
+			}
+		}
+	}
 	d.st.State, d.st.CurrentStep = v1.StateNeedsReview, step
 	setConditions(&d.st, reason, msg, false, d.Now)
 	return Decision{Status: d.st}

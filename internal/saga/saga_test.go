@@ -1281,3 +1281,83 @@ func TestRestampedResolutionIsNotNew(t *testing.T) {
 		t.Errorf("only the user of the applied Retry changed, yet: %v", acts)
 	}
 }
+
+// A resolution written during one review of a step (its operation in
+// NeedsReview) is not the decision on a later failure of that step (its
+// compensation failing for good), which nobody had seen yet.
+func TestResolutionFromAnEarlierReviewIsDisregarded(t *testing.T) {
+	s := newSim(t, threeSteps())
+	s.pass() // reserve
+	set(committed, "order.reserve")(s)
+	s.pass() // charge
+	set(needsReview, "order.charge")(s)
+	s.pass()
+	if s.status.State != needsReview || s.status.CurrentStep != "charge" {
+		t.Fatalf("want NeedsReview on charge, got %s %s", s.status.State, s.status.CurrentStep)
+	}
+	// The API server admits it: the saga waits on charge.
+	resolve("charge", v1.SagaMarkCompensated, "not sure the charge happened")(s)
+	s.pass()
+	set(committed, "order.charge")(s) // the operation's own resolution
+	s.pass()
+	set(failedFinal, "order.ship")(s)
+	s.pass() // charge.undo created
+	if _, ok := s.children["order.charge.undo"]; !ok {
+		t.Fatalf("no compensation of charge")
+	}
+	set(failedFinal, "order.charge.undo")(s) // the refund fails for good
+	s.pass()
+	if reasonOf(s.status) != ReasonCompensationFailed {
+		t.Fatalf("want CompensationFailed, got %s", reasonOf(s.status))
+	}
+	s.pass() // the event of its own status write: nobody reviewed anything
+	if cs := s.status.Steps[1].Compensation; cs.State == v1.StateCompensated {
+		t.Errorf("charge's failed refund was marked compensated by a resolution written before it failed "+
+			"(during the forward review); saga now %s/%s, %v", s.status.State, reasonOf(s.status), s.made)
+	}
+}
+
+func TestRetryFromAnEarlierReviewIsDisregarded(t *testing.T) {
+	s := newSim(t, threeSteps())
+	s.pass()
+	set(committed, "order.reserve")(s)
+	s.pass()
+	set(needsReview, "order.charge")(s)
+	s.pass()
+	resolve("charge", v1.SagaRetry, "retry it")(s)
+	s.pass()
+	set(committed, "order.charge")(s)
+	s.pass()
+	set(failedFinal, "order.ship")(s)
+	s.pass()
+	set(failedFinal, "order.charge.undo")(s)
+	s.pass()
+	s.pass()
+	if _, ok := s.children["order.charge.undo.2"]; ok {
+		t.Errorf("a Retry written during the forward review started compensation round 2 without review")
+	}
+}
+
+// A decision written during the review is applied.
+func TestResolutionWrittenDuringTheReviewIsApplied(t *testing.T) {
+	s := newSim(t, threeSteps())
+	s.pass()
+	set(committed, "order.reserve")(s)
+	s.pass()
+	set(needsReview, "order.charge")(s)
+	s.pass()
+	resolve("charge", v1.SagaMarkCompensated, "early")(s)
+	s.pass()
+	set(committed, "order.charge")(s)
+	s.pass()
+	set(failedFinal, "order.ship")(s)
+	s.pass()
+	set(failedFinal, "order.charge.undo")(s)
+	s.pass()
+	s.pass()
+	resolve("charge", v1.SagaMarkCompensated, "refunded by hand")(s)
+	s.pass()
+	if cs := s.status.Steps[1].Compensation; cs.State != v1.StateCompensated || cs.Resolution.Reason != "refunded by hand" {
+		t.Fatalf("charge: %+v", cs)
+	}
+}
