@@ -56,6 +56,12 @@ test-e2e: build controlplane-binaries ## Run the end-to-end tests: manager and s
 lint: golangci-lint ## Run golangci-lint.
 	"$(GOLANGCI_LINT)" run --build-tags failpoints,e2e
 
+# Benchmarks run only here: without -bench, go test (and so make test) runs
+# none of them.
+.PHONY: bench-go
+bench-go: ## Go benchmarks of the hot pure code, with allocations.
+	go test -run '^$$' -bench . -benchmem ./internal/protocol/ ./internal/saga/ ./internal/effects/http/
+
 ##@ Build
 
 .PHONY: build

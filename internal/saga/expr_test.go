@@ -225,8 +225,10 @@ func TestCompile(t *testing.T) {
 	}
 }
 
-func TestParameters(t *testing.T) {
-	steps := []v1.SagaStep{
+// parametersSaga is a saga whose parameters are literal and computed from
+// its inputs and an earlier step, the inputs, and the data of that step.
+func parametersSaga() (steps []v1.SagaStep, inputs []byte, order StepData) {
+	steps = []v1.SagaStep{
 		{Name: "order", ToolRef: v1.ToolReference{Name: "shop"}, Operation: "order.create",
 			Parameters:     raw(`{"z": 1, "currency": "EUR", "nested": {"b": 2, "a": [3, {"y": 1, "x": 2}]}}`),
 			ParametersFrom: from("sku", "inputs.sku", "amount", "inputs.amount"),
@@ -246,9 +248,14 @@ func TestParameters(t *testing.T) {
 		{Name: "ship", ToolRef: v1.ToolReference{Name: "post"}, Operation: "parcel.send", Irreversible: true,
 			ParametersFrom: from("to", "inputs.customer.address", "note", "steps.order.result.note")},
 	}
-	inputs := []byte(`{"sku": "A-1", "amount": 1250, "customer": {"address": "1 Main St"}}`)
-	order := StepData{ExternalObjectID: "ord_1",
+	inputs = []byte(`{"sku": "A-1", "amount": 1250, "customer": {"address": "1 Main St"}}`)
+	order = StepData{ExternalObjectID: "ord_1",
 		Result: []byte(`{"total": 1250, "count": 3, "price": 9.5, "lines": [{"sku": "A-1", "qty": 2}, {"sku": "B-2", "qty": 1}]}`)}
+	return steps, inputs, order
+}
+
+func TestParameters(t *testing.T) {
+	steps, inputs, order := parametersSaga()
 	plan, err := Compile(&v1.SagaSpec{Steps: steps})
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func toolSpec(url string, mode v1.IdempotencyMode) *v1.ToolSpec {
 // loopback is the egress policy of tests: the tools run on 127.0.0.1.
 var loopback = &Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 
-func newClient(t *testing.T, spec *v1.ToolSpec, transport nethttp.RoundTripper) *Client {
+func newClient(t testing.TB, spec *v1.ToolSpec, transport nethttp.RoundTripper) *Client {
 	t.Helper()
 	c, err := NewCompiler()
 	if err != nil {
