@@ -107,6 +107,16 @@ CHAOS_FLAGS ?=
 chaos: build controlplane-binaries ## Chaos run: N operations and N/8 sagas under tool faults and manager kills; prints the DESIGN.md §7 figures.
 	go run ./hack/chaos -n $(N) $(CHAOS_FLAGS)
 
+##@ Benchmark
+
+# BENCH_FLAGS are the benchmark's flags (go run ./hack/bench -h), e.g.
+# BENCH_FLAGS="-n 1000 -runs 3 -managers 1,2".
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: build controlplane-binaries ## Benchmark: a plain client's ceiling against Once with one and two managers; prints a table, writes JSON.
+	go run ./hack/bench $(BENCH_FLAGS)
+
 ##@ Deployment
 
 .PHONY: install

@@ -100,6 +100,12 @@ func (w Writes) Conflicts() map[string]int64 {
 // SideEffectOperations, IdempotencyRecords and Sagas, any subresource,
 // every response code.
 func ParseWrites(in io.Reader) (Writes, error) {
+	return ParseResourceWrites(in, writeResources)
+}
+
+// ParseResourceWrites is ParseWrites for the writes to resources (plural
+// names, any API group), such as "events".
+func ParseResourceWrites(in io.Reader, resources map[string]bool) (Writes, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(in)
 	if err != nil {
@@ -115,7 +121,7 @@ func ParseWrites(in io.Reader) (Writes, error) {
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		if !writeVerbs[labels["verb"]] || !writeResources[labels["resource"]] {
+		if !writeVerbs[labels["verb"]] || !resources[labels["resource"]] {
 			continue
 		}
 		key := labels["resource"]
@@ -129,9 +135,15 @@ func ParseWrites(in io.Reader) (Writes, error) {
 
 // apiWrites reads the API server's /metrics through rc.
 func apiWrites(ctx context.Context, rc rest.Interface) (Writes, error) {
+	return APIWrites(ctx, rc, writeResources)
+}
+
+// APIWrites reads the API server's /metrics through rc and counts the
+// writes to resources, as ParseResourceWrites does.
+func APIWrites(ctx context.Context, rc rest.Interface, resources map[string]bool) (Writes, error) {
 	raw, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's /metrics: %w", err)
 	}
-	return ParseWrites(strings.NewReader(string(raw)))
+	return ParseResourceWrites(strings.NewReader(string(raw)), resources)
 }

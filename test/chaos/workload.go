@@ -105,6 +105,12 @@ func (t toolDef) sandboxMode() string { return strings.ToLower(string(t.mode)) }
 // path is the collection's path at the sandbox.
 func (t toolDef) path() string { return "/" + t.sandboxMode() + "/" + t.collection }
 
+// NativeTool is the run's Native tool, "payments" with its operation
+// "charge.create" on the sandbox's /native/charges, as the run creates it
+// in namespace ns for a sandbox at url: for other runs against the
+// sandbox, such as the benchmark's.
+func NativeTool(ns, url string) *v1.Tool { return tools[0].object(ns, url) }
+
 // object is the Tool the run creates in namespace ns for a sandbox at url.
 func (t toolDef) object(ns, url string) *v1.Tool {
 	op := v1.ToolOperation{

@@ -1,0 +1,100 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command bench runs Once's benchmark (package test/bench): the ceiling of
+// a plain client doing an operation's minimum writes, then Once executing
+// as many operations with one manager and with two, each on a local
+// control plane of its own, -runs times; it prints the medians as a table
+// and writes them as JSON to bench.json in -dir.
+//
+//	make bench BENCH_FLAGS="-n 300 -runs 1"
+//
+// It needs bin/manager and bin/sandbox-tool from make build.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/once-dev/once/test/bench"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var c bench.Config
+	flag.IntVar(&c.Operations, "n", 2000, "operations per phase")
+	flag.IntVar(&c.Workers, "workers", 32, "concurrent creators, and the ceiling's concurrent clients")
+	flag.IntVar(&c.Runs, "runs", 3, "runs; every figure is the median of the runs")
+	flag.StringVar(&c.Dir, "dir", "", "state, logs and bench.json (default: a new temporary folder)")
+	flag.DurationVar(&c.SettleTimeout, "settle-timeout", 10*time.Minute, "bound on the wait for every operation to commit")
+	managers := flag.String("managers", "1,2",
+		"comma-separated numbers of managers, one Once phase each (empty: the ceiling only)")
+	quiet := flag.Bool("quiet", false, "do not print progress")
+	flag.Parse()
+	for s := range strings.SplitSeq(*managers, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		m, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || m < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -managers: %q is not a positive number\n", s)
+			return 2
+		}
+		c.Managers = append(c.Managers, m)
+	}
+	if c.Dir == "" {
+		dir, err := os.MkdirTemp("", "once-bench-")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 2
+		}
+		c.Dir = dir
+	}
+	if !*quiet {
+		c.Log = os.Stderr
+	}
+	fmt.Printf("state and logs: %s\n", c.Dir)
+	// The clients' own logs are not wanted; errors come back as errors.
+	ctrllog.SetLogger(logr.Discard())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, c)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		if errors.Is(err, context.Canceled) {
+			return 130
+		}
+		return 2
+	}
+	fmt.Print("\n" + rep.Table())
+	fmt.Printf("\nreport: %s\n", rep.Path)
+	return 0
+}
