@@ -127,6 +127,15 @@ type ToolReference struct {
 	Name string `json:"name"`
 }
 
+// EffectiveKind is the kind the reference names: Tool when kind is empty,
+// as the API server defaults it, for references built in code.
+func (r ToolReference) EffectiveKind() ToolKind {
+	if r.Kind == "" {
+		return ToolKindTool
+	}
+	return r.Kind
+}
+
 // RetryPolicy bounds the retries of attempts that provably had no effect
 // (never sent, refused with 429, or, for a Native tool, answered 408, 502,
 // 503 or 504, after which a retry is a same-key re-send). Backoff is exponential

@@ -128,7 +128,12 @@ func describe(op *v1.SideEffectOperation) string {
 
 // condition returns an operation's condition of the given type.
 func condition(op *v1.SideEffectOperation, typ string) metav1.Condition {
-	c := meta.FindStatusCondition(op.Status.Conditions, typ)
+	return conditionIn(op.Status.Conditions, typ)
+}
+
+// conditionIn returns the condition of the given type, or none.
+func conditionIn(conds []metav1.Condition, typ string) metav1.Condition {
+	c := meta.FindStatusCondition(conds, typ)
 	if c == nil {
 		return metav1.Condition{}
 	}

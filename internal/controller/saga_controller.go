@@ -27,8 +27,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -67,6 +69,36 @@ type SagaReconciler struct {
 	Clock     clock.Clock
 	// MaxConcurrentReconciles bounds the sagas handled at once.
 	MaxConcurrentReconciles int
+
+	// plans keeps the compiled expressions of recent sagas: compiling
+	// costs far more than a decision, and a saga's steps never change.
+	plans *lru.Cache // planKey → compiled
+}
+
+// plansSize bounds the compiled sagas kept.
+const plansSize = 1024
+
+// planKey names a saga's spec: its object and generation.
+type planKey struct {
+	uid        types.UID
+	generation int64
+}
+
+// compiled is a saga's plan, or why it does not compile.
+type compiled struct {
+	plan *saga.Plan
+	err  error
+}
+
+// plan compiles s's expressions, once per generation.
+func (r *SagaReconciler) plan(s *v1.Saga) (*saga.Plan, error) {
+	key := planKey{uid: s.UID, generation: s.Generation}
+	if c, ok := r.plans.Get(key); ok {
+		return c.(compiled).plan, c.(compiled).err
+	}
+	plan, err := saga.Compile(&s.Spec)
+	r.plans.Add(key, compiled{plan: plan, err: err})
+	return plan, err
 }
 
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sagas,verbs=get;list;watch
@@ -87,7 +119,7 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	plan, planErr := saga.Compile(&s.Spec)
+	plan, planErr := r.plan(&s)
 	view := saga.View{Name: s.Name, Generation: s.Generation, Spec: &s.Spec, Status: s.Status,
 		Children: children(&s, ops), Plan: plan, PlanErr: planErr, Now: r.Clock.Now()}
 	var requeue time.Duration
@@ -185,7 +217,7 @@ func stepData(ops map[string]*v1.SideEffectOperation, status v1.SagaStatus) map[
 	data := map[string]saga.StepData{}
 	for _, ss := range status.Steps {
 		op, ok := ops[ss.Operation]
-		if !ok || ss.Operation == "" || op.Status.State != v1.StateCommitted {
+		if !ok || op.Status.State != v1.StateCommitted {
 			continue
 		}
 		d := saga.StepData{ExternalObjectID: op.Status.ExternalObjectID}
@@ -290,22 +322,17 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	if no := protocol.CheckParameters(params); no != nil {
 		return failed("%s", no.Message)
 	}
-	tool, err := r.tool(ctx, step.ToolRef, s.Namespace)
-	if err != nil {
+	tool, reason, msg, err := usableTool(ctx, r.Client, r.Validator, step.ToolRef, s.Namespace, step.Operation)
+	switch {
+	case err != nil:
 		return undecided("%v", err)
-	}
-	if reason, msg, err := toolAccess(ctx, r.Client, tool, s.Namespace); err != nil {
-		return undecided("%v", err)
-	} else if reason != "" {
+	case reason == v1.ReasonOperationNotDeclared:
+		return failed("%s", msg)
+	case reason != "":
+		// A missing, broken or forbidden tool may be fixed: wait for it.
 		return undecided("%s", msg)
 	}
 	spec := tool.GetSpec()
-	if err := r.Validator.Validate(spec); err != nil {
-		return undecided("%s %s is not valid: %v", step.ToolRef.Kind, step.ToolRef.Name, err)
-	}
-	if spec.Operation(step.Operation) == nil {
-		return failed("%s %s offers no operation %q", step.ToolRef.Kind, step.ToolRef.Name, step.Operation)
-	}
 	if err := r.Validator.CheckParameters(spec, step.Operation, params); err != nil {
 		return failed("%v", err)
 	}
@@ -331,22 +358,6 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 		return val, true
 	}
 	return val, false
-}
-
-// tool reads a Tool or ClusterTool.
-func (r *SagaReconciler) tool(ctx context.Context, ref v1.ToolReference, namespace string) (v1.GenericTool, error) {
-	var tool v1.GenericTool = &v1.Tool{}
-	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
-	if ref.Kind == v1.ToolKindClusterTool {
-		tool, key.Namespace = &v1.ClusterTool{}, ""
-	}
-	if err := r.Get(ctx, key, tool); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%s %s does not exist", ref.Kind, ref.Name)
-		}
-		return nil, err
-	}
-	return tool, nil
 }
 
 // checkpoint writes the saga's status if it changed, and tells people what
@@ -375,6 +386,7 @@ func (r *SagaReconciler) checkpoint(ctx context.Context, s *v1.Saga, st v1.SagaS
 
 // SetupWithManager runs the controller on sagas and their operations.
 func (r *SagaReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.plans = lru.New(plansSize)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Saga{}).
 		Owns(&v1.SideEffectOperation{}).

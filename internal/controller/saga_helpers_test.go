@@ -120,12 +120,7 @@ func waitSaga(ns, name string, st v1.OperationState) *v1.Saga {
 
 // sagaCondition returns a saga's condition of the given type.
 func sagaCondition(s *v1.Saga, typ string) metav1.Condition {
-	for _, c := range s.Status.Conditions {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return metav1.Condition{}
+	return conditionIn(s.Status.Conditions, typ)
 }
 
 // stepStatus returns a step's checkpoint.

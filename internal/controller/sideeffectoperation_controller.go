@@ -192,10 +192,7 @@ func toolKeyOf(t v1.GenericTool) string {
 // toolKey names the tool an operation refers to: ClusterTools have no
 // namespace.
 func toolKey(ref v1.ToolReference, namespace string) string {
-	kind := ref.Kind
-	if kind == "" {
-		kind = v1.ToolKindTool
-	}
+	kind := ref.EffectiveKind()
 	if kind == v1.ToolKindClusterTool {
 		namespace = ""
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -168,29 +167,14 @@ func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Re
 // loadTool reads the operation's tool and derives the policy. ok is false
 // when the operation must wait for the tool to exist or be fixed.
 func (r *SideEffectOperationReconciler) loadTool(p *pass) (reconcile.Result, bool, error) {
-	ref := p.scope.Tool
-	var tool v1.GenericTool = &v1.Tool{}
-	key := client.ObjectKey{Namespace: p.op.Namespace, Name: ref.Name}
-	if ref.Kind == v1.ToolKindClusterTool {
-		tool, key.Namespace = &v1.ClusterTool{}, ""
+	tool, reason, msg, err := usableTool(p.ctx, r.Client, r.Validator, p.scope.Tool, p.op.Namespace, p.op.Spec.Operation)
+	if err != nil {
+		return reconcile.Result{}, false, err
 	}
-	if err := r.Get(p.ctx, key, tool); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, false, err
-		}
-		return r.block(p, v1.ReasonToolNotFound, fmt.Sprintf("%s %s does not exist", ref.Kind, ref.Name), 0)
-	}
-	if res, ok, err := r.admitNamespace(p, tool); !ok {
-		return res, false, err
+	if reason != "" {
+		return r.block(p, reason, msg, 0)
 	}
 	spec := tool.GetSpec()
-	if err := r.Validator.Validate(spec); err != nil {
-		return r.block(p, v1.ReasonToolInvalid, fmt.Sprintf("%s %s is not valid: %v", ref.Kind, ref.Name, err), 0)
-	}
-	if spec.Operation(p.op.Spec.Operation) == nil {
-		return r.block(p, v1.ReasonOperationNotDeclared, fmt.Sprintf("%s %s offers no operation %q",
-			ref.Kind, ref.Name, p.op.Spec.Operation), 0)
-	}
 	p.tool = tool
 	p.timeout = protocol.Timeout(spec, &p.op.Spec)
 	p.policy = protocol.NewPolicy(spec, &p.op.Spec, r.limits())

@@ -21,6 +21,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -33,17 +34,35 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
-// admitNamespace blocks the operation when its namespace may not use tool.
-// ok is false when it must wait.
-func (r *SideEffectOperationReconciler) admitNamespace(p *pass, tool v1.GenericTool) (reconcile.Result, bool, error) {
-	reason, msg, err := toolAccess(p.ctx, r.Client, tool, p.op.Namespace)
-	if err != nil {
-		return reconcile.Result{}, false, err
+// usableTool reads the tool that ref names for an operation of namespace
+// and checks that it may serve it operation. When it may not, reason and
+// msg say why: ToolNotFound, NamespaceNotAllowed, ToolInvalid or
+// OperationNotDeclared.
+func usableTool(ctx context.Context, c client.Reader, validator ToolValidator, ref v1.ToolReference,
+	namespace, operation string) (tool v1.GenericTool, reason, msg string, err error) {
+	tool = &v1.Tool{}
+	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
+	if ref.Kind == v1.ToolKindClusterTool {
+		tool, key.Namespace = &v1.ClusterTool{}, ""
 	}
-	if reason != "" {
-		return r.block(p, reason, msg, 0)
+	if err := c.Get(ctx, key, tool); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, "", "", err
+		}
+		return nil, v1.ReasonToolNotFound, fmt.Sprintf("%s %s does not exist", ref.Kind, ref.Name), nil
 	}
-	return reconcile.Result{}, true, nil
+	if reason, msg, err := toolAccess(ctx, c, tool, namespace); err != nil || reason != "" {
+		return nil, reason, msg, err
+	}
+	spec := tool.GetSpec()
+	if err := validator.Validate(spec); err != nil {
+		return nil, v1.ReasonToolInvalid, fmt.Sprintf("%s %s is not valid: %v", ref.Kind, ref.Name, err), nil
+	}
+	if spec.Operation(operation) == nil {
+		return nil, v1.ReasonOperationNotDeclared, fmt.Sprintf("%s %s offers no operation %q",
+			ref.Kind, ref.Name, operation), nil
+	}
+	return tool, "", "", nil
 }
 
 // toolAccess says why the operation's namespace may not use tool, as a

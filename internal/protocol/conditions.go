@@ -18,6 +18,7 @@ package protocol
 
 import (
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,24 +38,33 @@ func transition(st *v1.SideEffectOperationStatus, state v1.OperationState, reaso
 // waiting for a person". blocked marks an operation waiting for something
 // outside it (a missing tool), which is stalled whatever its state.
 func setConditions(st *v1.SideEffectOperationStatus, reason, msg string, blocked bool, env Env) {
-	ready, succeeded, reconciling, stalled := conditionStatuses(st.State, blocked)
 	st.ObservedGeneration = env.Generation
+	SetConditions(&st.Conditions, st.State, blocked, env.Generation, env.Now, reason, capMessage(msg))
+}
+
+// SetConditions sets Ready, Succeeded, Reconciling and Stalled of a record
+// in state (an operation's, or a saga's, whose states are the same) with
+// one reason and message, in a fixed order. blocked marks a record that
+// waits for something outside it: stalled whatever its state.
+func SetConditions(conds *[]metav1.Condition, state v1.OperationState, blocked bool, generation int64, now time.Time,
+	reason, msg string) {
+	ready, succeeded, reconciling, stalled := conditionStatuses(state, blocked)
 	for typ, status := range map[string]metav1.ConditionStatus{
 		v1.ConditionReady:       ready,
 		v1.ConditionSucceeded:   succeeded,
 		v1.ConditionReconciling: reconciling,
 		v1.ConditionStalled:     stalled,
 	} {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		meta.SetStatusCondition(conds, metav1.Condition{
 			Type:               typ,
 			Status:             status,
-			ObservedGeneration: env.Generation,
-			LastTransitionTime: metav1.NewTime(env.Now),
+			ObservedGeneration: generation,
+			LastTransitionTime: metav1.NewTime(now),
 			Reason:             reason,
-			Message:            capMessage(msg),
+			Message:            msg,
 		})
 	}
-	sortConditions(st.Conditions)
+	sortConditions(*conds)
 }
 
 // conditionStatuses maps a state to Ready, Succeeded, Reconciling, Stalled.

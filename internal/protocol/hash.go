@@ -103,11 +103,7 @@ const maxToolKey = 255
 // "<namespace>/<kind>:<tool>/<operation>/<key>", or "once:" and the hex
 // SHA-256 of that when it is longer than 255 bytes.
 func (s Scope) ToolKey() string {
-	kind := s.Tool.Kind
-	if kind == "" {
-		kind = v1.ToolKindTool
-	}
-	k := s.Namespace + "/" + string(kind) + ":" + s.Tool.Name + "/" + s.Operation + "/" + s.Key
+	k := s.Namespace + "/" + string(s.Tool.EffectiveKind()) + ":" + s.Tool.Name + "/" + s.Operation + "/" + s.Key
 	if len(k) <= maxToolKey {
 		return k
 	}

@@ -216,17 +216,10 @@ func (d *decider) child(name string, i int, undo bool, round int32) (Child, bool
 	}
 	tool, operation := Target(d.Spec.Steps[i], undo)
 	if c.Key != OperationKey(d.st.IdempotencyKey, d.Spec.Steps[i].Name, undo, round) ||
-		c.Operation != operation || toolKind(c.Tool) != toolKind(tool) || c.Tool.Name != tool.Name {
+		c.Operation != operation || c.Tool.EffectiveKind() != tool.EffectiveKind() || c.Tool.Name != tool.Name {
 		c.Foreign = true
 	}
 	return c, true
-}
-
-func toolKind(ref v1.ToolReference) v1.ToolKind {
-	if ref.Kind == "" {
-		return v1.ToolKindTool
-	}
-	return ref.Kind
 }
 
 // Target is the tool and operation of a step, or of its compensation.
@@ -255,7 +248,6 @@ func (d *decider) recorded(i int) v1.SagaStepStatus {
 // orphan stops at an operation of the saga's that its checkpoint does not
 // name: never created by this saga's decisions, so never adopted.
 func (d *decider) orphan(step, name string) Decision {
-	d.st.CurrentStep = step
 	return d.review(step, ReasonForeignOperation, fmt.Sprintf(
 		"step %s: SideEffectOperation %s exists, but this saga did not make it (for this step, with this key); "+
 			"Once will not adopt it", step, name))
@@ -443,12 +435,18 @@ func (d *decider) resolution(step string) *v1.SagaResolution {
 	if read := d.read(); read.State != v1.StateNeedsReview || read.CurrentStep != step {
 		return nil
 	}
+	r := d.entry(step)
+	if ss := d.stepStatus(step); r == nil || ss != nil && sameResolution(r, ss.Disregarded) {
+		return nil
+	}
+	return r
+}
+
+// entry is step's entry of spec.resolutions, applicable or not.
+func (d *decider) entry(step string) *v1.SagaResolution {
 	for i := range d.Spec.Resolutions {
-		if r := &d.Spec.Resolutions[i]; r.Step == step {
-			if ss := d.stepStatus(step); ss != nil && sameResolution(r, ss.Disregarded) {
-				return nil
-			}
-			return r
+		if d.Spec.Resolutions[i].Step == step {
+			return &d.Spec.Resolutions[i]
 		}
 	}
 	return nil
@@ -509,9 +507,7 @@ func (d *decider) compensate() Decision {
 			done++
 			continue
 		}
-		// The step compensated now, or waited for; set before
-		// cannotCompensate writes its checkpoint.
-		d.st.CurrentStep, d.st.CompensationsDone = step.Name, done
+		d.st.CompensationsDone = done
 		if ss.Compensation == nil {
 			ss.Compensation = &v1.CompensationStatus{Round: 1}
 		}
@@ -529,7 +525,6 @@ func (d *decider) compensate() Decision {
 		c, exists := d.child(name, j, true, cs.Round)
 		switch {
 		case exists && (c.Foreign || cs.Operation != name):
-			d.st.CompensationsDone = done
 			return d.orphan(step.Name, name)
 		case !exists:
 			// A person who undid the effect by other means, and said so,
@@ -539,7 +534,6 @@ func (d *decider) compensate() Decision {
 				continue
 			}
 			if why, bad := d.Uncreatable[name]; bad {
-				d.st.CompensationsDone = done
 				cs.Message = why
 				return d.review(step.Name, ReasonCompensationFailed, fmt.Sprintf(
 					"the compensation of step %s cannot start: %s; undo it by hand and set spec.resolutions "+
@@ -547,7 +541,6 @@ func (d *decider) compensate() Decision {
 			}
 			cs.Operation, cs.State = name, v1.StatePlanned
 			cs.IdempotencyKey = OperationKey(d.st.IdempotencyKey, step.Name, true, cs.Round)
-			d.st.CompensationsDone = done
 			dec := d.run(v1.StateCompensating, step.Name, ReasonCompensating, d.compensatingMessage(j))
 			was := d.recorded(j).Compensation
 			dec.Action = d.create(was != nil && was.Operation == name,
@@ -576,17 +569,14 @@ func (d *decider) compensate() Decision {
 				j++ // the next round, at once
 				continue
 			}
-			d.st.CompensationsDone = done
 			return d.review(step.Name, ReasonCompensationFailed, fmt.Sprintf(
 				"the compensation of step %s failed for good (%s); undo it by hand and set spec.resolutions "+
 					"{step: %s, action: MarkCompensated}, or {action: Retry} to run it again", step.Name, c.Message, step.Name))
 		case v1.StateNeedsReview:
-			d.st.CompensationsDone = done
 			return d.review(step.Name, ReasonCompensationFailed, fmt.Sprintf(
 				"the compensation of step %s: operation %s needs review; resolve it with that operation's spec.resolution",
 				step.Name, name))
 		default:
-			d.st.CompensationsDone = done
 			return d.run(v1.StateCompensating, step.Name, ReasonCompensating, d.compensatingMessage(j))
 		}
 	}
@@ -663,12 +653,7 @@ func (d *decider) run(state v1.OperationState, step, reason, msg string) Decisio
 func (d *decider) review(step, reason, msg string) Decision {
 	if read := d.read(); step != "" && (read.State != v1.StateNeedsReview || read.CurrentStep != step) {
 		if ss := d.stepStatus(step); ss != nil {
-			ss.Disregarded = nil
-			for _, r := range d.Spec.Resolutions {
-				if r.Step == step {
-					ss.Disregarded = r.DeepCopy()
-				}
-			}
+			ss.Disregarded = d.entry(step).DeepCopy()
 		}
 	}
 	d.st.State, d.st.CurrentStep = v1.StateNeedsReview, step

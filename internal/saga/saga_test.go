@@ -1232,15 +1232,7 @@ func TestResolutionOnlyForTheReviewedStep(t *testing.T) {
 // MarkCompensated meanwhile), no second round exists, and the changed
 // decision is applied on its own.
 func TestLostCheckpointMakesNothing(t *testing.T) {
-	s := newSim(t, threeSteps())
-	for _, st := range []stage{start, toCharge, toShip, shipFails} {
-		if st.do != nil {
-			st.do(s)
-		}
-		s.pass()
-	}
-	set(failedFinal, "order.charge.undo")(s)
-	s.pass()
+	s := refundFailed(t)
 	resolve("charge", v1.SagaRetry, "once more")(s)
 	s.loseCheckpoint = true
 	if acts := s.pass(); !slices.Equal(acts, []string{"checkpoint lost"}) {
@@ -1263,15 +1255,7 @@ func TestLostCheckpointMakesNothing(t *testing.T) {
 // decision re-stamped by another writer (a GitOps controller re-applying
 // the list) is not a new decision.
 func TestRestampedResolutionIsNotNew(t *testing.T) {
-	s := newSim(t, threeSteps())
-	for _, st := range []stage{start, toCharge, toShip, shipFails} {
-		if st.do != nil {
-			st.do(s)
-		}
-		s.pass()
-	}
-	set(failedFinal, "order.charge.undo")(s)
-	s.pass()
+	s := refundFailed(t)
 	resolve("charge", v1.SagaRetry, "r1")(s)
 	s.pass()
 	set(failedFinal, "order.charge.undo.2")(s)
@@ -1286,6 +1270,48 @@ func TestRestampedResolutionIsNotNew(t *testing.T) {
 // NeedsReview) is not the decision on a later failure of that step (its
 // compensation failing for good), which nobody had seen yet.
 func TestResolutionFromAnEarlierReviewIsDisregarded(t *testing.T) {
+	s := refundFailsAfterAReview(t, v1.SagaMarkCompensated, "not sure the charge happened")
+	if cs := s.status.Steps[1].Compensation; cs.State == v1.StateCompensated {
+		t.Errorf("charge's failed refund was marked compensated by a resolution written before it failed "+
+			"(during the forward review); saga now %s/%s, %v", s.status.State, reasonOf(s.status), s.made)
+	}
+}
+
+func TestRetryFromAnEarlierReviewIsDisregarded(t *testing.T) {
+	s := refundFailsAfterAReview(t, v1.SagaRetry, "retry it")
+	if _, ok := s.children["order.charge.undo.2"]; ok {
+		t.Errorf("a Retry written during the forward review started compensation round 2 without review")
+	}
+}
+
+// A decision written during the review is applied.
+func TestResolutionWrittenDuringTheReviewIsApplied(t *testing.T) {
+	s := refundFailsAfterAReview(t, v1.SagaMarkCompensated, "early")
+	resolve("charge", v1.SagaMarkCompensated, "refunded by hand")(s)
+	s.pass()
+	if cs := s.status.Steps[1].Compensation; cs.State != v1.StateCompensated || cs.Resolution.Reason != "refunded by hand" {
+		t.Fatalf("charge: %+v", cs)
+	}
+}
+
+// refundFailed is a saga whose last step failed for good and whose
+// compensation of charge, the refund, then failed for good too.
+func refundFailed(t *testing.T) *sim {
+	t.Helper()
+	s := newSim(t, threeSteps())
+	run(t, s, []stage{start, toCharge, toShip, shipFails})
+	set(failedFinal, "order.charge.undo")(s)
+	s.pass()
+	return s
+}
+
+// refundFailsAfterAReview is a saga whose charge operation went to
+// NeedsReview, where a person wrote a resolution (action, reason) for
+// charge before that operation was resolved Committed; then ship failed
+// for good, and the refund of charge failed for good too, and the saga has
+// taken the pass its own status write brings.
+func refundFailsAfterAReview(t *testing.T, action v1.SagaResolutionAction, reason string) *sim {
+	t.Helper()
 	s := newSim(t, threeSteps())
 	s.pass() // reserve
 	set(committed, "order.reserve")(s)
@@ -1296,7 +1322,7 @@ func TestResolutionFromAnEarlierReviewIsDisregarded(t *testing.T) {
 		t.Fatalf("want NeedsReview on charge, got %s %s", s.status.State, s.status.CurrentStep)
 	}
 	// The API server admits it: the saga waits on charge.
-	resolve("charge", v1.SagaMarkCompensated, "not sure the charge happened")(s)
+	resolve("charge", action, reason)(s)
 	s.pass()
 	set(committed, "order.charge")(s) // the operation's own resolution
 	s.pass()
@@ -1311,53 +1337,5 @@ func TestResolutionFromAnEarlierReviewIsDisregarded(t *testing.T) {
 		t.Fatalf("want CompensationFailed, got %s", reasonOf(s.status))
 	}
 	s.pass() // the event of its own status write: nobody reviewed anything
-	if cs := s.status.Steps[1].Compensation; cs.State == v1.StateCompensated {
-		t.Errorf("charge's failed refund was marked compensated by a resolution written before it failed "+
-			"(during the forward review); saga now %s/%s, %v", s.status.State, reasonOf(s.status), s.made)
-	}
-}
-
-func TestRetryFromAnEarlierReviewIsDisregarded(t *testing.T) {
-	s := newSim(t, threeSteps())
-	s.pass()
-	set(committed, "order.reserve")(s)
-	s.pass()
-	set(needsReview, "order.charge")(s)
-	s.pass()
-	resolve("charge", v1.SagaRetry, "retry it")(s)
-	s.pass()
-	set(committed, "order.charge")(s)
-	s.pass()
-	set(failedFinal, "order.ship")(s)
-	s.pass()
-	set(failedFinal, "order.charge.undo")(s)
-	s.pass()
-	s.pass()
-	if _, ok := s.children["order.charge.undo.2"]; ok {
-		t.Errorf("a Retry written during the forward review started compensation round 2 without review")
-	}
-}
-
-// A decision written during the review is applied.
-func TestResolutionWrittenDuringTheReviewIsApplied(t *testing.T) {
-	s := newSim(t, threeSteps())
-	s.pass()
-	set(committed, "order.reserve")(s)
-	s.pass()
-	set(needsReview, "order.charge")(s)
-	s.pass()
-	resolve("charge", v1.SagaMarkCompensated, "early")(s)
-	s.pass()
-	set(committed, "order.charge")(s)
-	s.pass()
-	set(failedFinal, "order.ship")(s)
-	s.pass()
-	set(failedFinal, "order.charge.undo")(s)
-	s.pass()
-	s.pass()
-	resolve("charge", v1.SagaMarkCompensated, "refunded by hand")(s)
-	s.pass()
-	if cs := s.status.Steps[1].Compensation; cs.State != v1.StateCompensated || cs.Resolution.Reason != "refunded by hand" {
-		t.Fatalf("charge: %+v", cs)
-	}
+	return s
 }

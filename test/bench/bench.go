@@ -40,7 +40,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -363,7 +362,7 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int) (Phase, err
 		}
 		procs, metricsAddrs = append(procs, p), append(metricsAddrs, maddr)
 	}
-	if err := waitToolReady(ctx, e.c, ns, tool.Name); err != nil {
+	if err := chaos.WaitToolsReady(ctx, e.c, ns, tool.Name); err != nil {
 		return Phase{}, err
 	}
 	cpuBefore, err := managersCPU(ctx, metricsAddrs)
@@ -453,31 +452,6 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int) (Phase, err
 	}
 	p.setWrites(after.Sub(before))
 	return p, nil
-}
-
-// waitToolReady waits until a manager found the tool valid.
-func waitToolReady(ctx context.Context, c client.Client, ns, name string) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		tool := &v1.Tool{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tool); err != nil {
-			return err
-		}
-		if cond := meta.FindStatusCondition(tool.Status.Conditions, v1.ConditionReady); cond != nil {
-			if cond.Status != metav1.ConditionTrue {
-				return fmt.Errorf("tool %s is not valid: %s", name, cond.Message)
-			}
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("tool %s not ready after 2m", name)
-		}
-		select {
-		case <-time.After(200 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 // managersCPU is the sum of process_cpu_seconds_total over the managers'
@@ -601,7 +575,7 @@ func (w *commitWatcher) stop() { w.cancel() }
 
 // setLatency sets the percentiles of the latencies in ms.
 func (p *Phase) setLatency(ms []float64) {
-	p.LatencyP50ms, p.LatencyP95ms, p.LatencyP99ms = Percentile(ms, 50), Percentile(ms, 95), Percentile(ms, 99)
+	p.LatencyP50ms, p.LatencyP95ms, p.LatencyP99ms = chaos.Percentile(ms, 50), chaos.Percentile(ms, 95), chaos.Percentile(ms, 99)
 }
 
 // setServerLatency sets the percentiles of committedTime −
@@ -617,7 +591,7 @@ func (p *Phase) setServerLatency(ctx context.Context, c client.Client, ns string
 			ms = append(ms, float64(op.Status.CommittedTime.Sub(op.CreationTimestamp.Time).Milliseconds()))
 		}
 	}
-	p.ServerLatencyP50ms, p.ServerLatencyP99ms = Percentile(ms, 50), Percentile(ms, 99)
+	p.ServerLatencyP50ms, p.ServerLatencyP99ms = chaos.Percentile(ms, 50), chaos.Percentile(ms, 99)
 	return nil
 }
 

@@ -19,7 +19,6 @@ package bench
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 
@@ -39,18 +38,6 @@ func Median(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// Percentile is the p-th percentile (0 < p ≤ 100) of xs by the
-// nearest-rank method: the smallest value that at least p% of the values
-// do not exceed; 0 for none.
-func Percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(xs))
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[min(max(rank, 1), len(s))-1]
 }
 
 // ParseGauge reads metrics in the Prometheus text format and returns the

@@ -69,7 +69,7 @@ func TestPercentile(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, Percentile(tc.xs, tc.p)); diff != "" {
+			if diff := cmp.Diff(tc.want, chaos.Percentile(tc.xs, tc.p)); diff != "" {
 				t.Errorf("%s\nPercentile(p%v): -want, +got:\n%s", tc.reason, tc.p, diff)
 			}
 		})

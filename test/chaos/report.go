@@ -466,9 +466,10 @@ func ratio(n, d int, empty float64) float64 {
 
 // Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of xs, or 0
 // when xs is empty. xs need not be sorted; it is not modified.
-func Percentile(xs []int64, p float64) int64 {
+func Percentile[T cmp.Ordered](xs []T, p float64) T {
 	if len(xs) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)

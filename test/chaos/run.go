@@ -421,26 +421,39 @@ func (r *run) setUp(ctx context.Context, sagas []plannedSaga) error {
 
 // waitForTools waits until the manager found every tool valid.
 func (r *run) waitForTools(ctx context.Context) error {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.name
+	}
+	if err := WaitToolsReady(ctx, r.c, r.ns, names...); err != nil {
+		return fmt.Errorf("%w; see %s", err, r.sup.proc.Log)
+	}
+	return nil
+}
+
+// WaitToolsReady waits, up to two minutes, until a manager has found each
+// named Tool of ns valid; a Tool found invalid fails it at once.
+func WaitToolsReady(ctx context.Context, c client.Client, ns string, names ...string) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ready := 0
-		for _, t := range tools {
+		for _, name := range names {
 			tool := &v1.Tool{}
-			if err := r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: t.name}, tool); err != nil {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tool); err != nil {
 				return err
 			}
-			if c := meta.FindStatusCondition(tool.Status.Conditions, v1.ConditionReady); c != nil {
-				if c.Status != metav1.ConditionTrue {
-					return fmt.Errorf("tool %s is not valid: %s", t.name, c.Message)
+			if cond := meta.FindStatusCondition(tool.Status.Conditions, v1.ConditionReady); cond != nil {
+				if cond.Status != metav1.ConditionTrue {
+					return fmt.Errorf("tool %s is not valid: %s", name, cond.Message)
 				}
 				ready++
 			}
 		}
-		if ready == len(tools) {
+		if ready == len(names) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the tools are not ready after 2m; see %s", r.sup.proc.Log)
+			return fmt.Errorf("the tools are not ready after 2m")
 		}
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
 			return err

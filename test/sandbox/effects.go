@@ -56,8 +56,9 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveEffect runs an effectful request: choose a fault, apply faults that
-// strike before the commit, parse the body, commit (or replay), and answer
-// subject to faults that strike after the commit.
+// strike before the commit, parse the body, commit (or replay; for a
+// validate, judge without committing), and answer subject to faults that
+// strike after the commit.
 func (s *Server) serveEffect(w http.ResponseWriter, r *http.Request, action string) {
 	mode, collection, ok := pathTarget(w, r)
 	if !ok {
@@ -75,6 +76,10 @@ func (s *Server) serveEffect(w http.ResponseWriter, r *http.Request, action stri
 		return
 	}
 	if !readParams(w, r, &req) {
+		return
+	}
+	if action == ActionValidate {
+		s.respond(w, r, f, s.dryRun(r.Context(), req, f))
 		return
 	}
 	s.respond(w, r, f, s.execute(req, f))

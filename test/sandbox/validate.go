@@ -33,24 +33,7 @@ type validAnswer struct {
 // apply to it as to a create; those that strike after the commit strike
 // after the dry run, which committed nothing.
 func (s *Server) handleValidate(w http.ResponseWriter, r *http.Request) {
-	mode, collection, ok := pathTarget(w, r)
-	if !ok {
-		return
-	}
-	req := effectRequest{
-		mode:       mode,
-		collection: collection,
-		action:     ActionValidate,
-		key:        r.Header.Get(HeaderIdempotencyKey),
-	}
-	f, ok := s.chooseFault(w, r, s.matchEffect(req))
-	if !ok || s.faultBeforeCommit(w, f) {
-		return
-	}
-	if !readParams(w, r, &req) {
-		return
-	}
-	s.respond(w, r, f, s.dryRun(r.Context(), req, f))
+	s.serveEffect(w, r, ActionValidate)
 }
 
 // dryRun judges req as a create would, committing nothing. The delays of a
