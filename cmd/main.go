@@ -60,6 +60,7 @@ func init() {
 // options are the manager's flags.
 type options struct {
 	metricsAddr, probeAddr   string
+	pprofAddr                string
 	secureMetrics, http2     bool
 	leaderElect              bool
 	holder                   string
@@ -76,6 +77,8 @@ func main() {
 		"Use :8443 for HTTPS or :8080 for HTTP, or leave as 0 to disable the metrics service.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
 		"The address the probe endpoint binds to; 0 disables it.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "",
+		"The address pprof's endpoints listen on (plain HTTP, no authentication); empty disables them. For profiling, not for production.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election. Once is safe without it: "+
 		"claims are fenced per operation; leader election only saves duplicate work.")
 	flag.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve the metrics endpoint over HTTPS with authn/authz.")
@@ -139,6 +142,7 @@ func run(o options) error {
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "once-manager.once.dev",
 		// A stopping manager finishes the calls in flight and records

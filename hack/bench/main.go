@@ -56,6 +56,9 @@ func run() int {
 	flag.DurationVar(&c.SettleTimeout, "settle-timeout", 10*time.Minute, "bound on the wait for every operation to commit")
 	managers := flag.String("managers", "1,2",
 		"comma-separated numbers of managers, one Once phase each (empty: the ceiling only)")
+	flag.DurationVar(&c.Profile, "profile", 0,
+		"if set, CPU-profile the first manager and the API server for this long in every Once phase, "+
+			"and the manager's heap at the phase's end (files in the phase's folder)")
 	quiet := flag.Bool("quiet", false, "do not print progress")
 	flag.Parse()
 	for s := range strings.SplitSeq(*managers, ",") {

@@ -74,6 +74,10 @@ type Config struct {
 	SettleTimeout time.Duration
 	// Log receives progress; nil for none.
 	Log io.Writer
+	// Profile, if above zero, is how long the CPU profiles of the first
+	// manager and of the API server run in every Once phase; the manager's
+	// heap is profiled at the phase's end.
+	Profile time.Duration
 }
 
 // operation, resources: what the phases create and count.
@@ -346,15 +350,24 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int) (Phase, err
 			p.Stop(15 * time.Second)
 		}
 	}()
+	prof := &profiler{e: e}
 	for m := 1; m <= managers; m++ {
 		maddr, err := harness.FreeAddr()
 		if err != nil {
 			return Phase{}, err
 		}
+		var args []string
+		if m == 1 && b.cfg.Profile > 0 {
+			if prof.manager, err = harness.FreeAddr(); err != nil {
+				return Phase{}, err
+			}
+			args = append(args, "--pprof-bind-address="+prof.manager)
+		}
 		p, err := e.cp.StartManager(harness.ManagerOptions{
 			Binary:      filepath.Join(b.cfg.Root, "bin", "manager"),
 			Holder:      fmt.Sprintf("bench-r%d-%dm-m%d", run, managers, m),
 			MetricsAddr: maddr,
+			Args:        args,
 			Log:         filepath.Join(e.dir, fmt.Sprintf("manager-%d.log", m)),
 		})
 		if err != nil {
@@ -381,6 +394,9 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int) (Phase, err
 	}
 	defer w.stop()
 	created := make([]time.Time, n)
+	if prof.manager != "" {
+		prof.cpu(ctx, b.cfg.Profile)
+	}
 	began := time.Now()
 	err = parallel(ctx, n, b.cfg.Workers, func(ctx context.Context, i int) error {
 		op := newOperation(ns, tool.Name, i)
@@ -405,6 +421,13 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int) (Phase, err
 	cpuAfter, err := managersCPU(ctx, metricsAddrs)
 	if err != nil {
 		return Phase{}, err
+	}
+	if prof.manager != "" {
+		prof.heap(ctx)
+		if err := prof.wait(); err != nil {
+			return Phase{}, err
+		}
+		b.logf("profiles in %s", e.dir)
 	}
 	var peak float64
 	for _, p := range procs {
