@@ -138,7 +138,12 @@ func run(o options) error {
 	}
 	cfg.Egress = egress
 	shutdown := cfg.GracefulShutdownTimeout()
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restCfg := ctrl.GetConfigOrDie()
+	// controller-runtime turns client-go's client-side rate limit (5
+	// requests per second by default) off when none is configured
+	// (QPS -1): the API server's priority and fairness is the limit.
+	setupLog.Info("API client", "qps", restCfg.QPS, "burst", restCfg.Burst)
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.probeAddr,

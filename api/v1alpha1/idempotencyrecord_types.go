@@ -22,14 +22,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// FinalizerRecord holds a SideEffectOperation until its outcome is in its
+// scope's IdempotencyRecord. An admission policy adds it at create (no
+// write of its own); the controller adds it before the first claim if it is
+// missing, and removes it when the object is deleted, after writing the
+// record.
+const FinalizerRecord = "effects.once.dev/record"
+
 // IdempotencyRecordSpec binds one idempotency scope (namespace, tool,
 // operation, key) to one request and one owning operation, and keeps that
 // operation's outcome after the operation is deleted, until it expires.
 //
-// The record is named after the SHA-256 of its scope and created with an
-// atomic create, so it is the unique index over a scope: two operations with
-// different names and the same scope cannot both own it. Once writes it;
-// people read it.
+// The record is named after the SHA-256 of its scope. An operation whose key
+// is not its own name creates it with an atomic create before its first
+// claim, so it is the unique index over a scope: two operations with
+// different names and the same scope cannot both own it. An operation whose
+// key is its own name needs no index while it exists (its name is unique);
+// its record is written when it is deleted. Once writes it; people read it.
 type IdempotencyRecordSpec struct {
 	// toolRef, operation and idempotencyKey are the scope, with the record's
 	// namespace.
@@ -65,8 +74,9 @@ type IdempotencyRecordSpec struct {
 	// +required
 	Retention metav1.Duration `json:"retention"`
 
-	// outcome is the owner's outcome, written when it reaches a terminal
-	// state; empty while it is in progress.
+	// outcome is the owner's outcome, written when the owner is deleted
+	// after reaching a terminal state; until then the owner itself holds
+	// it.
 	// +optional
 	Outcome *RecordOutcome `json:"outcome,omitempty"`
 }

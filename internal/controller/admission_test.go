@@ -174,11 +174,9 @@ var _ = Describe("Admission policies", func() {
 			DeferCleanup(startManager(managerOptions{}))
 			newTool(ns, "payments", v1.IdempotencyNative)
 			op := waitFor(ns, create(newOp(ns, "charge-1", "payments", map[string]any{"amount": 1})).Name, v1.StateCommitted)
-			rec := &v1.IdempotencyRecord{}
-			Eventually(func() *v1.RecordOutcome {
-				Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: op.Status.RecordName}, rec)).To(Succeed())
-				return rec.Spec.Outcome
-			}).ShouldNot(BeNil())
+			remove(op)
+			rec := record(ns, op.Status.RecordName)
+			Expect(rec.Spec.Outcome).NotTo(BeNil())
 
 			By("refusing to change or delete the manager's record")
 			patch := client.MergeFrom(rec.DeepCopy())

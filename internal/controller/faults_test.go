@@ -326,12 +326,8 @@ var _ = Describe("The fault matrix", func() {
 			op.Spec.Retention = &metav1.Duration{Duration: 3 * time.Second}
 			create(op)
 			first := waitFor(ns, "pay", v1.StateCommitted)
-			Eventually(func() *v1.RecordOutcome {
-				rec := &v1.IdempotencyRecord{}
-				Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Status.RecordName}, rec)).To(Succeed())
-				return rec.Spec.Outcome
-			}).ShouldNot(BeNil())
-			Expect(k8sClient.Delete(ctx, first)).To(Succeed())
+			remove(first)
+			Expect(record(ns, first.Status.RecordName).Spec.Outcome).NotTo(BeNil())
 
 			By("re-creating it within the retention: the recorded result, no call")
 			again := newOp(ns, "pay", "payments", map[string]any{"amount": 4})
@@ -344,7 +340,7 @@ var _ = Describe("The fault matrix", func() {
 			Expect(effectsOf(v1.IdempotencyNone, ns, "pay")).To(Equal(1))
 
 			By("collecting the record only after it expired")
-			Expect(k8sClient.Delete(ctx, got)).To(Succeed())
+			remove(got)
 			Eventually(func() bool {
 				err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Status.RecordName}, &v1.IdempotencyRecord{})
 				return apierrors.IsNotFound(err)
@@ -364,7 +360,7 @@ var _ = Describe("The fault matrix", func() {
 			newTool(ns, "mailer", v1.IdempotencyNone)
 			create(newOp(ns, "mail", "mailer", map[string]any{"to": "b@example.com"}))
 			first := waitFor(ns, "mail", v1.StateNeedsReview)
-			Expect(k8sClient.Delete(ctx, first)).To(Succeed())
+			remove(first)
 
 			create(newOp(ns, "mail", "mailer", map[string]any{"to": "b@example.com"}))
 			op := waitFor(ns, "mail", v1.StateNeedsReview)

@@ -26,6 +26,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -94,6 +95,29 @@ func newOp(ns, name, tool string, params map[string]any) *v1.SideEffectOperation
 func create(op *v1.SideEffectOperation) *v1.SideEffectOperation {
 	Expect(k8sClient.Create(ctx, op)).To(Succeed())
 	return op
+}
+
+// remove deletes an operation and waits until it is gone: a running
+// manager first keeps its outcome in its scope's record and then lets the
+// finalizer go.
+func remove(op *v1.SideEffectOperation) {
+	GinkgoHelper()
+	Expect(k8sClient.Delete(ctx, op)).To(Succeed())
+	Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(op), &v1.SideEffectOperation{}))
+	}, 20*time.Second).Should(BeTrue(), "%s/%s is still there", op.Namespace, op.Name)
+}
+
+// record reads a scope's record, nil if there is none.
+func record(ns, name string) *v1.IdempotencyRecord {
+	GinkgoHelper()
+	rec := &v1.IdempotencyRecord{}
+	err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rec)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	Expect(err).NotTo(HaveOccurred())
+	return rec
 }
 
 // get reads an operation from the API server.

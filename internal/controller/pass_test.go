@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/lru"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -117,7 +116,7 @@ func runPasses(t *testing.T, tool *memory.Tool, mode v1.IdempotencyMode) *v1.Sid
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
 	r := &SideEffectOperationReconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100),
 		Connector: tool, Validator: noValidation{}, Budgets: NewRetryBudgets(), Clock: clk,
-		Holder: "worker", MaxClaim: time.Minute, ClaimGrace: time.Second, recorded: lru.New(8)}
+		Holder: "worker", MaxClaim: time.Minute, ClaimGrace: time.Second}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "op"}}
 	for range 100 {
 		res, err := r.Reconcile(context.Background(), req)

@@ -245,7 +245,7 @@ func (r *SagaReconciler) create(ctx context.Context, s *v1.Saga, params []byte, 
 	op := &v1.SideEffectOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: s.Namespace, Labels: map[string]string{
 			saga.LabelSaga: saga.LabelValue(s.Name), saga.LabelStep: step.Name, saga.LabelRole: saga.RoleStep,
-		}},
+		}, Finalizers: []string{v1.FinalizerRecord}},
 		Spec: v1.SideEffectOperationSpec{
 			ToolRef: ref, Operation: operation, IdempotencyKey: a.Key,
 			Parameters: &runtime.RawExtension{Raw: params},

@@ -35,7 +35,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/lru"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -160,7 +160,7 @@ var _ = Describe("Sequences to a second effect", func() {
 
 		By("deleting the operation long after its retention")
 		time.Sleep(2 * time.Second)
-		Expect(k8sClient.Delete(ctx, first)).To(Succeed())
+		remove(first)
 		Consistently(func() error {
 			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Status.RecordName}, &v1.IdempotencyRecord{})
 		}, 2*time.Second).Should(Succeed(), "a record without an outcome is never collected on time alone")
@@ -180,10 +180,11 @@ var _ = Describe("Sequences to a second effect", func() {
 		newTool(ns, "mailer", v1.IdempotencyNone)
 		create(newOp(ns, "a", "mailer", map[string]any{"to": "a@example.com"}))
 		a := waitFor(ns, "a", v1.StateNeedsReview)
+		By("deleting the owner, whose record then names it without an outcome")
+		remove(a)
 		stop()
 
-		By("deleting the owner and leaving the state a crash after the takeover's first write leaves")
-		Expect(k8sClient.Delete(ctx, a)).To(Succeed())
+		By("leaving the state a crash after the takeover's first write leaves")
 		b := newOp(ns, "b", "mailer", map[string]any{"to": "a@example.com"})
 		b.Spec.IdempotencyKey = "a"
 		create(b)
@@ -320,29 +321,35 @@ var _ = Describe("Sequences to a second effect", func() {
 		waitFor(ns, "op", v1.StateCommitted, 30*time.Second)
 	})
 
-	It("8. writes the outcome to the scope record when the cache shows another owner", func() {
+	It("8. writes the outcome to the scope record at deletion when the cache shows another owner", func() {
 		newTool(ns, "payments", v1.IdempotencyNative)
 		op := create(newOp(ns, "op", "payments", map[string]any{"amount": 8}))
+		Expect(op.Finalizers).To(ContainElement(v1.FinalizerRecord), "the admission policy adds the finalizer at create")
 		op.Status = v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 1, ExternalObjectID: "ch_8",
-			RecordName: "scope-test-8", CompletionTime: &metav1.Time{Time: time.Now()}}
+			CompletionTime: &metav1.Time{Time: time.Now()}}
 		Expect(k8sClient.Status().Update(ctx, op)).To(Succeed())
-		rec := &v1.IdempotencyRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scope-test-8"},
+		r := &SideEffectOperationReconciler{Client: k8sClient, APIReader: k8sClient, Clock: clock.RealClock{}, Holder: "test"}
+		p := r.newPass(ctx, op)
+		Expect(p.identify()).To(Succeed())
+		rec := &v1.IdempotencyRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.st.RecordName},
 			Spec: v1.IdempotencyRecordSpec{ToolRef: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"},
-				Operation: "charge.create", IdempotencyKey: "op", RequestHash: "sha256:x",
+				Operation: "charge.create", IdempotencyKey: "op", RequestHash: p.st.RequestHash,
 				Owner: v1.RecordOwner{Name: "op", UID: op.UID}, Retention: metav1.Duration{Duration: time.Hour}}}
 		Expect(k8sClient.Create(ctx, rec)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, op)).To(Succeed())
 
-		By("reading through a cache that still shows the record's previous incarnation")
+		By("releasing through a cache that still shows the record's previous incarnation")
 		stale := rec.DeepCopy()
 		stale.Spec.Owner = v1.RecordOwner{Name: "gone", UID: "uid-gone"}
 		stale.Spec.Outcome = &v1.RecordOutcome{State: v1.StateCommitted}
-		r := &SideEffectOperationReconciler{Client: &staleRecords{Client: k8sClient, rec: stale},
-			APIReader: k8sClient, Clock: clock.RealClock{}, Holder: "test", recorded: lru.New(8)}
-		p := r.newPass(logf.IntoContext(ctx, logf.Log), get(ns, "op"))
-		Expect(r.recordOutcome(p)).To(Succeed())
+		r.Client = &staleRecords{Client: k8sClient, rec: stale}
+		_, err := r.Reconcile(logf.IntoContext(ctx, logf.Log), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(op)})
+		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(rec), rec)).To(Succeed())
 		Expect(rec.Spec.Outcome).NotTo(BeNil(), "the outcome never reached the record")
 		Expect(rec.Spec.Outcome.ExternalObjectID).To(Equal("ch_8"))
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(op), op))).To(BeTrue(),
+			"the finalizer goes once the outcome is kept")
 	})
 
 	It("9. finishes a call in flight and records its answer when the manager stops", func() {

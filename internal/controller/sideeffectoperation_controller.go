@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/lru"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -82,17 +81,9 @@ type SideEffectOperationReconciler struct {
 	// pending keeps answers whose write failed for a reason other than a
 	// conflict, so the next pass records them instead of reconciling.
 	pending sync.Map // types.UID → *answer
-	// recorded holds the operations whose outcome this process has written
-	// to their scope's record, so that passes over a terminal operation
-	// do not write it again from a cache that has not seen the record
-	// change yet. Bounded: forgetting an entry costs one cached read.
-	recorded *lru.Cache // types.UID → struct{}
 }
 
-// recordedSize bounds the memory of written outcomes.
-const recordedSize = 100_000
-
-// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=effects.once.dev,resources=idempotencyrecords,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=effects.once.dev,resources=tools;clustertools,verbs=get;list;watch
@@ -111,13 +102,14 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !op.DeletionTimestamp.IsZero() {
-		// The scope's record outlives the object; nothing to clean up.
+		// A deleted operation never claims; its outcome goes to its
+		// scope's record, which outlives it.
+		return r.release(ctx, op)
+	}
+	if op.Status.State.IsTerminal() {
 		return ctrl.Result{}, nil
 	}
 	p := r.newPass(ctx, op)
-	if op.Status.State.IsTerminal() {
-		return p.result(ctrl.Result{}, r.recordOutcome(p))
-	}
 	if err := p.identify(); err != nil {
 		return p.result(r.fail(p, v1.ErrorInvalid, v1.ReasonInvalidSpec, err.Error()))
 	}
@@ -126,7 +118,6 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 
 // SetupWithManager registers the controller, its indexes and its watches.
 func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	r.recorded = lru.New(recordedSize)
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1.SideEffectOperation{}, indexToolRef, func(o client.Object) []string {
 		op := o.(*v1.SideEffectOperation)

@@ -221,10 +221,13 @@ func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reco
 	case d.Action == protocol.ActionDone:
 		return reconcile.Result{}, nil
 	case !d.Action.IsCall():
-		return r.settle(p, d, r.writeStatus(p, d))
+		return reconcile.Result{RequeueAfter: d.RequeueAfter}, r.writeStatus(p, d)
 	}
 	if res, ok, err := r.prepareCall(p, d); !ok {
 		return res, err
+	}
+	if err := r.ensureFinalizer(p); err != nil {
+		return reconcile.Result{}, err
 	}
 	if err := r.writeStatus(p, d); err != nil {
 		return reconcile.Result{}, err
@@ -241,15 +244,6 @@ func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reco
 // call ran under.
 func (r *SideEffectOperationReconciler) record(p *pass, a *answer) (reconcile.Result, error) {
 	d, err := r.writeFenced(p, a.apply(p.st, p.policy, p.env), a)
-	return r.settle(p, d, err)
-}
-
-// settle ends a pass after its last write: a terminal record's outcome goes
-// to the scope's record.
-func (r *SideEffectOperationReconciler) settle(p *pass, d protocol.Decision, err error) (reconcile.Result, error) {
-	if err == nil && p.st.State.IsTerminal() {
-		err = r.recordOutcome(p)
-	}
 	return reconcile.Result{RequeueAfter: d.RequeueAfter}, err
 }
 

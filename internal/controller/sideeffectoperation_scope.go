@@ -17,13 +17,18 @@ limitations under the License.
 package controller
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/failpoint"
@@ -32,16 +37,35 @@ import (
 )
 
 // bindScope makes sure this operation is the one that executes for its
-// scope. The scope's IdempotencyRecord is named after the scope and created
-// with an atomic create: of two operations with the same scope, created
-// at once or seen through a lagging cache, exactly one creates it. ok is
-// true for that one; what the others become, protocol.Arbitrate decides.
+// scope. ok is true when it is; what the others become, protocol.Arbitrate
+// decides.
+//
+// An operation whose key is its own name needs no record while it exists:
+// no other object has its name. It reads the scope's record past the cache
+// (one left by a deleted operation of the same scope, or bound by an
+// operation that uses this name as its key) and proceeds if there is none.
+//
+// Any other operation binds the scope's record, named after the scope, with
+// an atomic create: of two operations with the same scope, created at once
+// or seen through a lagging cache, exactly one creates it. Then it defers to
+// the operation whose name is its key, if that one may have claimed without
+// seeing the record (see claimFromNameHolder).
 func (r *SideEffectOperationReconciler) bindScope(p *pass) (bool, error) {
 	self := v1.RecordOwner{Name: p.op.Name, UID: p.op.UID}
+	nameKeyed := protocol.NameKeyed(p.op.Spec.IdempotencyKey, p.op.Name)
 	var reader client.Reader = r.Client
 	for range 3 {
-		rec, created, err := r.getOrCreateRecord(p, reader)
-		if err != nil {
+		var rec *v1.IdempotencyRecord
+		created := false
+		var err error
+		if nameKeyed {
+			if rec, err = r.getRecord(p, r.APIReader); err != nil {
+				return false, err
+			}
+			if rec == nil {
+				return !failpoint.Hit(p.stopping, failpoint.BindAfterNoRecord), nil
+			}
+		} else if rec, created, err = r.getOrCreateRecord(p, reader); err != nil {
 			return false, err
 		}
 		// A write below that loses to a newer record is decided again on
@@ -59,6 +83,14 @@ func (r *SideEffectOperationReconciler) bindScope(p *pass) (bool, error) {
 		}
 		switch sd.Action {
 		case protocol.ScopeProceed:
+			if nameKeyed {
+				return true, nil
+			}
+			if err := r.claimFromNameHolder(p, rec); errors.Is(err, errDecideAgain) || apierrors.IsConflict(err) {
+				continue
+			} else if err != nil {
+				return false, err
+			}
 			return true, nil
 		case protocol.ScopeWait:
 			return false, nil
@@ -90,28 +122,96 @@ func (r *SideEffectOperationReconciler) bindScope(p *pass) (bool, error) {
 	return false, fmt.Errorf("scope record %s keeps changing", p.st.RecordName)
 }
 
+// errDecideAgain: the scope's record changed; decide on it again.
+var errDecideAgain = errors.New("the scope's record changed")
+
+// claimFromNameHolder settles the one way two operations can share a scope
+// without both binding its record: one whose key is its own name (which
+// binds no record while it exists) and one that uses that name as its key.
+// The second has just bound rec. If the holder of the name has claimed, or
+// may still claim having read "no record" a moment ago, the record is handed
+// to it, and the caller decides again as a non-owner (errDecideAgain). If
+// not, the record is read again: a holder deleted meanwhile took it over
+// when it released (protocol.AtDeletion) before it disappeared, which the
+// second read shows (errDecideAgain). nil means this operation owns the
+// scope.
+func (r *SideEffectOperationReconciler) claimFromNameHolder(p *pass, rec *v1.IdempotencyRecord) error {
+	if len(validation.IsDNS1123Subdomain(p.scope.Key)) > 0 {
+		// No object can have the key as its name.
+		return nil
+	}
+	holder := &v1.SideEffectOperation{}
+	err := r.APIReader.Get(p.ctx, client.ObjectKey{Namespace: p.op.Namespace, Name: p.scope.Key}, holder)
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if err == nil && holder.UID != p.op.UID && sameScope(holder, p.scope) &&
+		protocol.HolderMayExecute(holder.Status, !holder.DeletionTimestamp.IsZero()) {
+		hash, _, herr := protocol.RequestHash(p.scope.Tool, holder.Spec.Operation, rawParameters(holder))
+		if herr == nil {
+			rec.Spec.Owner = v1.RecordOwner{Name: holder.Name, UID: holder.UID}
+			rec.Spec.PreviousOwner = nil
+			rec.Spec.RequestHash = hash
+			rec.Spec.Retention = metav1.Duration{Duration: protocol.Retention(&holder.Spec)}
+			if err := r.Update(p.ctx, rec); err != nil {
+				return err
+			}
+			p.log.Info("Handed the scope's record to the operation whose name is the key",
+				"record", rec.Name, "holder", holder.Name)
+			return errDecideAgain
+		}
+		// A holder whose parameters cannot be hashed fails before any call.
+	}
+	again, err := r.getRecord(p, r.APIReader)
+	if err != nil {
+		return err
+	}
+	if again == nil || again.ResourceVersion != rec.ResourceVersion {
+		return errDecideAgain
+	}
+	return nil
+}
+
+// sameScope reports whether op, whose name is key, is keyed by its name
+// and has the scope's tool and operation.
+func sameScope(op *v1.SideEffectOperation, scope protocol.Scope) bool {
+	ref := op.Spec.ToolRef
+	ref.Kind = ref.EffectiveKind()
+	return protocol.NameKeyed(op.Spec.IdempotencyKey, op.Name) && ref == scope.Tool &&
+		op.Spec.Operation == scope.Operation
+}
+
+// rawParameters are an operation's parameters as written.
+func rawParameters(op *v1.SideEffectOperation) []byte {
+	if op.Spec.Parameters == nil {
+		return nil
+	}
+	return op.Spec.Parameters.Raw
+}
+
+// getRecord reads the scope's record; nil if there is none.
+func (r *SideEffectOperationReconciler) getRecord(p *pass, reader client.Reader) (*v1.IdempotencyRecord, error) {
+	rec := &v1.IdempotencyRecord{}
+	err := reader.Get(p.ctx, client.ObjectKey{Namespace: p.op.Namespace, Name: p.st.RecordName}, rec)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
 // getOrCreateRecord returns the scope's record, creating it with this
 // operation as its owner if there is none.
 func (r *SideEffectOperationReconciler) getOrCreateRecord(p *pass, reader client.Reader) (*v1.IdempotencyRecord, bool, error) {
-	key := client.ObjectKey{Namespace: p.op.Namespace, Name: p.st.RecordName}
-	rec := &v1.IdempotencyRecord{}
-	err := reader.Get(p.ctx, key, rec)
-	if err == nil {
-		return rec, false, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, false, err
+	rec, err := r.getRecord(p, reader)
+	if err != nil || rec != nil {
+		return rec, false, err
 	}
 	rec = &v1.IdempotencyRecord{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.op.Namespace, Name: p.st.RecordName},
-		Spec: v1.IdempotencyRecordSpec{
-			ToolRef:        p.scope.Tool,
-			Operation:      p.scope.Operation,
-			IdempotencyKey: p.scope.Key,
-			RequestHash:    p.st.RequestHash,
-			Owner:          v1.RecordOwner{Name: p.op.Name, UID: p.op.UID},
-			Retention:      metav1.Duration{Duration: p.policy.Retention},
-		},
+		Spec:       r.ownRecord(p),
 	}
 	err = r.Create(p.ctx, rec)
 	if err == nil {
@@ -121,10 +221,23 @@ func (r *SideEffectOperationReconciler) getOrCreateRecord(p *pass, reader client
 		return nil, false, err
 	}
 	// Another operation bound the scope first; the cache has not seen it.
-	if err := r.APIReader.Get(p.ctx, key, rec); err != nil {
+	if err := r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(rec), rec); err != nil {
 		return nil, false, err
 	}
 	return rec, false, nil
+}
+
+// ownRecord is the record that binds the scope to this operation, with no
+// outcome.
+func (r *SideEffectOperationReconciler) ownRecord(p *pass) v1.IdempotencyRecordSpec {
+	return v1.IdempotencyRecordSpec{
+		ToolRef:        p.scope.Tool,
+		Operation:      p.scope.Operation,
+		IdempotencyKey: p.scope.Key,
+		RequestHash:    p.st.RequestHash,
+		Owner:          v1.RecordOwner{Name: p.op.Name, UID: p.op.UID},
+		Retention:      metav1.Duration{Duration: p.policy.Retention},
+	}
 }
 
 // ownerOf reads the record's owner past the cache: a just-created owner
@@ -147,55 +260,99 @@ func (r *SideEffectOperationReconciler) ownerOf(p *pass, rec *v1.IdempotencyReco
 	}
 }
 
-// recordOutcome copies a terminal owner's outcome into its scope's record,
-// so that it outlives the object for the retention. The record is read from
-// the cache first; what the cache cannot prove is read again past it.
-func (r *SideEffectOperationReconciler) recordOutcome(p *pass) error {
-	name := p.op.Status.RecordName
-	if name == "" || !p.op.Status.State.IsTerminal() || p.op.Status.DuplicateOf != "" {
+// ensureFinalizer adds FinalizerRecord before the first claim, if the
+// admission policy that adds it at create is not installed: no effect may
+// exist whose outcome could be deleted with its object before it reaches
+// the record.
+func (r *SideEffectOperationReconciler) ensureFinalizer(p *pass) error {
+	if controllerutil.ContainsFinalizer(p.op, v1.FinalizerRecord) {
 		return nil
 	}
-	if _, done := r.recorded.Get(p.op.UID); done {
-		return nil
+	base := p.op.DeepCopy()
+	controllerutil.AddFinalizer(p.op, v1.FinalizerRecord)
+	if err := r.Patch(p.ctx, p.op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		p.op = base
+		return err
 	}
+	return nil
+}
+
+// release runs when an operation is deleted: its outcome, or the fact that
+// it made an attempt, goes into its scope's record (protocol.AtDeletion),
+// then the finalizer goes and the object with it. A live claim is waited
+// for, so that its answer is recorded first.
+func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.SideEffectOperation) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(op, v1.FinalizerRecord) {
+		return ctrl.Result{}, nil
+	}
+	// The cache may not have the last status write yet.
+	fresh := &v1.SideEffectOperation{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	p := r.newPass(ctx, fresh)
+	if err := p.identify(); err == nil {
+		for done := false; !done; {
+			var wait time.Duration
+			var err error
+			if done, wait, err = r.keepOutcome(p); err != nil {
+				return p.result(ctrl.Result{}, err)
+			} else if wait > 0 {
+				return ctrl.Result{RequeueAfter: wait}, nil
+			}
+		}
+	}
+	// An operation whose parameters cannot be hashed never made a call.
+	base := p.op.DeepCopy()
+	controllerutil.RemoveFinalizer(p.op, v1.FinalizerRecord)
+	err := r.Patch(p.ctx, p.op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	return p.result(ctrl.Result{}, client.IgnoreNotFound(err))
+}
+
+// keepOutcome makes one attempt at the record write protocol.AtDeletion
+// asks for. done is false when the write lost to a newer record and must
+// be decided again.
+func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait time.Duration, err error) {
 	self := v1.RecordOwner{Name: p.op.Name, UID: p.op.UID}
-	key := client.ObjectKey{Namespace: p.op.Namespace, Name: name}
-	var reader client.Reader = r.Client
-	for range fencedRetries {
-		rec := &v1.IdempotencyRecord{}
-		err := reader.Get(p.ctx, key, rec)
-		if apierrors.IsNotFound(err) && reader != r.APIReader {
-			reader = r.APIReader
-			continue
+	rec, err := r.getRecord(p, r.APIReader)
+	if err != nil {
+		return false, 0, err
+	}
+	own := r.ownRecord(p)
+	if p.op.Status.State.IsTerminal() {
+		o := outcomeOf(p.op, p.env.Now)
+		own.Outcome = &o
+	}
+	var cur *v1.IdempotencyRecordSpec
+	if rec != nil {
+		cur = &rec.Spec
+	}
+	d := protocol.AtDeletion(p.op.Status, self, cur, own, p.env.Now)
+	switch d.Action {
+	case protocol.ReleaseWait:
+		return false, d.Wait + time.Second, nil
+	case protocol.ReleaseCreate:
+		rec = &v1.IdempotencyRecord{ObjectMeta: metav1.ObjectMeta{Namespace: p.op.Namespace, Name: p.st.RecordName},
+			Spec: d.Record}
+		err = r.Create(p.ctx, rec)
+		if apierrors.IsAlreadyExists(err) {
+			return false, 0, nil
 		}
-		if err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		write, confirm, done := protocol.OutcomeToWrite(rec.Spec, self, reader != r.APIReader)
-		switch {
-		case done:
-			r.recorded.Add(p.op.UID, struct{}{})
-			return nil
-		case confirm:
-			reader = r.APIReader
-			continue
-		case write:
-			o := outcomeOf(p.op, p.env.Now)
-			rec.Spec.Outcome = &o
-			err = r.Update(p.ctx, rec)
-			if err == nil {
-				r.recorded.Add(p.op.UID, struct{}{})
-				return nil
-			}
-			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("writing the outcome to scope record %s: %w", name, err)
-			}
-			// The cache showed an older record: look past it.
-			reader = r.APIReader
+	case protocol.ReleaseUpdate:
+		rec.Spec = d.Record
+		err = r.Update(p.ctx, rec)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return false, 0, nil
 		}
 	}
-	// Not quiet: the outcome must reach the record.
-	return fmt.Errorf("writing the outcome to scope record %s kept losing to newer versions", name)
+	if err != nil {
+		return false, 0, fmt.Errorf("keeping the outcome in scope record %s: %w", p.st.RecordName, err)
+	}
+	if d.Action != protocol.ReleaseNow {
+		p.log.Info("Kept the outcome of a deleted operation in its scope's record", "record", p.st.RecordName,
+			"state", stateLabel(p.op.Status.State), "attempts", p.op.Status.Attempts)
+	}
+	return true, 0, nil
 }
 
 // outcomeOf is a terminal operation's outcome, as its record keeps it.

@@ -150,7 +150,9 @@ func (r *SideEffectOperationReconciler) observe(p *pass, from v1.OperationState,
 		if e.Warning {
 			typ = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(p.op, nil, typ, e.Reason, string(d.Action), "%s", e.Message)
+		if !e.Routine {
+			r.Recorder.Eventf(p.op, nil, typ, e.Reason, string(d.Action), "%s", e.Message)
+		}
 		p.log.Info("Recorded a transition", "from", stateLabel(from), "to", stateLabel(to),
 			"reason", e.Reason, "message", e.Message)
 	}

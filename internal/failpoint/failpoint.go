@@ -36,6 +36,9 @@ package failpoint
 
 // The points, in the order a pass meets them.
 const (
+	// BindAfterNoRecord: an operation whose key is its own name found no
+	// scope record; it has not claimed.
+	BindAfterNoRecord = "bindAfterNoRecord"
 	// ExecuteAfterClaim: the attempt's claim is recorded; the tool has not
 	// been called.
 	ExecuteAfterClaim = "executeAfterClaim"
@@ -54,5 +57,5 @@ const (
 )
 
 // Points lists every point.
-var Points = []string{ExecuteAfterClaim, ExecuteAfterAnswer, ReconcileAfterClaim, ReconcileAfterAnswer,
+var Points = []string{BindAfterNoRecord, ExecuteAfterClaim, ExecuteAfterAnswer, ReconcileAfterClaim, ReconcileAfterAnswer,
 	TakeoverAfterRecord}

@@ -100,6 +100,12 @@ type Event struct {
 	Reason string
 	// Message is a stable, capitalised sentence without trailing period.
 	Message string
+	// Routine marks what every operation does on its way to a commit: the
+	// first attempt's claim and its commit. It is logged and counted, not
+	// written as a Kubernetes Event: the status already says it, and two
+	// Events per operation would cost the API server two writes that no
+	// one reads.
+	Routine bool
 }
 
 // Decision is the next record and what to do with it.
@@ -245,7 +251,7 @@ func execute(st v1.SideEffectOperationStatus, p Policy, env Env, retry bool) Dec
 	msg := fmt.Sprintf("Attempt %d claimed", st.Attempts)
 	transition(&st, v1.StateStarted, v1.ReasonExecuting, msg, env)
 	return Decision{Action: ActionExecute, Status: st, Retry: retry,
-		Event: &Event{Reason: v1.EventClaimed, Message: msg}}
+		Event: &Event{Reason: v1.EventClaimed, Message: msg, Routine: st.Attempts == 1}}
 }
 
 func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
@@ -414,7 +420,7 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 	observe(&st, CallObservation(env, v1.ObservationCall, st.Attempts, r))
 	switch r.Outcome {
 	case v1.OutcomeSucceeded:
-		return committed(st, p, env, r)
+		return committed(st, p, env, r, st.Attempts == 1)
 	case v1.OutcomePermanent:
 		if st.ErrorClass == v1.ErrorOutcomeUnknown && !r.Replayed {
 			// An earlier attempt was answered by a gateway that may have
@@ -473,7 +479,7 @@ func AfterResend(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResul
 	observe(&st, CallObservation(env, v1.ObservationResend, st.Attempts, r))
 	switch {
 	case r.Outcome == v1.OutcomeSucceeded:
-		return committed(st, p, env, r)
+		return committed(st, p, env, r, false)
 	case r.Outcome == v1.OutcomePermanent && r.Replayed:
 		return Fail(st, p, env, v1.ErrorPermanent, v1.ReasonRejected, "Tool rejected the request: "+r.Message)
 	case r.Outcome == v1.OutcomePermanent:
@@ -491,7 +497,7 @@ func AfterLookup(st v1.SideEffectOperationStatus, p Policy, env Env, r LookupRes
 	observe(&st, LookupObservation(env, st.Attempts, r))
 	switch r.Verdict {
 	case VerdictFound:
-		return committed(st, p, env, r.Call())
+		return committed(st, p, env, r.Call(), false)
 	case VerdictAbsent:
 		if st.Attempts >= p.MaxAttempts {
 			return Fail(st, p, env, v1.ErrorRetryable, v1.ReasonRetriesExhausted,
@@ -525,7 +531,9 @@ func askLater(st v1.SideEffectOperationStatus, p Policy, env Env, retryAfter tim
 	return Decision{Action: ActionWrite, Status: st, RequeueAfter: wait}
 }
 
-func committed(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult) Decision {
+// committed records an effect. routine is true for the first attempt's
+// own answer, the path every operation takes.
+func committed(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult, routine bool) Decision {
 	msg := fmt.Sprintf("Committed after %d attempts", st.Attempts)
 	if st.Attempts == 1 {
 		msg = "Committed"
@@ -534,7 +542,8 @@ func committed(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 		msg += " as " + r.ExternalObjectID
 	}
 	commit(&st, p, env, r, v1.ReasonCommitted, msg)
-	return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: v1.ReasonCommitted, Message: msg}}
+	return Decision{Action: ActionWrite, Status: st,
+		Event: &Event{Reason: v1.ReasonCommitted, Message: msg, Routine: routine}}
 }
 
 func commit(st *v1.SideEffectOperationStatus, p Policy, env Env, r CallResult, reason, msg string) {

@@ -672,3 +672,40 @@ func TestStale(t *testing.T) {
 		})
 	}
 }
+
+// TestRoutineEvents pins which decisions are written as Kubernetes Events:
+// the first attempt's claim and commit are routine (logged, not written),
+// everything after a retry or an unknown outcome is an Event.
+func TestRoutineEvents(t *testing.T) {
+	started := func(attempt int32) v1.SideEffectOperationStatus {
+		return v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: attempt,
+			Claim: claim(self, attempt, -time.Second, 39*time.Second)}
+	}
+	unknown := v1.SideEffectOperationStatus{State: v1.StateReconciling, Attempts: 1, UnknownTime: at(-time.Minute)}
+	retrying := v1.SideEffectOperationStatus{State: v1.StateFailedRetryable, Attempts: 1, NextAttemptTime: at(-time.Second)}
+	ok := CallResult{Outcome: v1.OutcomeSucceeded, HTTPStatus: 201, ExternalObjectID: "ch_1"}
+	cases := map[string]struct {
+		d           Decision
+		wantReason  string
+		wantRoutine bool
+	}{
+		"FirstClaim":        {Next(v1.SideEffectOperationStatus{}, nil, policy(v1.IdempotencyNative), env()), v1.EventClaimed, true},
+		"RetryClaim":        {Next(retrying, nil, policy(v1.IdempotencyNative), env()), v1.EventClaimed, false},
+		"FirstCommit":       {AfterCall(started(1), policy(v1.IdempotencyNative), env(), ok), v1.ReasonCommitted, true},
+		"CommitAfterRetry":  {AfterCall(started(2), policy(v1.IdempotencyNative), env(), ok), v1.ReasonCommitted, false},
+		"CommitAfterResend": {AfterResend(unknown, policy(v1.IdempotencyNative), env(), ok), v1.ReasonCommitted, false},
+		"CommitAfterLookup": {AfterLookup(unknown, policy(v1.IdempotencyLookup), env(),
+			LookupResult{Verdict: VerdictFound, ExternalObjectID: "ch_1"}), v1.ReasonCommitted, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := tc.d.Event
+			if e == nil {
+				t.Fatalf("no event; decision %+v", tc.d.Status.State)
+			}
+			if e.Reason != tc.wantReason || e.Routine != tc.wantRoutine {
+				t.Errorf("event %s routine=%v, want %s routine=%v", e.Reason, e.Routine, tc.wantReason, tc.wantRoutine)
+			}
+		})
+	}
+}

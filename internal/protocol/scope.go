@@ -139,26 +139,6 @@ func RecordExpiry(rec v1.IdempotencyRecordSpec) (time.Time, bool) {
 	return rec.Outcome.ExpiryTime.Time, true
 }
 
-// OutcomeToWrite says whether the terminal operation self must write its
-// outcome into the record rec, as read. A record that names another owner,
-// or has no outcome, proves nothing when it was read from a cache that may
-// lag (the record may have been taken over, collected and re-created
-// since): confirm it with a read from the API server before giving up on
-// the write. done means nothing is left to do.
-func OutcomeToWrite(rec v1.IdempotencyRecordSpec, self v1.RecordOwner, fromCache bool) (write, confirm, done bool) {
-	switch {
-	case rec.Owner.UID == self.UID && rec.Outcome == nil:
-		return true, false, false
-	case rec.Owner.UID == self.UID:
-		// The record holds an outcome of ours: it was written.
-		return false, false, true
-	case fromCache:
-		return false, true, false
-	default:
-		return false, false, true
-	}
-}
-
 // shortHash abbreviates a request hash for messages.
 func shortHash(h string) string {
 	h = strings.TrimPrefix(h, "sha256:")

@@ -115,33 +115,6 @@ func TestRecordExpiry(t *testing.T) {
 	}
 }
 
-func TestOutcomeToWrite(t *testing.T) {
-	self := v1.RecordOwner{Name: "b", UID: "uid-b"}
-	other := v1.RecordOwner{Name: "a", UID: "uid-a"}
-	mine := &v1.RecordOutcome{State: v1.StateCommitted}
-	cases := map[string]struct {
-		reason               string
-		rec                  v1.IdempotencyRecordSpec
-		fromCache            bool
-		write, confirm, done bool
-	}{
-		"Write":   {reason: "The owner's record without outcome gets it.", rec: v1.IdempotencyRecordSpec{Owner: self}, fromCache: true, write: true},
-		"Written": {reason: "An outcome of ours is there.", rec: v1.IdempotencyRecordSpec{Owner: self, Outcome: mine}, fromCache: true, done: true},
-		"StaleCache": {reason: "Sequence 8: a cached record naming another owner proves nothing: confirm past the cache.",
-			rec: v1.IdempotencyRecordSpec{Owner: other, Outcome: mine}, fromCache: true, confirm: true},
-		"Confirmed": {reason: "The API server says the record is another's: nothing to write.",
-			rec: v1.IdempotencyRecordSpec{Owner: other}, done: true},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			w, c, d := OutcomeToWrite(tc.rec, self, tc.fromCache)
-			if w != tc.write || c != tc.confirm || d != tc.done {
-				t.Errorf("%s: want write=%v confirm=%v done=%v, got %v %v %v", tc.reason, tc.write, tc.confirm, tc.done, w, c, d)
-			}
-		})
-	}
-}
-
 func TestResolutionWhileBlocked(t *testing.T) {
 	// Sequence 10: the operation entered NeedsReview at generation 1; the
 	// tool went missing, and the Blocked write stamped generation 2, the

@@ -84,7 +84,7 @@ func Stale(cur v1.SideEffectOperationStatus, p Policy, env Env, l Late) (Decisio
 			// answers every request of the key with it).
 		case cur.Attempts == l.Attempt && !cur.State.IsTerminal() && cur.State != v1.StateStarted:
 			observe(&cur, o)
-			d := committed(cur, p, env, *e)
+			d := committed(cur, p, env, *e, false)
 			d.Event.Message += ", by the answer of a worker that had lost its claim"
 			return d, LateCommits
 		default:

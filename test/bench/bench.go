@@ -65,6 +65,10 @@ type Config struct {
 	Runs int
 	// Managers lists the numbers of managers of the Once phases, e.g. 1, 2.
 	Managers []int
+	// SharedKeys adds a phase with one manager in which every two
+	// operations share an explicit key and their parameters: one effect
+	// per pair, the other a duplicate.
+	SharedKeys bool
 	// Dir holds the state and logs.
 	Dir string
 	// Root is the repository's root; found from the working directory if
@@ -114,18 +118,28 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		r := RunResult{}
 		dir := filepath.Join(cfg.Dir, fmt.Sprintf("run-%d", i))
 		b.logf("run %d of %d: ceiling, %d operations, %d workers", i, cfg.Runs, cfg.Operations, cfg.Workers)
-		if r.Ceiling, err = b.phase(ctx, filepath.Join(dir, "ceiling"), 0, i); err != nil {
+		if r.Ceiling, err = b.phase(ctx, filepath.Join(dir, "ceiling"), 0, i, false); err != nil {
 			return Report{}, fmt.Errorf("run %d, ceiling: %w", i, err)
 		}
 		b.logf("run %d: ceiling %.0f ops/s", i, r.Ceiling.OpsPerSecond)
 		for _, m := range cfg.Managers {
 			b.logf("run %d: Once with %d manager(s)", i, m)
-			p, err := b.phase(ctx, filepath.Join(dir, fmt.Sprintf("once-%dm", m)), m, i)
+			p, err := b.phase(ctx, filepath.Join(dir, fmt.Sprintf("once-%dm", m)), m, i, false)
 			if err != nil {
 				return Report{}, fmt.Errorf("run %d, Once with %d manager(s): %w", i, m, err)
 			}
 			b.logf("run %d: Once with %d manager(s) %.0f ops/s, %.2f writes/operation, p50 %.0f ms",
 				i, m, p.OpsPerSecond, p.WritesPerOperation, p.LatencyP50ms)
+			r.Once = append(r.Once, p)
+		}
+		if cfg.SharedKeys {
+			b.logf("run %d: Once with 1 manager, keys shared by pairs of operations", i)
+			p, err := b.phase(ctx, filepath.Join(dir, "once-1m-shared"), 1, i, true)
+			if err != nil {
+				return Report{}, fmt.Errorf("run %d, Once with shared keys: %w", i, err)
+			}
+			b.logf("run %d: Once with shared keys %.0f ops/s, %.2f writes/operation, p50 %.0f ms",
+				i, p.OpsPerSecond, p.WritesPerOperation, p.LatencyP50ms)
 			r.Once = append(r.Once, p)
 		}
 		runs = append(runs, r)
@@ -159,8 +173,8 @@ type env struct {
 }
 
 // phase runs the ceiling (managers 0) or Once with managers on a control
-// plane of its own in dir.
-func (b *bench) phase(ctx context.Context, dir string, managers, run int) (Phase, error) {
+// plane of its own in dir; with shared, pairs of operations share a key.
+func (b *bench) phase(ctx context.Context, dir string, managers, run int, shared bool) (Phase, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Phase{}, err
 	}
@@ -182,7 +196,7 @@ func (b *bench) phase(ctx context.Context, dir string, managers, run int) (Phase
 	if managers == 0 {
 		return b.ceiling(ctx, e)
 	}
-	return b.once(ctx, e, managers, run)
+	return b.once(ctx, e, managers, run, shared)
 }
 
 func newEnv(cp *harness.ControlPlane, dir string) (*env, error) {
@@ -229,6 +243,15 @@ func newOperation(ns, tool string, i int) *v1.SideEffectOperation {
 			Parameters: &runtime.RawExtension{Raw: []byte(`{"amount":` + strconv.Itoa(100+i) + `,"currency":"eur"}`)},
 		},
 	}
+}
+
+// newSharedOperation is the i-th operation of a phase with shared keys:
+// operations 2k and 2k+1 carry the key key-k and the same parameters.
+func newSharedOperation(ns, tool string, i int) *v1.SideEffectOperation {
+	op := newOperation(ns, tool, i-i%2)
+	op.Name = fmt.Sprintf("op-%06d", i)
+	op.Spec.IdempotencyKey = fmt.Sprintf("key-%06d", i/2)
+	return op
 }
 
 // parallel runs f(i) for i in [0, n) on workers goroutines, and returns
@@ -318,7 +341,7 @@ func (b *bench) ceiling(ctx context.Context, e *env) (Phase, error) {
 
 // once creates the operations against the Native tool of the sandbox and
 // lets managers execute them.
-func (b *bench) once(ctx context.Context, e *env, managers, run int) (Phase, error) {
+func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool) (Phase, error) {
 	sys := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "once-system"}}
 	if err := e.c.Create(ctx, sys); err != nil && !apierrors.IsAlreadyExists(err) {
 		return Phase{}, fmt.Errorf("creating namespace once-system: %w", err)
@@ -356,7 +379,8 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int) (Phase, err
 		if err != nil {
 			return Phase{}, err
 		}
-		var args []string
+		// The same concurrency as the ceiling's clients.
+		args := []string{"--max-concurrent-reconciles=" + strconv.Itoa(b.cfg.Workers)}
 		if m == 1 && b.cfg.Profile > 0 {
 			if prof.manager, err = harness.FreeAddr(); err != nil {
 				return Phase{}, err
@@ -400,6 +424,9 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int) (Phase, err
 	began := time.Now()
 	err = parallel(ctx, n, b.cfg.Workers, func(ctx context.Context, i int) error {
 		op := newOperation(ns, tool.Name, i)
+		if shared {
+			op = newSharedOperation(ns, tool.Name, i)
+		}
 		created[i] = time.Now()
 		if err := e.c.Create(ctx, op); err != nil {
 			return fmt.Errorf("creating %s: %w", op.Name, err)
@@ -456,8 +483,15 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int) (Phase, err
 		return Phase{}, fmt.Errorf("reading the ledger: %w", err)
 	}
 
+	name, want := fmt.Sprintf("once-%dm", managers), n
+	if shared {
+		name, want = name+"-shared", (n+1)/2
+	}
+	if distinct := summary.Effects - summary.Duplicates; distinct != want {
+		return Phase{}, fmt.Errorf("the ledger holds effects for %d keys of %d operations, want %d", distinct, n, want)
+	}
 	elapsed := last.Sub(began)
-	p := Phase{Name: fmt.Sprintf("once-%dm", managers), Managers: managers, Operations: n,
+	p := Phase{Name: name, Managers: managers, SharedKeys: shared, Operations: n,
 		Seconds: elapsed.Seconds(), OpsPerSecond: float64(n) / elapsed.Seconds(),
 		ManagerCPUSecondsPer1000: (cpuAfter - cpuBefore) / float64(n) * 1000,
 		ManagerPeakRSSMB:         peak / (1 << 20),

@@ -24,9 +24,11 @@ import (
 
 // Phase is what one phase of a run measured.
 type Phase struct {
-	// Name is "ceiling" or "once-<managers>m".
+	// Name is "ceiling", "once-<managers>m", or "once-1m-shared".
 	Name     string `json:"name"`
 	Managers int    `json:"managers,omitempty"`
+	// SharedKeys: every two operations share an explicit key.
+	SharedKeys bool `json:"shared_keys,omitempty"`
 	// Operations were created; every one committed.
 	Operations int `json:"operations"`
 	// Seconds from the first create to the last commit seen.
@@ -91,6 +93,10 @@ type Report struct {
 	TwoManagerSpeedup float64 `json:"two_manager_speedup"`
 	// DuplicateEffects is the sum over every Once phase of every run.
 	DuplicateEffects int `json:"duplicate_effects"`
+	// SharedKeysOpsPerS and SharedKeysWritesPerOperation are those of
+	// the phase with shared keys; 0 unless it was run.
+	SharedKeysOpsPerS            float64 `json:"shared_keys_ops_per_s,omitempty"`
+	SharedKeysWritesPerOperation float64 `json:"shared_keys_writes_per_operation,omitempty"`
 
 	// Medians holds the median of every phase's figures, by phase name.
 	Medians map[string]Phase `json:"medians"`
@@ -133,14 +139,18 @@ func Summarize(cfg Config, runs []RunResult) Report {
 		rep.WritesPerOperation, rep.EventsPerOperation = one.WritesPerOperation, one.EventsPerOperation
 		rep.ManagerCPUSPer1000, rep.ManagerPeakRSSMB = one.ManagerCPUSecondsPer1000, one.ManagerPeakRSSMB
 	}
+	if sh, ok := rep.Medians["once-1m-shared"]; ok {
+		rep.SharedKeysOpsPerS, rep.SharedKeysWritesPerOperation = sh.OpsPerSecond, sh.WritesPerOperation
+	}
 	rep.Ratio = Median(ratios)
 	rep.TwoManagerSpeedup = Median(speedups)
 	return rep
 }
 
+// find is the phase with keys equal to names and managers managers.
 func find(phases []Phase, managers int) *Phase {
 	for i := range phases {
-		if phases[i].Managers == managers {
+		if phases[i].Managers == managers && !phases[i].SharedKeys {
 			return &phases[i]
 		}
 	}
@@ -157,7 +167,7 @@ func medianPhase(ps []Phase) Phase {
 		}
 		return Median(xs)
 	}
-	m := Phase{Name: ps[0].Name, Managers: ps[0].Managers, Operations: ps[0].Operations,
+	m := Phase{Name: ps[0].Name, Managers: ps[0].Managers, SharedKeys: ps[0].SharedKeys, Operations: ps[0].Operations,
 		Seconds:                  of(func(p Phase) float64 { return p.Seconds }),
 		OpsPerSecond:             of(func(p Phase) float64 { return p.OpsPerSecond }),
 		LatencyP50ms:             of(func(p Phase) float64 { return p.LatencyP50ms }),
@@ -198,7 +208,8 @@ func (r Report) Table() string {
 	for _, m := range r.Managers {
 		names = append(names, fmt.Sprintf("once-%dm", m))
 	}
-	fmt.Fprintf(&b, "%-10s %9s %7s %8s %8s %8s %10s %8s %9s %8s %8s %5s\n", "phase", "ops/s", "ratio",
+	names = append(names, "once-1m-shared")
+	fmt.Fprintf(&b, "%-14s %9s %7s %8s %8s %8s %10s %8s %9s %8s %8s %5s\n", "phase", "ops/s", "ratio",
 		"p50 ms", "p95 ms", "p99 ms", "writes/op", "events", "409s", "cpu/1k", "rss MB", "dups")
 	ceiling := r.Medians["ceiling"].OpsPerSecond
 	for _, name := range names {
@@ -210,7 +221,7 @@ func (r Report) Table() string {
 		if ceiling > 0 {
 			ratio = p.OpsPerSecond / ceiling
 		}
-		fmt.Fprintf(&b, "%-10s %9.1f %7.3f %8.0f %8.0f %8.0f %10.2f %8.2f %9d %8.2f %8.1f %5d\n", name,
+		fmt.Fprintf(&b, "%-14s %9.1f %7.3f %8.0f %8.0f %8.0f %10.2f %8.2f %9d %8.2f %8.1f %5d\n", name,
 			p.OpsPerSecond, ratio, p.LatencyP50ms, p.LatencyP95ms, p.LatencyP99ms, p.WritesPerOperation,
 			p.EventsPerOperation, p.Conflicts, p.ManagerCPUSecondsPer1000, p.ManagerPeakRSSMB, p.DuplicateEffects)
 	}

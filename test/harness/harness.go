@@ -75,7 +75,38 @@ func StartControlPlane(root, dir string) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
-	return &ControlPlane{Root: root, Dir: dir, Kubeconfig: lastLine(out), Assets: lastLine(assets)}, nil
+	c := &ControlPlane{Root: root, Dir: dir, Kubeconfig: lastLine(out), Assets: lastLine(assets)}
+	if err := c.installPolicies(); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// installPolicies applies the admission policies of config/policy, as a
+// deployment does, and waits until the API server enforces them: until a
+// dry-run create of an operation comes back with the finalizer the
+// operation-finalizer policy adds.
+func (c *ControlPlane) installPolicies() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Kubectl(ctx, "", "apply", "-k", filepath.Join(c.Root, "config", "policy")); err != nil {
+		return fmt.Errorf("installing the admission policies: %w", err)
+	}
+	probe := `{"apiVersion":"effects.once.dev/v1alpha1","kind":"SideEffectOperation",` +
+		`"metadata":{"name":"policy-probe","namespace":"default"},` +
+		`"spec":{"toolRef":{"name":"none"},"operation":"probe"}}`
+	for {
+		out, err := c.Kubectl(ctx, probe, "create", "--dry-run=server", "-o", "jsonpath={.metadata.finalizers}", "-f", "-")
+		if err == nil && strings.Contains(out, "effects.once.dev/record") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the admission policies are not enforced after a minute (last answer %q, %v)", out, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Stop stops the control plane and removes its state.

@@ -1,0 +1,104 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package protocol
+
+import (
+	"time"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// NameKeyed reports whether an operation's key is its own name. Object
+// names are unique in a namespace, so while such an operation exists no
+// other object has its name, and its scope needs no record: the object is
+// the index. Only an operation whose key is some other object's name can
+// share its scope, and that one checks for the name's holder (see
+// HolderMayExecute).
+func NameKeyed(key, name string) bool {
+	return key == "" || key == name
+}
+
+// HolderMayExecute reports whether the operation that holds a key as its
+// name must own the scope rather than an operation that uses the same key
+// explicitly and has just bound the record. The holder may have read "no
+// record" and claimed in between: it owns the scope if it has made an
+// attempt, or may still make one (it is neither terminal nor being
+// deleted; a terminating operation never claims).
+func HolderMayExecute(holder v1.SideEffectOperationStatus, terminating bool) bool {
+	return holder.Attempts > 0 || (!holder.State.IsTerminal() && !terminating)
+}
+
+// ReleaseAction is what a deleted operation does before its finalizer goes.
+type ReleaseAction string
+
+const (
+	// ReleaseNow: nothing to keep; remove the finalizer.
+	ReleaseNow ReleaseAction = "Now"
+	// ReleaseWait: a claim is live and its answer may still be written;
+	// decide again after Wait.
+	ReleaseWait ReleaseAction = "Wait"
+	// ReleaseCreate: create the scope's record as Record, then release.
+	ReleaseCreate ReleaseAction = "Create"
+	// ReleaseUpdate: replace the record's spec by Record (conditional on
+	// the version read), then release.
+	ReleaseUpdate ReleaseAction = "Update"
+)
+
+// Release is what a deleted operation writes before it goes.
+type Release struct {
+	Action ReleaseAction
+	Record v1.IdempotencyRecordSpec
+	Wait   time.Duration
+}
+
+// AtDeletion decides what the deleted operation self, whose record is st,
+// keeps in its scope's record rec (nil if there is none) before its
+// finalizer is removed. own is the record it would write: its scope, its
+// request hash, itself as owner, its retention, and its outcome if it has
+// one. The rules:
+//
+//   - a live claim is waited for: the worker holding it will write its
+//     answer, which must reach the record;
+//   - an operation that made no attempt, or duplicated another, had no
+//     effect of its own: nothing to keep;
+//   - an operation that made an attempt makes sure the record names it
+//     with its outcome (none if it never ended: the next operation then
+//     takes over and reconciles before anything else). A record that names
+//     another owner is taken: that owner bound the record after this
+//     operation claimed (a key that is this operation's name), and defers
+//     to it once it sees the change.
+func AtDeletion(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec *v1.IdempotencyRecordSpec,
+	own v1.IdempotencyRecordSpec, now time.Time) Release {
+	if c := st.Claim; c != nil && !st.State.IsTerminal() && now.Before(c.ExpiryTime.Time) {
+		return Release{Action: ReleaseWait, Wait: c.ExpiryTime.Sub(now)}
+	}
+	if st.Attempts == 0 || st.DuplicateOf != "" {
+		return Release{Action: ReleaseNow}
+	}
+	switch {
+	case rec == nil:
+		return Release{Action: ReleaseCreate, Record: own}
+	case rec.Owner.UID != self.UID:
+		return Release{Action: ReleaseUpdate, Record: own}
+	case rec.Outcome == nil && own.Outcome != nil:
+		next := *rec
+		next.Outcome = own.Outcome
+		return Release{Action: ReleaseUpdate, Record: next}
+	default:
+		return Release{Action: ReleaseNow}
+	}
+}
