@@ -78,7 +78,8 @@ func main() {
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
 		"The address the probe endpoint binds to; 0 disables it.")
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "",
-		"The address pprof's endpoints listen on (plain HTTP, no authentication); empty disables them. For profiling, not for production.")
+		"The address pprof's endpoints listen on (plain HTTP, no authentication); empty disables them. "+
+			"For profiling, not for production.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election. Once is safe without it: "+
 		"claims are fenced per operation; leader election only saves duplicate work.")
 	flag.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve the metrics endpoint over HTTPS with authn/authz.")

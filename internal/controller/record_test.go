@@ -128,10 +128,10 @@ var _ = Describe("Deleting an operation", func() {
 	})
 
 	It("adds the finalizer before the first claim when admission did not", func() {
-		op := create(newOp(ns, "pay", "payments", map[string]any{"amount": 6}))
+		create(newOp(ns, "pay", "payments", map[string]any{"amount": 6}))
 		Eventually(func() string { return condition(get(ns, "pay"), v1.ConditionReady).Reason }).
 			Should(Equal(v1.ReasonToolNotFound))
-		op = get(ns, "pay")
+		op := get(ns, "pay")
 		op.Finalizers = nil
 		Expect(k8sClient.Update(ctx, op)).To(Succeed())
 

@@ -342,62 +342,24 @@ func (b *bench) ceiling(ctx context.Context, e *env) (Phase, error) {
 // once creates the operations against the Native tool of the sandbox and
 // lets managers execute them.
 func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool) (Phase, error) {
-	sys := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "once-system"}}
-	if err := e.c.Create(ctx, sys); err != nil && !apierrors.IsAlreadyExists(err) {
-		return Phase{}, fmt.Errorf("creating namespace once-system: %w", err)
+	ns, sbProc, tool, err := b.sandboxTool(ctx, e, managers)
+	if sbProc != nil {
+		defer sbProc.Stop(10 * time.Second)
 	}
-	ns, err := e.namespace(ctx, fmt.Sprintf("bench-once-%dm-", managers))
 	if err != nil {
 		return Phase{}, err
 	}
-	addr, err := harness.FreeAddr()
-	if err != nil {
-		return Phase{}, err
-	}
-	sbProc, err := harness.StartSandbox(b.cfg.Root, addr, filepath.Join(e.dir, "ledger.jsonl"),
-		filepath.Join(e.dir, "sandbox.log"))
-	if err != nil {
-		return Phase{}, err
-	}
-	defer sbProc.Stop(10 * time.Second)
 	sb := &sandbox.Client{BaseURL: sbProc.URL}
-	tool := chaos.NativeTool(ns, sbProc.URL)
-	if err := e.c.Create(ctx, tool); err != nil {
-		return Phase{}, fmt.Errorf("creating tool %s: %w", tool.Name, err)
-	}
 
-	var procs []*harness.Process
-	var metricsAddrs []string
+	prof := &profiler{e: e}
+	procs, metricsAddrs, err := b.startManagers(e, managers, run, prof)
 	defer func() {
 		for _, p := range procs {
 			p.Stop(15 * time.Second)
 		}
 	}()
-	prof := &profiler{e: e}
-	for m := 1; m <= managers; m++ {
-		maddr, err := harness.FreeAddr()
-		if err != nil {
-			return Phase{}, err
-		}
-		// The same concurrency as the ceiling's clients.
-		args := []string{"--max-concurrent-reconciles=" + strconv.Itoa(b.cfg.Workers)}
-		if m == 1 && b.cfg.Profile > 0 {
-			if prof.manager, err = harness.FreeAddr(); err != nil {
-				return Phase{}, err
-			}
-			args = append(args, "--pprof-bind-address="+prof.manager)
-		}
-		p, err := e.cp.StartManager(harness.ManagerOptions{
-			Binary:      filepath.Join(b.cfg.Root, "bin", "manager"),
-			Holder:      fmt.Sprintf("bench-r%d-%dm-m%d", run, managers, m),
-			MetricsAddr: maddr,
-			Args:        args,
-			Log:         filepath.Join(e.dir, fmt.Sprintf("manager-%d.log", m)),
-		})
-		if err != nil {
-			return Phase{}, err
-		}
-		procs, metricsAddrs = append(procs, p), append(metricsAddrs, maddr)
+	if err != nil {
+		return Phase{}, err
 	}
 	if err := chaos.WaitToolsReady(ctx, e.c, ns, tool.Name); err != nil {
 		return Phase{}, err
@@ -456,17 +418,9 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 		}
 		b.logf("profiles in %s", e.dir)
 	}
-	var peak float64
-	for _, p := range procs {
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
-		if err != nil {
-			return Phase{}, err
-		}
-		hwm, err := ParseVmHWM(string(status))
-		if err != nil {
-			return Phase{}, err
-		}
-		peak = max(peak, hwm)
+	peak, err := peakRSS(procs)
+	if err != nil {
+		return Phase{}, err
 	}
 	// Stop the managers before counting, so that every write they made
 	// is in.
@@ -509,6 +463,84 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 	}
 	p.setWrites(after.Sub(before))
 	return p, nil
+}
+
+// sandboxTool creates the phase's namespaces, starts the sandbox and
+// creates a Native tool in front of it. The sandbox is returned, to be
+// stopped, also on an error after it started.
+func (b *bench) sandboxTool(ctx context.Context, e *env, managers int) (string, *harness.Sandbox, *v1.Tool, error) {
+	sys := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "once-system"}}
+	if err := e.c.Create(ctx, sys); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", nil, nil, fmt.Errorf("creating namespace once-system: %w", err)
+	}
+	ns, err := e.namespace(ctx, fmt.Sprintf("bench-once-%dm-", managers))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	sbProc, err := harness.StartSandbox(b.cfg.Root, addr, filepath.Join(e.dir, "ledger.jsonl"),
+		filepath.Join(e.dir, "sandbox.log"))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	tool := chaos.NativeTool(ns, sbProc.URL)
+	if err := e.c.Create(ctx, tool); err != nil {
+		return "", sbProc, nil, fmt.Errorf("creating tool %s: %w", tool.Name, err)
+	}
+	return ns, sbProc, tool, nil
+}
+
+// startManagers starts the phase's managers, the first with pprof if the
+// benchmark profiles. It returns the processes started, also on an error.
+func (b *bench) startManagers(e *env, managers, run int, prof *profiler) ([]*harness.Process, []string, error) {
+	var procs []*harness.Process
+	var metricsAddrs []string
+	for m := 1; m <= managers; m++ {
+		maddr, err := harness.FreeAddr()
+		if err != nil {
+			return procs, nil, err
+		}
+		// The same concurrency as the ceiling's clients.
+		args := []string{"--max-concurrent-reconciles=" + strconv.Itoa(b.cfg.Workers)}
+		if m == 1 && b.cfg.Profile > 0 {
+			if prof.manager, err = harness.FreeAddr(); err != nil {
+				return procs, nil, err
+			}
+			args = append(args, "--pprof-bind-address="+prof.manager)
+		}
+		p, err := e.cp.StartManager(harness.ManagerOptions{
+			Binary:      filepath.Join(b.cfg.Root, "bin", "manager"),
+			Holder:      fmt.Sprintf("bench-r%d-%dm-m%d", run, managers, m),
+			MetricsAddr: maddr,
+			Args:        args,
+			Log:         filepath.Join(e.dir, fmt.Sprintf("manager-%d.log", m)),
+		})
+		if err != nil {
+			return procs, nil, err
+		}
+		procs, metricsAddrs = append(procs, p), append(metricsAddrs, maddr)
+	}
+	return procs, metricsAddrs, nil
+}
+
+// peakRSS is the largest VmHWM of procs, in bytes.
+func peakRSS(procs []*harness.Process) (float64, error) {
+	var peak float64
+	for _, p := range procs {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+		if err != nil {
+			return 0, err
+		}
+		hwm, err := ParseVmHWM(string(status))
+		if err != nil {
+			return 0, err
+		}
+		peak = max(peak, hwm)
+	}
+	return peak, nil
 }
 
 // managersCPU is the sum of process_cpu_seconds_total over the managers'
