@@ -59,6 +59,7 @@ func run() int {
 	flag.DurationVar(&c.Profile, "profile", 0,
 		"if set, CPU-profile the first manager and the API server for this long in every Once phase, "+
 			"and the manager's heap at the phase's end (files in the phase's folder)")
+	flag.IntVar(&c.Shards, "shards", 16, "every Once manager's --shards; 0 runs them without sharding")
 	quiet := flag.Bool("quiet", false, "do not print progress")
 	flag.Parse()
 	for s := range strings.SplitSeq(*managers, ",") {

@@ -74,6 +74,9 @@ type Config struct {
 	SettleTimeout time.Duration
 	// Log receives progress; nil for none.
 	Log io.Writer
+	// Shards is every Once phase's --shards, for every manager (0: no
+	// sharding).
+	Shards int
 	// Profile, if above zero, is how long the CPU profiles of the first
 	// manager and of the API server run in every Once phase; the manager's
 	// heap is profiled at the phase's end.
@@ -356,7 +359,7 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int) (Phase, err
 		if err != nil {
 			return Phase{}, err
 		}
-		var args []string
+		args := []string{fmt.Sprintf("--shards=%d", b.cfg.Shards)}
 		if m == 1 && b.cfg.Profile > 0 {
 			if prof.manager, err = harness.FreeAddr(); err != nil {
 				return Phase{}, err
