@@ -18,6 +18,7 @@ limitations under the License.
 package main
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
@@ -67,6 +68,9 @@ type options struct {
 	clusterResourceNamespace string
 	maxConcurrentReconciles  int
 	maxClaim, claimGrace     time.Duration
+	shards                   int
+	shardNamespace           string
+	shardLease, shardRenew   time.Duration
 	// serviceCIDRs, podCIDRs and allowEgressCIDRs are comma-separated.
 	serviceCIDRs, podCIDRs, allowEgressCIDRs string
 }
@@ -94,6 +98,15 @@ func main() {
 		"The longest claim taken without renewal; calls with longer timeouts renew their claim while they run.")
 	flag.DurationVar(&o.claimGrace, "claim-grace", 10*time.Second,
 		"Added to every claim, for writing the outcome after the call's timeout.")
+	flag.IntVar(&o.shards, "shards", 0, "Split the operations and sagas into this many shards, held by the running "+
+		"managers through Leases, so that managers stop contending for the same objects; every manager must use "+
+		"the same number. 0 turns sharding off: every manager handles every object.")
+	flag.StringVar(&o.shardNamespace, "shard-namespace", "",
+		"The namespace that holds the shards' Leases; defaults to --cluster-resource-namespace.")
+	flag.DurationVar(&o.shardLease, "shard-lease-duration", 15*time.Second,
+		"How long a shard's Lease lasts without renewal: the shards of a manager that died wait this long for another.")
+	flag.DurationVar(&o.shardRenew, "shard-renew-period", 5*time.Second,
+		"How often a manager renews its shards' Leases and looks for members joining or leaving.")
 	flag.StringVar(&o.serviceCIDRs, "service-cidrs", "",
 		"The cluster's service CIDRs, comma-separated: tools are never called at addresses in them.")
 	flag.StringVar(&o.podCIDRs, "pod-cidrs", "",
@@ -116,6 +129,11 @@ func run(o options) error {
 	if o.holder == "" {
 		o.holder = defaultHolder()
 	}
+	if o.shards > 0 && o.leaderElect {
+		// The leader alone would reconcile, while every manager held
+		// shards: the others' shards would wait for them to die.
+		return fmt.Errorf("--shards and --leader-elect exclude each other: shards split the work among managers that all run")
+	}
 	var tlsOpts []func(*tls.Config)
 	if !o.http2 {
 		// HTTP/2 stream cancellation and rapid reset (CVE-2023-44487,
@@ -132,6 +150,10 @@ func run(o options) error {
 		MaxConcurrentReconciles:  o.maxConcurrentReconciles,
 		MaxClaim:                 o.maxClaim,
 		ClaimGrace:               o.claimGrace,
+		Shards:                   o.shards,
+		ShardNamespace:           cmp.Or(o.shardNamespace, o.clusterResourceNamespace),
+		ShardLeaseDuration:       o.shardLease,
+		ShardRenewPeriod:         o.shardRenew,
 	}
 	egress, err := egressPolicy(o)
 	if err != nil {
@@ -172,7 +194,7 @@ func run(o options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("setting up the ready check: %w", err)
 	}
-	setupLog.Info("Starting manager", "holder", o.holder)
+	setupLog.Info("Starting manager", "holder", o.holder, "shards", o.shards)
 	return mgr.Start(ctx)
 }
 

@@ -61,6 +61,7 @@ func run() int {
 			"and the manager's heap at the phase's end (files in the phase's folder)")
 	flag.BoolVar(&c.SharedKeys, "shared", true,
 		"add a phase with one manager in which every two operations share an explicit key")
+	flag.IntVar(&c.Shards, "shards", 16, "every Once manager's --shards; 0 runs them without sharding")
 	quiet := flag.Bool("quiet", false, "do not print progress")
 	flag.Parse()
 	for s := range strings.SplitSeq(*managers, ",") {

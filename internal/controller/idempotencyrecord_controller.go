@@ -33,6 +33,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/protocol"
+	"github.com/once-dev/once/internal/shard"
 )
 
 // IdempotencyRecordReconciler collects scope records: a record goes once
@@ -42,6 +43,9 @@ type IdempotencyRecordReconciler struct {
 	client.Client
 	APIReader client.Reader
 	Clock     clock.Clock
+	// Shards says which records this manager collects; nil: all. A
+	// record's shard is its operations'.
+	Shards *shard.Sharder
 }
 
 // Reconcile collects one record if its time has come.
@@ -49,6 +53,11 @@ func (r *IdempotencyRecordReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	rec := &v1.IdempotencyRecord{}
 	if err := r.Get(ctx, req.NamespacedName, rec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.Shards.OwnsObject(rec) {
+		// Another manager holds the record's shard; a deleted operation
+		// woke it here.
+		return ctrl.Result{}, nil
 	}
 	expiry, ok := protocol.RecordExpiry(rec.Spec)
 	if !ok {
@@ -89,8 +98,8 @@ func (r *IdempotencyRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		DeleteFunc:  func(event.DeleteEvent) bool { return true },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.IdempotencyRecord{}).
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&v1.IdempotencyRecord{}, builder.WithPredicates(r.Shards.Predicate())).
 		Watches(&v1.SideEffectOperation{}, handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {
 				name := o.(*v1.SideEffectOperation).Status.RecordName
@@ -99,6 +108,9 @@ func (r *IdempotencyRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				}
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 			}), builder.WithPredicates(onlyDeletes)).
-		Named("idempotencyrecord").
-		Complete(r)
+		Named("idempotencyrecord")
+	if r.Shards != nil {
+		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.IdempotencyRecordList{}))
+	}
+	return b.Complete(r)
 }

@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -40,6 +41,7 @@ import (
 	"github.com/once-dev/once/internal/effects"
 	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/internal/saga"
+	"github.com/once-dev/once/internal/shard"
 )
 
 // undecidedRetry is how long a saga waits before asking again a tool
@@ -69,6 +71,8 @@ type SagaReconciler struct {
 	Clock     clock.Clock
 	// MaxConcurrentReconciles bounds the sagas handled at once.
 	MaxConcurrentReconciles int
+	// Shards says which sagas this manager handles; nil: all.
+	Shards *shard.Sharder
 
 	// plans keeps the compiled expressions of recent sagas: compiling
 	// costs far more than a decision, and a saga's steps never change.
@@ -113,6 +117,11 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !s.DeletionTimestamp.IsZero() || s.Status.State.IsTerminal() && s.Status.ObservedGeneration == s.Generation {
+		return ctrl.Result{}, nil
+	}
+	if !r.Shards.OwnsObject(&s) {
+		// Another manager holds the saga's shard; an event of one of its
+		// operations woke it here.
 		return ctrl.Result{}, nil
 	}
 	ops, err := r.operations(ctx, &s)
@@ -387,10 +396,15 @@ func (r *SagaReconciler) checkpoint(ctx context.Context, s *v1.Saga, st v1.SagaS
 // SetupWithManager runs the controller on sagas and their operations.
 func (r *SagaReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.plans = lru.New(plansSize)
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.Saga{}).
+	// The operations' events are not filtered by shard: they wake their
+	// saga, whose shard is checked in Reconcile.
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&v1.Saga{}, builder.WithPredicates(r.Shards.Predicate())).
 		Owns(&v1.SideEffectOperation{}).
 		Named("saga").
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles})
+	if r.Shards != nil {
+		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.SagaList{}))
+	}
+	return b.Complete(r)
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	nethttp "net/http"
@@ -26,6 +27,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	httpeffects "github.com/once-dev/once/internal/effects/http"
+	"github.com/once-dev/once/internal/shard"
 )
 
 // Config is what a manager decides for Once's controllers: cmd/main.go
@@ -50,6 +52,18 @@ type Config struct {
 	Transport nethttp.RoundTripper
 	// Clock is the real clock if nil.
 	Clock clock.Clock
+
+	// Shards splits the operations, sagas and scope records among the
+	// managers that run with the same number, through Leases; 0 turns
+	// sharding off and every manager handles every object. Sharding is for
+	// throughput only: see package shard.
+	Shards int
+	// ShardNamespace holds the shards' Leases; ClusterResourceNamespace if
+	// empty.
+	ShardNamespace string
+	// ShardLeaseDuration is how long a shard stays with a manager that
+	// stopped renewing; ShardRenewPeriod how often a manager renews.
+	ShardLeaseDuration, ShardRenewPeriod time.Duration
 }
 
 // shutdownSlack is time, beyond the longest claim, for the last writes.
@@ -71,6 +85,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 	}
 	if c.Transport == nil {
 		c.Transport = httpeffects.NewTransport(c.Egress)
+	}
+	shards, err := c.sharder(mgr)
+	if err != nil {
+		return err
 	}
 	compiler, err := httpeffects.NewCompiler()
 	if err != nil {
@@ -97,18 +115,19 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 		MaxClaim:                c.MaxClaim,
 		ClaimGrace:              c.ClaimGrace,
 		MaxConcurrentReconciles: c.MaxConcurrentReconciles,
+		Shards:                  shards,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the sideeffectoperation controller: %w", err)
 	}
 	if err := (&SagaReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("once"),
 		Connector: connector, Validator: connector, Clock: c.Clock,
-		MaxConcurrentReconciles: c.MaxConcurrentReconciles,
+		MaxConcurrentReconciles: c.MaxConcurrentReconciles, Shards: shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the saga controller: %w", err)
 	}
 	if err := (&IdempotencyRecordReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: c.Clock,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: c.Clock, Shards: shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the idempotencyrecord controller: %w", err)
 	}
@@ -118,4 +137,25 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 		return fmt.Errorf("setting up the tool controllers: %w", err)
 	}
 	return nil
+}
+
+// sharder adds the Sharder to mgr when sharding is on; nil otherwise,
+// which reconciles every object. Leases are read past the cache: the
+// manager neither watches nor caches them.
+func (c Config) sharder(mgr ctrl.Manager) (*shard.Sharder, error) {
+	if c.Shards <= 0 {
+		return nil, nil
+	}
+	s, err := shard.New(shard.Options{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+		Namespace: cmp.Or(c.ShardNamespace, c.ClusterResourceNamespace), Holder: c.Holder, Shards: c.Shards,
+		LeaseDuration: c.ShardLeaseDuration, RenewPeriod: c.ShardRenewPeriod,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(s); err != nil {
+		return nil, fmt.Errorf("adding the shards: %w", err)
+	}
+	return s, nil
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -34,6 +35,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
+	"github.com/once-dev/once/internal/shard"
 )
 
 // Field indexes over SideEffectOperations.
@@ -77,6 +79,8 @@ type SideEffectOperationReconciler struct {
 	ClaimGrace time.Duration
 	// MaxConcurrentReconciles bounds the operations handled at once.
 	MaxConcurrentReconciles int
+	// Shards says which operations this manager handles; nil: all.
+	Shards *shard.Sharder
 
 	// pending keeps answers whose write failed for a reason other than a
 	// conflict, so the next pass records them instead of reconciling.
@@ -109,6 +113,12 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 	if op.Status.State.IsTerminal() {
 		return ctrl.Result{}, nil
 	}
+	if _, answered := r.pending.Load(op.UID); !answered && !r.Shards.OwnsObject(op) {
+		// Another manager holds the operation's shard (a tool, namespace
+		// or duplicate watch woke it here). An answer this manager still
+		// holds is recorded all the same: otherwise it would be unknown.
+		return ctrl.Result{}, nil
+	}
 	p := r.newPass(ctx, op)
 	if err := p.identify(); err != nil {
 		return p.result(r.fail(p, v1.ErrorInvalid, v1.ReasonInvalidSpec, err.Error()))
@@ -133,15 +143,18 @@ func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mg
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.SideEffectOperation{}).
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&v1.SideEffectOperation{}, builder.WithPredicates(r.Shards.Predicate())).
 		Watches(&v1.SideEffectOperation{}, handler.EnqueueRequestsFromMapFunc(r.duplicatesOf)).
 		Watches(&v1.Tool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
 		Watches(&v1.ClusterTool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.operationsInNamespace), namespaceLabelsChanged).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
-		Named("sideeffectoperation").
-		Complete(r)
+		Named("sideeffectoperation")
+	if r.Shards != nil {
+		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.SideEffectOperationList{}))
+	}
+	return b.Complete(r)
 }
 
 // duplicatesOf wakes the duplicates that wait for an operation.

@@ -17,7 +17,6 @@ limitations under the License.
 package controller
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -78,15 +77,12 @@ func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.Side
 // in the working record.
 func (p *pass) identify() error {
 	spec := p.op.Spec
-	ref := spec.ToolRef
-	ref.Kind = cmp.Or(ref.Kind, v1.ToolKindTool)
-	p.scope = protocol.Scope{Namespace: p.op.Namespace, Tool: ref, Operation: spec.Operation,
-		Key: cmp.Or(spec.IdempotencyKey, p.op.Name)}
+	p.scope = protocol.OperationScope(p.op)
 	var raw []byte
 	if spec.Parameters != nil {
 		raw = spec.Parameters.Raw
 	}
-	hash, canonical, err := protocol.RequestHash(ref, spec.Operation, raw)
+	hash, canonical, err := protocol.RequestHash(p.scope.Tool, spec.Operation, raw)
 	if err != nil {
 		return fmt.Errorf("spec.parameters cannot be hashed: %w", err)
 	}

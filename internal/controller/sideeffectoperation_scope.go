@@ -145,7 +145,9 @@ func (r *SideEffectOperationReconciler) claimFromNameHolder(p *pass, rec *v1.Ide
 	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	if err == nil && holder.UID != p.op.UID && sameScope(holder, p.scope) &&
+	// The holder shares the scope if its key is its name and its tool and
+	// operation are this one's.
+	if err == nil && holder.UID != p.op.UID && protocol.OperationScope(holder) == p.scope &&
 		protocol.HolderMayExecute(holder.Status, !holder.DeletionTimestamp.IsZero()) {
 		hash, _, herr := protocol.RequestHash(p.scope.Tool, holder.Spec.Operation, rawParameters(holder))
 		if herr == nil {
@@ -170,15 +172,6 @@ func (r *SideEffectOperationReconciler) claimFromNameHolder(p *pass, rec *v1.Ide
 		return errDecideAgain
 	}
 	return nil
-}
-
-// sameScope reports whether op, whose name is key, is keyed by its name
-// and has the scope's tool and operation.
-func sameScope(op *v1.SideEffectOperation, scope protocol.Scope) bool {
-	ref := op.Spec.ToolRef
-	ref.Kind = ref.EffectiveKind()
-	return protocol.NameKeyed(op.Spec.IdempotencyKey, op.Name) && ref == scope.Tool &&
-		op.Spec.Operation == scope.Operation
 }
 
 // rawParameters are an operation's parameters as written.

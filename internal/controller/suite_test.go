@@ -128,6 +128,9 @@ func controlPlaneAssets() string {
 type managerOptions struct {
 	holder   string
 	maxClaim time.Duration
+	// shards turns sharding on, with short Leases in shardNamespace.
+	shards         int
+	shardNamespace string
 }
 
 var managerSeq struct {
@@ -153,7 +156,9 @@ func startManager(o managerOptions) (stop func()) {
 	// unless allowed, as --allow-egress-cidrs does for the manager.
 	c := Config{Holder: o.holder, ClusterResourceNamespace: "once-system", MaxConcurrentReconciles: 4,
 		MaxClaim: o.maxClaim, ClaimGrace: time.Second,
-		Egress: &httpeffects.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+		Egress: &httpeffects.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		Shards: o.shards, ShardNamespace: o.shardNamespace,
+		ShardLeaseDuration: 2 * time.Second, ShardRenewPeriod: 200 * time.Millisecond}
 	shutdown := c.GracefulShutdownTimeout()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,

@@ -17,6 +17,7 @@ limitations under the License.
 package protocol
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -80,6 +81,16 @@ type Scope struct {
 	Tool      v1.ToolReference
 	Operation string
 	Key       string
+}
+
+// OperationScope is an operation's scope: its namespace, its tool (the
+// kind defaulted), its operation and its effective key, spec.idempotencyKey
+// or, when that is empty, the operation's name.
+func OperationScope(op *v1.SideEffectOperation) Scope {
+	ref := op.Spec.ToolRef
+	ref.Kind = cmp.Or(ref.Kind, v1.ToolKindTool)
+	return Scope{Namespace: op.Namespace, Tool: ref, Operation: op.Spec.Operation,
+		Key: cmp.Or(op.Spec.IdempotencyKey, op.Name)}
 }
 
 // RecordName is the name of the IdempotencyRecord of the scope: a digest,

@@ -78,6 +78,9 @@ type Config struct {
 	SettleTimeout time.Duration
 	// Log receives progress; nil for none.
 	Log io.Writer
+	// Shards is every Once phase's --shards, for every manager (0: no
+	// sharding).
+	Shards int
 	// Profile, if above zero, is how long the CPU profiles of the first
 	// manager and of the API server run in every Once phase; the manager's
 	// heap is profiled at the phase's end.
@@ -504,7 +507,8 @@ func (b *bench) startManagers(e *env, managers, run int, prof *profiler) ([]*har
 			return procs, nil, err
 		}
 		// The same concurrency as the ceiling's clients.
-		args := []string{"--max-concurrent-reconciles=" + strconv.Itoa(b.cfg.Workers)}
+		args := []string{"--max-concurrent-reconciles=" + strconv.Itoa(b.cfg.Workers),
+			fmt.Sprintf("--shards=%d", b.cfg.Shards)}
 		if m == 1 && b.cfg.Profile > 0 {
 			if prof.manager, err = harness.FreeAddr(); err != nil {
 				return procs, nil, err
