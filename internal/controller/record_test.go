@@ -26,6 +26,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/failpoint"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -125,6 +126,21 @@ var _ = Describe("Deleting an operation", func() {
 		again := waitFor(ns, create(newOp(ns, "pay", "payments", map[string]any{"amount": 5})).Name, v1.StateCommitted)
 		Expect(again.Status.DuplicateOf).To(Equal("pay"))
 		Expect(effectsOf(v1.IdempotencyNone, ns, "pay")).To(Equal(1))
+	})
+
+	It("gives an operation that ended before finalizers existed its finalizer", func() {
+		op := create(newOp(ns, "old", "payments", map[string]any{"amount": 7}))
+		op.Finalizers = nil
+		Expect(k8sClient.Update(ctx, op)).To(Succeed())
+		op.Status = v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 1, ExternalObjectID: "ch_old",
+			CompletionTime: &metav1.Time{Time: time.Now()}}
+		Expect(k8sClient.Status().Update(ctx, op)).To(Succeed())
+		Eventually(func() []string { return get(ns, "old").Finalizers }, 10*time.Second).
+			Should(ContainElement(v1.FinalizerRecord))
+		remove(op)
+		rec := record(ns, protocol.OperationScope(op).RecordName())
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.Spec.Outcome.ExternalObjectID).To(Equal("ch_old"))
 	})
 
 	It("adds the finalizer before the first claim when admission did not", func() {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -111,7 +113,7 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		return r.release(ctx, op)
 	}
 	if op.Status.State.IsTerminal() {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.keepFinalizer(ctx, op)
 	}
 	if _, answered := r.pending.Load(op.UID); !answered && !r.Shards.OwnsObject(op) {
 		// Another manager holds the operation's shard (a tool, namespace
@@ -124,6 +126,24 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		return p.result(r.fail(p, v1.ErrorInvalid, v1.ReasonInvalidSpec, err.Error()))
 	}
 	return p.result(r.drive(p))
+}
+
+// keepFinalizer gives a terminal operation that made an attempt and has no
+// finalizer its finalizer, so that its outcome reaches the record when it
+// is deleted: an operation that ended before Once kept outcomes at
+// deletion (an upgrade) has none. New operations get it before their first
+// claim.
+func (r *SideEffectOperationReconciler) keepFinalizer(ctx context.Context, op *v1.SideEffectOperation) error {
+	if op.Status.Attempts == 0 || op.Status.DuplicateOf != "" ||
+		controllerutil.ContainsFinalizer(op, v1.FinalizerRecord) || !r.Shards.OwnsObject(op) {
+		return nil
+	}
+	err := r.ensureFinalizer(r.newPass(ctx, op))
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		// A newer version brings the operation back here.
+		return nil
+	}
+	return err
 }
 
 // SetupWithManager registers the controller, its indexes and its watches.
