@@ -140,6 +140,7 @@ func run(o options) error {
 	shutdown := cfg.GracefulShutdownTimeout()
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  controller.CacheOptions(),
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.probeAddr,
 		PprofBindAddress:       o.pprofAddr,
