@@ -168,6 +168,7 @@ func run(o options) error {
 	setupLog.Info("API client", "qps", restCfg.QPS, "burst", restCfg.Burst)
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  controller.CacheOptions(),
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.probeAddr,
 		PprofBindAddress:       o.pprofAddr,

@@ -22,6 +22,11 @@ limitations under the License.
 //
 //	make bench BENCH_FLAGS="-n 300 -runs 1"
 //
+// With -retained it measures instead a manager's memory per retained
+// (committed) operation, and writes memory.json:
+//
+//	make bench BENCH_FLAGS="-retained 0,10000,25000,50000"
+//
 // It needs bin/manager and bin/sandbox-tool from make build.
 package main
 
@@ -62,8 +67,29 @@ func run() int {
 	flag.BoolVar(&c.SharedKeys, "shared", true,
 		"add a phase with one manager in which every two operations share an explicit key")
 	flag.IntVar(&c.Shards, "shards", 16, "every Once manager's --shards; 0 runs them without sharding")
+	retained := flag.String("retained", "",
+		"comma-separated numbers of committed operations, e.g. 0,10000,25000,50000: run the memory benchmark "+
+			"(a manager's memory per retained operation) instead of the throughput phases")
+	memoryManagers := flag.String("memory-managers", "",
+		"comma-separated manager binaries the memory benchmark compares (default: bin/manager)")
 	quiet := flag.Bool("quiet", false, "do not print progress")
 	flag.Parse()
+	for s := range strings.SplitSeq(*retained, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "bench: -retained: %q is not a number of operations\n", s)
+			return 2
+		}
+		c.Retained = append(c.Retained, n)
+	}
+	for s := range strings.SplitSeq(*memoryManagers, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.MemoryManagers = append(c.MemoryManagers, s)
+		}
+	}
 	for s := range strings.SplitSeq(*managers, ",") {
 		if strings.TrimSpace(s) == "" {
 			continue
@@ -92,7 +118,25 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(c.Retained) > 0 {
+		return memory(ctx, c)
+	}
 	rep, err := bench.Run(ctx, c)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		if errors.Is(err, context.Canceled) {
+			return 130
+		}
+		return 2
+	}
+	fmt.Print("\n" + rep.Table())
+	fmt.Printf("\nreport: %s\n", rep.Path)
+	return 0
+}
+
+// memory runs the memory benchmark and prints its table.
+func memory(ctx context.Context, c bench.Config) int {
+	rep, err := bench.Memory(ctx, c)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		if errors.Is(err, context.Canceled) {

@@ -180,8 +180,9 @@ func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mg
 // duplicatesOf wakes the duplicates that wait for an operation.
 func (r *SideEffectOperationReconciler) duplicatesOf(ctx context.Context, o client.Object) []reconcile.Request {
 	var list v1.SideEffectOperationList
+	// Read only: the cache's objects, not copies of them.
 	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()),
-		client.MatchingFields{indexDuplicateOf: o.GetName()}); err != nil {
+		client.MatchingFields{indexDuplicateOf: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	return unfinished(list.Items)
@@ -190,7 +191,10 @@ func (r *SideEffectOperationReconciler) duplicatesOf(ctx context.Context, o clie
 // operationsOfTool wakes the unfinished operations that use a tool.
 func (r *SideEffectOperationReconciler) operationsOfTool(ctx context.Context, o client.Object) []reconcile.Request {
 	var list v1.SideEffectOperationList
-	if err := r.List(ctx, &list, client.MatchingFields{indexToolRef: toolKeyOf(o.(v1.GenericTool))}); err != nil {
+	// Read only: a tool's every operation, committed ones included, is
+	// not copied on each of its changes.
+	if err := r.List(ctx, &list, client.MatchingFields{indexToolRef: toolKeyOf(o.(v1.GenericTool))},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	return unfinished(list.Items)

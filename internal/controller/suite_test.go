@@ -162,6 +162,7 @@ func startManager(o managerOptions) (stop func()) {
 	shutdown := c.GracefulShutdownTimeout()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",
 		Controller:              config.Controller{SkipNameValidation: new(true)},

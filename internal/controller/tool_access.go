@@ -100,7 +100,9 @@ var namespaceLabelsChanged = builder.WithPredicates(predicate.LabelChangedPredic
 // by a namespaceSelector proceeds, and one no longer admitted stops.
 func (r *SideEffectOperationReconciler) operationsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	var list v1.SideEffectOperationList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetName())); err != nil {
+	// Read only: a namespace's every operation is not copied on each of
+	// its events (every namespace has one when the manager starts).
+	if err := r.List(ctx, &list, client.InNamespace(o.GetName()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var cluster []v1.SideEffectOperation

@@ -85,6 +85,12 @@ type Config struct {
 	// manager and of the API server run in every Once phase; the manager's
 	// heap is profiled at the phase's end.
 	Profile time.Duration
+	// Retained, if not empty, runs the memory benchmark (memory.go)
+	// instead: numbers of committed operations the cluster retains.
+	Retained []int
+	// MemoryManagers are the manager binaries the memory benchmark
+	// compares; bin/manager if empty.
+	MemoryManagers []string
 }
 
 // operation, resources: what the phases create and count.

@@ -1,0 +1,259 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+const lastApplied = corev1.LastAppliedConfigAnnotation
+
+func TestStripUnread(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate,
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}}
+	meta := func(annotations map[string]string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: "x", Namespace: "ns", ManagedFields: managed, Annotations: annotations}
+	}
+	result := &runtime.RawExtension{Raw: []byte(`{"id":"ch_1"}`)}
+	cases := map[string]struct {
+		reason string
+		in     any
+		want   any
+	}{
+		"OperationApplied": {
+			reason: "An applied operation loses its managed fields and kubectl's annotation, and keeps its other annotations, spec and status.",
+			in: &v1.SideEffectOperation{ObjectMeta: meta(map[string]string{lastApplied: `{"spec":{}}`, "team": "payments"}),
+				Spec:   v1.SideEffectOperationSpec{Operation: "charge.create"},
+				Status: v1.SideEffectOperationStatus{State: v1.StateCommitted, Result: result}},
+			want: &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns",
+				Annotations: map[string]string{"team": "payments"}},
+				Spec:   v1.SideEffectOperationSpec{Operation: "charge.create"},
+				Status: v1.SideEffectOperationStatus{State: v1.StateCommitted, Result: result}},
+		},
+		"OperationOnlyAnnotation": {
+			reason: "An operation whose only annotation was kubectl's has none left.",
+			in:     &v1.SideEffectOperation{ObjectMeta: meta(map[string]string{lastApplied: `{}`})},
+			want:   &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}},
+		},
+		"OperationCreatedByAProgram": {
+			reason: "An operation without annotations only loses its managed fields.",
+			in:     &v1.SideEffectOperation{ObjectMeta: meta(nil)},
+			want:   &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}},
+		},
+		"Saga": {
+			reason: "Sagas are written through their status only: kubectl's annotation goes.",
+			in:     &v1.Saga{ObjectMeta: meta(map[string]string{lastApplied: `{}`})},
+			want:   &v1.Saga{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}},
+		},
+		"Tool": {
+			reason: "Tools are written through their status only: kubectl's annotation goes.",
+			in:     &v1.Tool{ObjectMeta: meta(map[string]string{lastApplied: `{}`})},
+			want:   &v1.Tool{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}},
+		},
+		"ClusterTool": {
+			reason: "ClusterTools are written through their status only: kubectl's annotation goes.",
+			in:     &v1.ClusterTool{ObjectMeta: meta(map[string]string{lastApplied: `{}`})},
+			want:   &v1.ClusterTool{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}},
+		},
+		"RecordKeepsAnnotation": {
+			reason: "The manager updates a record's spec: an update would erase an annotation the cache dropped, so it stays.",
+			in: &v1.IdempotencyRecord{ObjectMeta: meta(map[string]string{lastApplied: `{}`}),
+				Spec: v1.IdempotencyRecordSpec{Outcome: &v1.RecordOutcome{Result: result}}},
+			want: &v1.IdempotencyRecord{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns",
+				Annotations: map[string]string{lastApplied: `{}`}},
+				Spec: v1.IdempotencyRecordSpec{Outcome: &v1.RecordOutcome{Result: result}}},
+		},
+		"NamespaceKeepsAnnotation": {
+			reason: "Other kinds only lose their managed fields.",
+			in:     &corev1.Namespace{ObjectMeta: meta(map[string]string{lastApplied: `{}`})},
+			want: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns",
+				Annotations: map[string]string{lastApplied: `{}`}}},
+		},
+		"Tombstone": {
+			reason: "What is not an object passes unchanged.",
+			in:     toolscache.DeletedFinalStateUnknown{Key: "ns/x"},
+			want:   toolscache.DeletedFinalStateUnknown{Key: "ns/x"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := StripUnread(tc.in)
+			if err != nil {
+				t.Fatalf("%s\nStripUnread(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nStripUnread(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// strippedCache is a cache with the manager's options, started for the
+// current test.
+func strippedCache() cache.Cache {
+	GinkgoHelper()
+	opts := CacheOptions()
+	opts.Scheme = scheme
+	c, err := cache.New(cfg, opts)
+	Expect(err).NotTo(HaveOccurred())
+	cctx, stop := context.WithCancel(ctx)
+	DeferCleanup(stop)
+	go func() {
+		defer GinkgoRecover()
+		Expect(c.Start(cctx)).To(Succeed())
+	}()
+	Expect(c.WaitForCacheSync(cctx)).To(BeTrue())
+	return c
+}
+
+// applied is an operation as kubectl apply creates it: with the
+// annotation that holds what was applied, and managed fields under
+// kubectl's name.
+func applied(op *v1.SideEffectOperation) *v1.SideEffectOperation {
+	GinkgoHelper()
+	op.TypeMeta = metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "SideEffectOperation"}
+	data, err := json.Marshal(op)
+	Expect(err).NotTo(HaveOccurred())
+	op.Annotations = map[string]string{lastApplied: string(data) + "\n", "team": "payments"}
+	Expect(k8sClient.Create(ctx, op, client.FieldOwner("kubectl-client-side-apply"))).To(Succeed())
+	return op
+}
+
+// entryOf is the managed fields entry of a manager for the main resource.
+func entryOf(obj client.Object, manager string) *metav1.ManagedFieldsEntry {
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager == manager && e.Subresource == "" {
+			return &e
+		}
+	}
+	return nil
+}
+
+var _ = Describe("The manager's cache", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("keeps neither managed fields nor kubectl's annotation of an operation, and the API server keeps both through status writes", func() {
+		op := applied(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100}))
+		stored := get(ns, "charge-1")
+		kubectl := entryOf(stored, "kubectl-client-side-apply")
+		Expect(kubectl).NotTo(BeNil())
+
+		By("reading the operation from a cache with the manager's options")
+		c := strippedCache()
+		cached := &v1.SideEffectOperation{}
+		Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(op), cached) }).Should(Succeed())
+		Expect(cached.ManagedFields).To(BeNil())
+		Expect(cached.Annotations).To(Equal(map[string]string{"team": "payments"}))
+		Expect(cached.Spec).To(Equal(stored.Spec))
+
+		By("writing the status of the cached object")
+		cached.Status.State = v1.StateFailedFinal
+		cached.Status.ErrorMessage = "written from the cache"
+		Expect(k8sClient.Status().Update(ctx, cached, client.FieldOwner("once"))).To(Succeed())
+		after := get(ns, "charge-1")
+		Expect(after.Status.ErrorMessage).To(Equal("written from the cache"))
+		Expect(after.Annotations).To(Equal(stored.Annotations))
+		Expect(entryOf(after, "kubectl-client-side-apply")).To(Equal(kubectl))
+	})
+
+	It("does not erase what it strips when the manager commits an applied operation", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		newTool(ns, "payments", v1.IdempotencyNative)
+		applied(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100}))
+		stored := get(ns, "charge-1")
+		kubectl := entryOf(stored, "kubectl-client-side-apply")
+		Expect(kubectl).NotTo(BeNil())
+
+		op := waitFor(ns, "charge-1", v1.StateCommitted)
+		Expect(op.Annotations).To(Equal(stored.Annotations))
+		Expect(entryOf(op, "kubectl-client-side-apply")).To(Equal(kubectl))
+		Expect(op.ManagedFields).To(ContainElement(HaveField("Subresource", "status")))
+	})
+
+	It("keeps a record's annotation, and the API server keeps its managed fields through an update without them", func() {
+		rec := &v1.IdempotencyRecord{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scope-1", Annotations: map[string]string{lastApplied: "{}\n"}},
+			Spec: v1.IdempotencyRecordSpec{ToolRef: v1.ToolReference{Name: "payments"}, Operation: "charge.create",
+				IdempotencyKey: "k", RequestHash: "sha256:0", Owner: v1.RecordOwner{Name: "charge-1", UID: "u-1"},
+				Retention: metav1.Duration{Duration: time.Hour}},
+		}
+		Expect(k8sClient.Create(ctx, rec, client.FieldOwner("creator"))).To(Succeed())
+		stored := &v1.IdempotencyRecord{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(rec), stored)).To(Succeed())
+		creator := entryOf(stored, "creator")
+		Expect(creator).NotTo(BeNil())
+
+		c := strippedCache()
+		cached := &v1.IdempotencyRecord{}
+		Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(rec), cached) }).Should(Succeed())
+		Expect(cached.ManagedFields).To(BeNil())
+		Expect(cached.Annotations).To(HaveKey(lastApplied))
+
+		By("updating the cached record's spec as the manager does when it writes an outcome")
+		now := metav1.Now()
+		cached.Spec.Outcome = &v1.RecordOutcome{State: v1.StateCommitted, ExternalObjectID: "ch_1",
+			CompletionTime: now, ExpiryTime: metav1.NewTime(now.Add(time.Hour))}
+		Expect(k8sClient.Update(ctx, cached, client.FieldOwner("once"))).To(Succeed())
+		after := &v1.IdempotencyRecord{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(rec), after)).To(Succeed())
+		Expect(after.Spec.Outcome).NotTo(BeNil())
+		Expect(after.Annotations).To(Equal(stored.Annotations))
+		Expect(entryOf(after, "creator")).To(Equal(creator))
+		Expect(entryOf(after, "once")).NotTo(BeNil())
+	})
+
+	It("loses a stripped annotation on an update of an operation's main resource, and keeps it on a merge patch", func() {
+		// Why the manager writes operations only through their status,
+		// and a finalizer must be added with a patch.
+		op := applied(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100}))
+		c := strippedCache()
+		cached := &v1.SideEffectOperation{}
+		Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(op), cached) }).Should(Succeed())
+
+		By("patching a finalizer in, from the cached object")
+		patch := client.MergeFrom(cached.DeepCopy())
+		cached.Finalizers = append(cached.Finalizers, "once.dev/test")
+		Expect(k8sClient.Patch(ctx, cached, patch)).To(Succeed())
+		Expect(get(ns, "charge-1").Annotations).To(HaveKey(lastApplied))
+
+		By("updating the main resource from the cached object")
+		Eventually(func() []string {
+			Expect(c.Get(ctx, client.ObjectKeyFromObject(op), cached)).To(Succeed())
+			return cached.Finalizers
+		}).Should(ContainElement("once.dev/test"))
+		cached.Finalizers = nil
+		Expect(k8sClient.Update(ctx, cached)).To(Succeed())
+		Expect(get(ns, "charge-1").Annotations).NotTo(HaveKey(lastApplied))
+	})
+})
