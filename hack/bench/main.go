@@ -70,6 +70,8 @@ func run() int {
 	retained := flag.String("retained", "",
 		"comma-separated numbers of committed operations, e.g. 0,10000,25000,50000: run the memory benchmark "+
 			"(a manager's memory per retained operation) instead of the throughput phases")
+	flag.BoolVar(&c.RetainedRecords, "retained-records", false,
+		"give every retained operation its scope's record, as before outcomes moved to the deletion")
 	memoryManagers := flag.String("memory-managers", "",
 		"comma-separated manager binaries the memory benchmark compares (default: bin/manager)")
 	quiet := flag.Bool("quiet", false, "do not print progress")

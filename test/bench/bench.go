@@ -88,6 +88,11 @@ type Config struct {
 	// Retained, if not empty, runs the memory benchmark (memory.go)
 	// instead: numbers of committed operations the cluster retains.
 	Retained []int
+	// RetainedRecords gives every retained operation its scope's record
+	// with the outcome: the steady state before outcomes moved to the
+	// deletion. Without it the population is today's: operations keyed by
+	// their name have no record while they exist.
+	RetainedRecords bool
 	// MemoryManagers are the manager binaries the memory benchmark
 	// compares; bin/manager if empty.
 	MemoryManagers []string

@@ -162,7 +162,7 @@ func Memory(ctx context.Context, cfg Config) (MemoryReport, error) {
 		if n > created {
 			b.logf("memory: creating operations %d to %d", created, n-1)
 			began := time.Now()
-			if err := e.createRetained(ctx, ns, created, n, max(cfg.Workers, 64)); err != nil {
+			if err := e.createRetained(ctx, ns, created, n, max(cfg.Workers, 64), cfg.RetainedRecords); err != nil {
 				return MemoryReport{}, err
 			}
 			b.logf("memory: %d operations created in %.0fs", n-created, time.Since(began).Seconds())
@@ -215,7 +215,7 @@ func (e *env) memoryNamespace(ctx context.Context) (string, error) {
 // that applied it with kubectl and a manager that committed it would
 // leave it: the operation, its scope's record holding the outcome, and
 // the operation's Committed status. Three writes each.
-func (e *env) createRetained(ctx context.Context, ns string, from, to, workers int) error {
+func (e *env) createRetained(ctx context.Context, ns string, from, to, workers int, records bool) error {
 	return parallel(ctx, to-from, workers, func(ctx context.Context, i int) error {
 		op, err := retainedOperation(ns, from+i)
 		if err != nil {
@@ -225,9 +225,11 @@ func (e *env) createRetained(ctx context.Context, ns string, from, to, workers i
 		if err := e.c.Create(ctx, op); err != nil {
 			return fmt.Errorf("creating %s: %w", op.Name, err)
 		}
-		rec := retainedRecord(op, st)
-		if err := e.c.Create(ctx, rec); err != nil {
-			return fmt.Errorf("creating record %s: %w", rec.Name, err)
+		if records {
+			rec := retainedRecord(op, st)
+			if err := e.c.Create(ctx, rec); err != nil {
+				return fmt.Errorf("creating record %s: %w", rec.Name, err)
+			}
 		}
 		op.Status = st
 		if err := e.c.Status().Update(ctx, op); err != nil {
@@ -354,7 +356,10 @@ func (e *env) retainedSizes(ctx context.Context, ns string) (RetainedSizes, erro
 		return s, err
 	}
 	rec := &v1.IdempotencyRecord{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: op.Status.RecordName}, rec); err != nil {
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: op.Status.RecordName}, rec); apierrors.IsNotFound(err) {
+		// Operations keyed by their name have no record while they exist.
+		rec = nil
+	} else if err != nil {
 		return s, err
 	}
 	for _, x := range []struct {
@@ -367,11 +372,15 @@ func (e *env) retainedSizes(ctx context.Context, ns string) (RetainedSizes, erro
 		}
 		*x.out = len(data)
 	}
-	mf, err := json.Marshal(rec.ManagedFields)
-	if err != nil {
-		return s, err
+	if rec != nil {
+		mf, err := json.Marshal(rec.ManagedFields)
+		if err != nil {
+			return s, err
+		}
+		s.ManagedFieldsJSON += len(mf)
+	} else {
+		s.RecordJSON = 0
 	}
-	s.ManagedFieldsJSON += len(mf)
 	s.LastApplied = len(op.Annotations[corev1.LastAppliedConfigAnnotation])
 	s.ResultJSON = len(op.Status.Result.Raw)
 	s.ParametersJSON = len(op.Spec.Parameters.Raw)
@@ -403,7 +412,11 @@ func (b *bench) measureManager(ctx context.Context, e *env, bin string, n, i int
 	}
 	defer p.Stop(15 * time.Second)
 	url := "http://" + maddr + "/metrics"
-	if err := waitSettled(ctx, url, n, b.cfg.SettleTimeout); err != nil {
+	records := 0
+	if b.cfg.RetainedRecords {
+		records = n
+	}
+	if err := waitSettled(ctx, url, n, records, b.cfg.SettleTimeout); err != nil {
 		return MemoryPoint{}, err
 	}
 	pt := MemoryPoint{Binary: bin, Retained: n, SyncSeconds: time.Since(began).Seconds()}
@@ -434,9 +447,9 @@ func (b *bench) measureManager(ctx context.Context, e *env, bin string, n, i int
 }
 
 // waitSettled waits until the manager at url has reconciled at least n
-// operations and n records and its operation queue has stayed empty for
-// settleQuiet polls.
-func waitSettled(ctx context.Context, url string, n int, timeout time.Duration) error {
+// operations and records records and its operation queue has stayed empty
+// for settleQuiet polls.
+func waitSettled(ctx context.Context, url string, n, records int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	quiet := 0
 	var last string
@@ -460,7 +473,7 @@ func waitSettled(ctx context.Context, url string, n int, timeout time.Duration) 
 		_, hasDepth := fams["workqueue_depth"]
 		depth := sumOf(fams, "workqueue_depth", "name", "sideeffectoperation")
 		last = fmt.Sprintf("%.0f operations and %.0f records reconciled of %d, queue depth %.0f", ops, recs, n, depth)
-		if hasDepth && ops >= float64(n) && recs >= float64(n) && depth == 0 {
+		if hasDepth && ops >= float64(n) && recs >= float64(records) && depth == 0 {
 			quiet++
 		} else {
 			quiet = 0
