@@ -29,7 +29,7 @@ import (
 // some controller reads. A manager keeps every SideEffectOperation and
 // IdempotencyRecord of the cluster, committed ones included, for as long
 // as they exist; what it keeps of each is multiplied by their number
-// (docs/memory-notes.md).
+// (docs/performance.md).
 func CacheOptions() cache.Options {
 	return cache.Options{DefaultTransform: StripUnread}
 }
@@ -43,9 +43,11 @@ func CacheOptions() cache.Options {
 //     the ones it is sent in any case).
 //   - the annotation kubectl.kubernetes.io/last-applied-configuration,
 //     which kubectl apply writes and which is as large as the spec, of
-//     the kinds the manager writes only through their status subresource
-//     (SideEffectOperation, Saga, Tool, ClusterTool). A status update
-//     ignores every metadata change, so the stripped annotation is never
+//     the kinds whose main resource the manager never updates whole
+//     (SideEffectOperation, Saga, Tool, ClusterTool): it writes their
+//     status subresource, which ignores every metadata change, and it
+//     adds and removes an operation's finalizer with a merge patch, which
+//     sends the finalizers alone. So the stripped annotation is never
 //     written back. IdempotencyRecords keep theirs: the manager updates
 //     their spec, and an update of the main resource would erase it.
 //

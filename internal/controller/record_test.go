@@ -22,7 +22,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/failpoint"
@@ -126,6 +128,48 @@ var _ = Describe("Deleting an operation", func() {
 		again := waitFor(ns, create(newOp(ns, "pay", "payments", map[string]any{"amount": 5})).Name, v1.StateCommitted)
 		Expect(again.Status.DuplicateOf).To(Equal("pay"))
 		Expect(effectsOf(v1.IdempotencyNone, ns, "pay")).To(Equal(1))
+	})
+
+	It("lets a namespace that is being deleted go", func() {
+		newTool(ns, "payments", v1.IdempotencyNone)
+		op := waitFor(ns, create(newOp(ns, "pay", "payments", map[string]any{"amount": 8})).Name, v1.StateCommitted)
+		Expect(k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		// envtest runs no namespace controller: delete the operation as it
+		// would. No record can be created in the namespace any more.
+		remove(op)
+	})
+
+	It("drops the record handed to a holder that is deleted before it claims", func() {
+		newTool(ns, "mailer", v1.IdempotencyNone)
+		params := map[string]any{"to": "a@example.com"}
+		By("stopping the holder of the name between reading no record and claiming")
+		Expect(failpoint.Enable(failpoint.BindAfterNoRecord, `1*sleep(4000)`)).To(Succeed())
+		DeferCleanup(func() { _ = failpoint.Disable(failpoint.BindAfterNoRecord) })
+		holder := create(newOp(ns, "mail", "mailer", params))
+		time.Sleep(time.Second)
+		other := newOp(ns, "retry", "mailer", params)
+		other.Spec.IdempotencyKey = "mail"
+		create(other)
+		Eventually(func() string { return get(ns, "retry").Status.DuplicateOf }, 10*time.Second).Should(Equal("mail"))
+
+		By("deleting the holder, which never claims")
+		remove(holder)
+		got := waitFor(ns, "retry", v1.StateCommitted, 20*time.Second)
+		Expect(got.Status.DuplicateOf).To(BeEmpty(), "it executes for the scope itself, with nothing to reconcile")
+		Expect(got.Status.Attempts).To(BeEquivalentTo(1))
+		Expect(effectsOf(v1.IdempotencyNone, ns, "mail")).To(Equal(1))
+	})
+
+	It("refuses the finalizer's removal by anyone but the manager", func() {
+		grant(ns, "mallory", "sideeffectoperations", "get", "update", "patch")
+		mallory := userClient("mallory", "dev")
+		create(newOp(ns, "pay", "payments", map[string]any{"amount": 9}))
+		op := &v1.SideEffectOperation{}
+		Expect(mallory.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pay"}, op)).To(Succeed())
+		op.Finalizers = nil
+		Expect(mallory.Update(ctx, op)).To(MatchError(ContainSubstring(
+			"The finalizer effects.once.dev/record is removed only by the Once manager")))
+		Expect(get(ns, "pay").Finalizers).To(ContainElement(v1.FinalizerRecord))
 	})
 
 	It("gives an operation that ended before finalizers existed its finalizer", func() {

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -285,6 +286,9 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 	}
 	p := r.newPass(ctx, fresh)
 	if err := p.identify(); err == nil {
+		if err := r.recordPendingAnswer(p); err != nil {
+			return p.result(ctrl.Result{}, err)
+		}
 		for done := false; !done; {
 			var wait time.Duration
 			var err error
@@ -300,6 +304,30 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 	controllerutil.RemoveFinalizer(p.op, v1.FinalizerRecord)
 	err := r.Patch(p.ctx, p.op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	return p.result(ctrl.Result{}, client.IgnoreNotFound(err))
+}
+
+// recordPendingAnswer writes an answer this manager holds in memory (its
+// write failed for a reason other than a conflict) before the operation's
+// outcome is kept: otherwise the record would say unknown for an answer in
+// hand. The claim it ran under must still be the record's.
+func (r *SideEffectOperationReconciler) recordPendingAnswer(p *pass) error {
+	a := r.takePending(p)
+	if a == nil {
+		return nil
+	}
+	if !a.claimHeld(p.st, r.Holder) {
+		return r.keepEvidence(p, a)
+	}
+	if res, ok, err := r.loadTool(p); !ok {
+		// Without the tool's policy the answer cannot be applied; keep it.
+		r.keepPending(p, a)
+		if err == nil && res.RequeueAfter == 0 {
+			err = fmt.Errorf("the tool of %s is not usable; its answer waits", p.op.Name)
+		}
+		return err
+	}
+	_, err := r.record(p, a)
+	return err
 }
 
 // keepOutcome makes one attempt at the record write protocol.AtDeletion
@@ -331,19 +359,34 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 		if apierrors.IsAlreadyExists(err) {
 			return false, 0, nil
 		}
+		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			// The namespace is going, its records with it: there is no
+			// one left to re-create the operation in it.
+			return true, 0, nil
+		}
 	case protocol.ReleaseUpdate:
 		rec.Spec = d.Record
 		err = r.Update(p.ctx, rec)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return false, 0, nil
 		}
+	case protocol.ReleaseDelete:
+		uid, rv := rec.UID, rec.ResourceVersion
+		err = r.Delete(p.ctx, rec, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if apierrors.IsConflict(err) {
+			return false, 0, nil
+		}
+		err = client.IgnoreNotFound(err)
 	}
 	if err != nil {
 		return false, 0, fmt.Errorf("keeping the outcome in scope record %s: %w", p.st.RecordName, err)
 	}
-	if d.Action != protocol.ReleaseNow {
+	switch d.Action {
+	case protocol.ReleaseCreate, protocol.ReleaseUpdate:
 		p.log.Info("Kept the outcome of a deleted operation in its scope's record", "record", p.st.RecordName,
 			"state", stateLabel(p.op.Status.State), "attempts", p.op.Status.Attempts)
+	case protocol.ReleaseDelete:
+		p.log.Info("Dropped the scope's record of a deleted operation that made no attempt", "record", p.st.RecordName)
 	}
 	return true, 0, nil
 }

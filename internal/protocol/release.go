@@ -56,6 +56,11 @@ const (
 	// ReleaseUpdate: replace the record's spec by Record (conditional on
 	// the version read), then release.
 	ReleaseUpdate ReleaseAction = "Update"
+	// ReleaseDelete: delete the record (conditional on the version read),
+	// then release: it names this operation, which never made an attempt,
+	// and would otherwise send the next operation of the scope to
+	// reconcile an effect that cannot exist.
+	ReleaseDelete ReleaseAction = "Delete"
 )
 
 // Release is what a deleted operation writes before it goes.
@@ -74,7 +79,10 @@ type Release struct {
 //   - a live claim is waited for: the worker holding it will write its
 //     answer, which must reach the record;
 //   - an operation that made no attempt, or duplicated another, had no
-//     effect of its own: nothing to keep;
+//     effect of its own: nothing to keep. A record that names it (bound
+//     with a shared key, or handed to it as the holder of the key's name)
+//     with no outcome and no previous owner goes, so that the next
+//     operation of the scope binds it afresh instead of reconciling;
 //   - an operation that made an attempt makes sure the record names it
 //     with its outcome (none if it never ended: the next operation then
 //     takes over and reconciles before anything else). A record that names
@@ -87,6 +95,9 @@ func AtDeletion(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec *v1.Id
 		return Release{Action: ReleaseWait, Wait: c.ExpiryTime.Sub(now)}
 	}
 	if st.Attempts == 0 || st.DuplicateOf != "" {
+		if st.Attempts == 0 && rec != nil && rec.Owner.UID == self.UID && rec.Outcome == nil && rec.PreviousOwner == nil {
+			return Release{Action: ReleaseDelete}
+		}
 		return Release{Action: ReleaseNow}
 	}
 	switch {

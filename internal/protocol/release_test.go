@@ -46,6 +46,21 @@ func TestAtDeletion(t *testing.T) {
 			st:     v1.SideEffectOperationStatus{}, own: own(nil),
 			want: Release{Action: ReleaseNow},
 		},
+		"NeverClaimedOwnerDropsRecord": {
+			reason: "A record bound to an operation that never made an attempt goes with it: the next one binds afresh, with nothing to reconcile.",
+			st:     v1.SideEffectOperationStatus{}, rec: &v1.IdempotencyRecordSpec{Owner: me}, own: own(nil),
+			want: Release{Action: ReleaseDelete},
+		},
+		"NeverClaimedHeirKeepsRecord": {
+			reason: "An owner that inherited a deleted owner's unknown outcome keeps the record that says so.",
+			st:     v1.SideEffectOperationStatus{}, rec: &v1.IdempotencyRecordSpec{Owner: me, PreviousOwner: &gone}, own: own(nil),
+			want: Release{Action: ReleaseNow},
+		},
+		"NeverClaimedOthersRecord": {
+			reason: "Another owner's record is not this operation's to drop.",
+			st:     v1.SideEffectOperationStatus{}, rec: &v1.IdempotencyRecordSpec{Owner: other}, own: own(nil),
+			want: Release{Action: ReleaseNow},
+		},
 		"Duplicate": {
 			reason: "A duplicate's outcome is its original's.",
 			st:     v1.SideEffectOperationStatus{State: v1.StateCommitted, DuplicateOf: "pay-2"},
