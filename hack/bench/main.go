@@ -64,6 +64,8 @@ func run() int {
 	flag.DurationVar(&c.Profile, "profile", 0,
 		"if set, CPU-profile the first manager and the API server for this long in every Once phase, "+
 			"and the manager's heap at the phase's end (files in the phase's folder)")
+	flag.BoolVar(&c.StatusCeiling, "status-ceiling", true,
+		"add a second ceiling that writes the statuses Once's decision core computes")
 	flag.BoolVar(&c.SharedKeys, "shared", true,
 		"add a phase with one manager in which every two operations share an explicit key")
 	flag.IntVar(&c.Shards, "shards", 16, "every Once manager's --shards; 0 runs them without sharding")

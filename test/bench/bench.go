@@ -65,6 +65,9 @@ type Config struct {
 	Runs int
 	// Managers lists the numbers of managers of the Once phases, e.g. 1, 2.
 	Managers []int
+	// StatusCeiling adds a second ceiling, ceiling-status: the same three
+	// writes, with the statuses Once's decision core computes.
+	StatusCeiling bool
 	// SharedKeys adds a phase with one manager in which every two
 	// operations share an explicit key and their parameters: one effect
 	// per pair, the other a duplicate.
@@ -136,6 +139,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return Report{}, fmt.Errorf("run %d, ceiling: %w", i, err)
 		}
 		b.logf("run %d: ceiling %.0f ops/s", i, r.Ceiling.OpsPerSecond)
+		if cfg.StatusCeiling {
+			p, err := b.phase(ctx, filepath.Join(dir, "ceiling-status"), 0, i, true)
+			if err != nil {
+				return Report{}, fmt.Errorf("run %d, ceiling with Once's statuses: %w", i, err)
+			}
+			b.logf("run %d: ceiling with Once's statuses %.0f ops/s", i, p.OpsPerSecond)
+			r.StatusCeiling = &p
+		}
 		for _, m := range cfg.Managers {
 			b.logf("run %d: Once with %d manager(s)", i, m)
 			p, err := b.phase(ctx, filepath.Join(dir, fmt.Sprintf("once-%dm", m)), m, i, false)
@@ -187,7 +198,8 @@ type env struct {
 }
 
 // phase runs the ceiling (managers 0) or Once with managers on a control
-// plane of its own in dir; with shared, pairs of operations share a key.
+// plane of its own in dir; with shared, pairs of operations share a key,
+// and the ceiling writes the statuses Once's decision core computes.
 func (b *bench) phase(ctx context.Context, dir string, managers, run int, shared bool) (Phase, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Phase{}, err
@@ -208,7 +220,7 @@ func (b *bench) phase(ctx context.Context, dir string, managers, run int, shared
 		return Phase{}, err
 	}
 	if managers == 0 {
-		return b.ceiling(ctx, e)
+		return b.ceiling(ctx, e, shared)
 	}
 	return b.once(ctx, e, managers, run, shared)
 }
@@ -300,7 +312,7 @@ func parallel(ctx context.Context, n, workers int, f func(ctx context.Context, i
 // create, a status write claiming it (Started, with a claim) and a status
 // write committing it, each conditional on the resourceVersion the
 // previous one returned. No manager runs, and the tool does not exist.
-func (b *bench) ceiling(ctx context.Context, e *env) (Phase, error) {
+func (b *bench) ceiling(ctx context.Context, e *env, onceStatus bool) (Phase, error) {
 	ns, err := e.namespace(ctx, "bench-ceiling-")
 	if err != nil {
 		return Phase{}, err
@@ -318,20 +330,18 @@ func (b *bench) ceiling(ctx context.Context, e *env) (Phase, error) {
 		if err := e.c.Create(ctx, op); err != nil {
 			return fmt.Errorf("creating %s: %w", op.Name, err)
 		}
-		now := metav1.Now()
-		op.Status.State = v1.StateStarted
-		op.Status.Attempts = 1
-		op.Status.StartedTime = &now
-		op.Status.Claim = &v1.Claim{Holder: "bench-ceiling", Attempt: 1, AcquireTime: now, RenewTime: now,
-			ExpiryTime: metav1.NewTime(now.Add(time.Minute))}
+		claim, commit := minimalStatuses(op)
+		if onceStatus {
+			var err error
+			if claim, commit, err = protocolStatuses(ns, op); err != nil {
+				return err
+			}
+		}
+		op.Status = claim
 		if err := e.c.Status().Update(ctx, op); err != nil {
 			return fmt.Errorf("claiming %s: %w", op.Name, err)
 		}
-		done := metav1.Now()
-		op.Status.State = v1.StateCommitted
-		op.Status.Claim = nil
-		op.Status.CommittedTime = &done
-		op.Status.ExternalObjectID = "ch_" + op.Name
+		op.Status = commit
 		if err := e.c.Status().Update(ctx, op); err != nil {
 			return fmt.Errorf("committing %s: %w", op.Name, err)
 		}
@@ -346,7 +356,11 @@ func (b *bench) ceiling(ctx context.Context, e *env) (Phase, error) {
 	if err != nil {
 		return Phase{}, err
 	}
-	p := Phase{Name: "ceiling", Operations: n, Seconds: elapsed.Seconds(),
+	name := "ceiling"
+	if onceStatus {
+		name = "ceiling-status"
+	}
+	p := Phase{Name: name, Operations: n, Seconds: elapsed.Seconds(),
 		OpsPerSecond: float64(n) / elapsed.Seconds()}
 	p.setLatency(lat)
 	p.setWrites(after.Sub(before))

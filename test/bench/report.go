@@ -66,8 +66,10 @@ type Phase struct {
 // RunResult is one run: the ceiling and a Once phase per number of
 // managers.
 type RunResult struct {
-	Ceiling Phase   `json:"ceiling"`
-	Once    []Phase `json:"once"`
+	Ceiling Phase `json:"ceiling"`
+	// StatusCeiling writes the statuses Once's decision core computes.
+	StatusCeiling *Phase  `json:"ceiling_status,omitempty"`
+	Once          []Phase `json:"once"`
 }
 
 // Report is the medians over the runs. The flat figures are the ceiling's
@@ -93,6 +95,11 @@ type Report struct {
 	TwoManagerSpeedup float64 `json:"two_manager_speedup"`
 	// DuplicateEffects is the sum over every Once phase of every run.
 	DuplicateEffects int `json:"duplicate_effects"`
+	// StatusCeilingOpsPerS is the ceiling that writes Once's statuses, and
+	// RatioToStatusCeiling Once's ratio to it (one manager, median of the
+	// runs' ratios); 0 unless it was run.
+	StatusCeilingOpsPerS float64 `json:"status_ceiling_ops_per_s,omitempty"`
+	RatioToStatusCeiling float64 `json:"ratio_to_status_ceiling,omitempty"`
 	// SharedKeysOpsPerS and SharedKeysWritesPerOperation are those of
 	// the phase with shared keys; 0 unless it was run.
 	SharedKeysOpsPerS            float64 `json:"shared_keys_ops_per_s,omitempty"`
@@ -112,9 +119,15 @@ func Summarize(cfg Config, runs []RunResult) Report {
 		Medians: map[string]Phase{}, Results: runs}
 	byName := map[string][]Phase{}
 	var names []string
-	ratios, speedups := []float64{}, []float64{}
+	ratios, speedups, statusRatios := []float64{}, []float64{}, []float64{}
 	for _, r := range runs {
 		phases := append([]Phase{r.Ceiling}, r.Once...)
+		if r.StatusCeiling != nil {
+			phases = append(phases, *r.StatusCeiling)
+			if one := find(r.Once, 1); one != nil && r.StatusCeiling.OpsPerSecond > 0 {
+				statusRatios = append(statusRatios, one.OpsPerSecond/r.StatusCeiling.OpsPerSecond)
+			}
+		}
 		for _, p := range phases {
 			if _, ok := byName[p.Name]; !ok {
 				names = append(names, p.Name)
@@ -142,6 +155,8 @@ func Summarize(cfg Config, runs []RunResult) Report {
 	if sh, ok := rep.Medians["once-1m-shared"]; ok {
 		rep.SharedKeysOpsPerS, rep.SharedKeysWritesPerOperation = sh.OpsPerSecond, sh.WritesPerOperation
 	}
+	rep.StatusCeilingOpsPerS = rep.Medians["ceiling-status"].OpsPerSecond
+	rep.RatioToStatusCeiling = Median(statusRatios)
 	rep.Ratio = Median(ratios)
 	rep.TwoManagerSpeedup = Median(speedups)
 	return rep
@@ -204,7 +219,7 @@ func (r Report) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d operations per phase, %d workers, median of %d run(s)\n\n", r.Operations, r.Workers, r.Runs)
 	names := make([]string, 0, 1+len(r.Managers))
-	names = append(names, "ceiling")
+	names = append(names, "ceiling", "ceiling-status")
 	for _, m := range r.Managers {
 		names = append(names, fmt.Sprintf("once-%dm", m))
 	}
@@ -226,10 +241,14 @@ func (r Report) Table() string {
 			p.EventsPerOperation, p.Conflicts, p.ManagerCPUSecondsPer1000, p.ManagerPeakRSSMB, p.DuplicateEffects)
 	}
 	fmt.Fprintf(&b, "\nOnce/ceiling (1 manager, median of the runs' ratios): %.3f\n", r.Ratio)
+	if r.RatioToStatusCeiling > 0 {
+		fmt.Fprintf(&b, "Once/ceiling-status (the same, against a ceiling that writes Once's statuses): %.3f\n",
+			r.RatioToStatusCeiling)
+	}
 	if r.TwoManagerSpeedup > 0 {
 		fmt.Fprintf(&b, "two-manager speedup: %.2f\n", r.TwoManagerSpeedup)
 	}
-	for _, name := range names[1:] {
+	for _, name := range names[2:] {
 		p, ok := r.Medians[name]
 		if !ok {
 			continue
