@@ -123,24 +123,16 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(c.Retained) > 0 {
-		return memory(ctx, c)
+		rep, err := bench.Memory(ctx, c)
+		return printed(rep.Table, rep.Path, err)
 	}
 	rep, err := bench.Run(ctx, c)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-		if errors.Is(err, context.Canceled) {
-			return 130
-		}
-		return 2
-	}
-	fmt.Print("\n" + rep.Table())
-	fmt.Printf("\nreport: %s\n", rep.Path)
-	return 0
+	return printed(rep.Table, rep.Path, err)
 }
 
-// memory runs the memory benchmark and prints its table.
-func memory(ctx context.Context, c bench.Config) int {
-	rep, err := bench.Memory(ctx, c)
+// printed prints a benchmark's table and where its report is, or the error
+// that stopped it, and returns the exit code.
+func printed(table func() string, path string, err error) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		if errors.Is(err, context.Canceled) {
@@ -148,7 +140,7 @@ func memory(ctx context.Context, c bench.Config) int {
 		}
 		return 2
 	}
-	fmt.Print("\n" + rep.Table())
-	fmt.Printf("\nreport: %s\n", rep.Path)
+	fmt.Print("\n" + table())
+	fmt.Printf("\nreport: %s\n", path)
 	return 0
 }
