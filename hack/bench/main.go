@@ -64,6 +64,7 @@ func run() int {
 	flag.DurationVar(&c.Profile, "profile", 0,
 		"if set, CPU-profile the first manager and the API server for this long in every Once phase, "+
 			"and the manager's heap at the phase's end (files in the phase's folder)")
+	flag.IntVar(&c.Reconcilers, "reconcilers", 0, "every manager's --max-concurrent-reconciles (default: -workers)")
 	flag.BoolVar(&c.StatusCeiling, "status-ceiling", true,
 		"add a second ceiling that writes the statuses Once's decision core computes")
 	flag.BoolVar(&c.SharedKeys, "shared", true,

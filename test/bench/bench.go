@@ -23,6 +23,7 @@ limitations under the License.
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,9 @@ type Config struct {
 	Runs int
 	// Managers lists the numbers of managers of the Once phases, e.g. 1, 2.
 	Managers []int
+	// Reconcilers is every manager's --max-concurrent-reconciles; 0 means
+	// Workers, the ceiling's concurrency.
+	Reconcilers int
 	// StatusCeiling adds a second ceiling, ceiling-status: the same three
 	// writes, with the statuses Once's decision core computes.
 	StatusCeiling bool
@@ -532,7 +536,7 @@ func (b *bench) startManagers(e *env, managers, run int, prof *profiler) ([]*har
 			return procs, nil, err
 		}
 		// The same concurrency as the ceiling's clients.
-		args := []string{"--max-concurrent-reconciles=" + strconv.Itoa(b.cfg.Workers),
+		args := []string{"--max-concurrent-reconciles=" + strconv.Itoa(cmp.Or(b.cfg.Reconcilers, b.cfg.Workers)),
 			fmt.Sprintf("--shards=%d", b.cfg.Shards)}
 		if m == 1 && b.cfg.Profile > 0 {
 			if prof.manager, err = harness.FreeAddr(); err != nil {
