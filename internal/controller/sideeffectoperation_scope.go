@@ -286,16 +286,18 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 	}
 	p := r.newPass(ctx, fresh)
 	if err := p.identify(); err == nil {
-		if err := r.recordPendingAnswer(p); err != nil {
-			return p.result(ctrl.Result{}, err)
+		if wait, err := r.recordPendingAnswer(p); err != nil || wait > 0 {
+			return p.result(ctrl.Result{RequeueAfter: wait}, err)
 		}
-		for done := false; !done; {
+		done := false
+		for i := 0; !done; i++ {
+			if i == fencedRetries {
+				// Not a conflict, so that it is retried with backoff.
+				return ctrl.Result{}, fmt.Errorf("scope record %s keeps changing", p.st.RecordName)
+			}
 			var wait time.Duration
-			var err error
-			if done, wait, err = r.keepOutcome(p); err != nil {
-				return p.result(ctrl.Result{}, err)
-			} else if wait > 0 {
-				return ctrl.Result{RequeueAfter: wait}, nil
+			if done, wait, err = r.keepOutcome(p); err != nil || wait > 0 {
+				return p.result(ctrl.Result{RequeueAfter: wait}, err)
 			}
 		}
 	}
@@ -309,25 +311,24 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 // recordPendingAnswer writes an answer this manager holds in memory (its
 // write failed for a reason other than a conflict) before the operation's
 // outcome is kept: otherwise the record would say unknown for an answer in
-// hand. The claim it ran under must still be the record's.
-func (r *SideEffectOperationReconciler) recordPendingAnswer(p *pass) error {
+// hand. The claim it ran under must still be the record's. While the
+// tool, whose policy the answer is applied under, is not usable, the
+// answer is kept and the release waits (wait > 0); once the claim has
+// expired the answer is evidence only.
+func (r *SideEffectOperationReconciler) recordPendingAnswer(p *pass) (wait time.Duration, err error) {
 	a := r.takePending(p)
 	if a == nil {
-		return nil
+		return 0, nil
 	}
 	if !a.claimHeld(p.st, r.Holder) {
-		return r.keepEvidence(p, a)
+		return 0, r.keepEvidence(p, a)
 	}
 	if res, ok, err := r.loadTool(p); !ok {
-		// Without the tool's policy the answer cannot be applied; keep it.
 		r.keepPending(p, a)
-		if err == nil && res.RequeueAfter == 0 {
-			err = fmt.Errorf("the tool of %s is not usable; its answer waits", p.op.Name)
-		}
-		return err
+		return max(res.RequeueAfter, secretRetry), err
 	}
-	_, err := r.record(p, a)
-	return err
+	_, err = r.record(p, a)
+	return 0, err
 }
 
 // keepOutcome makes one attempt at the record write protocol.AtDeletion
