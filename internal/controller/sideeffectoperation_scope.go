@@ -262,8 +262,19 @@ func (r *SideEffectOperationReconciler) ensureFinalizer(p *pass) error {
 	if controllerutil.ContainsFinalizer(p.op, v1.FinalizerRecord) {
 		return nil
 	}
+	return r.setFinalizer(p, true)
+}
+
+// setFinalizer adds (keep) or removes FinalizerRecord with a merge patch
+// that sends the finalizers alone, conditional on the version the pass
+// read. On success the pass carries the new version.
+func (r *SideEffectOperationReconciler) setFinalizer(p *pass, keep bool) error {
 	base := p.op.DeepCopy()
-	controllerutil.AddFinalizer(p.op, v1.FinalizerRecord)
+	if keep {
+		controllerutil.AddFinalizer(p.op, v1.FinalizerRecord)
+	} else {
+		controllerutil.RemoveFinalizer(p.op, v1.FinalizerRecord)
+	}
 	if err := r.Patch(p.ctx, p.op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		p.op = base
 		return err
@@ -302,10 +313,7 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 		}
 	}
 	// An operation whose parameters cannot be hashed never made a call.
-	base := p.op.DeepCopy()
-	controllerutil.RemoveFinalizer(p.op, v1.FinalizerRecord)
-	err := r.Patch(p.ctx, p.op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	return p.result(ctrl.Result{}, client.IgnoreNotFound(err))
+	return p.result(ctrl.Result{}, client.IgnoreNotFound(r.setFinalizer(p, false)))
 }
 
 // recordPendingAnswer writes an answer this manager holds in memory (its

@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -598,19 +597,12 @@ func managersCPU(ctx context.Context, addrs []string) (float64, error) {
 }
 
 func scrape(ctx context.Context, url, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := get(ctx, url)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return ParseGauge(resp.Body, name)
+	defer func() { _ = body.Close() }()
+	return ParseGauge(body, name)
 }
 
 // commitWatcher records when a watch first saw each operation Committed.

@@ -22,15 +22,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -482,44 +479,15 @@ func waitSettled(ctx context.Context, url string, n, records int, timeout time.D
 	return nil
 }
 
-// series is one metric's labels and value.
-type series struct {
-	labels map[string]string
-	value  float64
-}
-
 // scrapeAll reads every counter, gauge and untyped metric the endpoint at
 // url serves, by family.
 func scrapeAll(ctx context.Context, url string) (map[string][]series, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := get(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("parsing metrics: %w", err)
-	}
-	out := make(map[string][]series, len(fams))
-	for name, f := range fams {
-		for _, m := range f.GetMetric() {
-			s := series{labels: map[string]string{},
-				value: m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()}
-			for _, l := range m.GetLabel() {
-				s.labels[l.GetName()] = l.GetValue()
-			}
-			out[name] = append(out[name], s)
-		}
-	}
-	return out, nil
+	defer func() { _ = body.Close() }()
+	return parseSeries(body)
 }
 
 // sumOf sums the counters, gauges and untyped values of the family name
@@ -606,20 +574,4 @@ func (r MemoryReport) Table() string {
 		"parameters %d, result %d), record %d, managed fields of both %d\n",
 		z.OperationJSON, z.LastApplied, z.ParametersJSON, z.ResultJSON, z.RecordJSON, z.ManagedFieldsJSON)
 	return sb.String()
-}
-
-// procField reads a "Name:   123 kB" line of /proc/<pid>/status in bytes.
-func procField(status, field string) (float64, error) {
-	for line := range strings.SplitSeq(status, "\n") {
-		rest, ok := strings.CutPrefix(line, field)
-		if !ok {
-			continue
-		}
-		var kb float64
-		if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f kB", &kb); err != nil {
-			return 0, fmt.Errorf("reading %s %q: %w", field, rest, err)
-		}
-		return kb * 1024, nil
-	}
-	return 0, fmt.Errorf("no %s line", field)
 }

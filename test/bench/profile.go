@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -83,23 +82,16 @@ func (p *profiler) keep(err error) {
 }
 
 func (p *profiler) fromManager(ctx context.Context, path, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.manager+path, nil)
+	body, err := get(ctx, "http://"+p.manager+path)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", path, resp.Status)
-	}
+	defer func() { _ = body.Close() }()
 	f, err := os.Create(filepath.Join(p.e.dir, file))
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, body); err != nil {
 		_ = f.Close()
 		return err
 	}
