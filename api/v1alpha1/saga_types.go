@@ -450,6 +450,13 @@ type SagaStatus struct {
 	// completionTime is when the saga ended.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// history is the saga's story: its transitions, oldest first, at most
+	// sixteen. When it is full, the first is kept and the oldest after it
+	// is dropped.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	History []Transition `json:"history,omitempty"`
 	// observedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

@@ -351,6 +351,36 @@ type Observation struct {
 	Message string `json:"message,omitempty"`
 }
 
+// MaxHistory bounds status.history: the first transition and the newest
+// ones are kept, so the story keeps its beginning and its end.
+const MaxHistory = 16
+
+// Transition is one step of a record's story: a change of state, or of the
+// reason it stays in one, as `kubectl once why` tells it.
+type Transition struct {
+	// time of the transition.
+	Time metav1.Time `json:"time"`
+
+	// state entered.
+	State OperationState `json:"state"`
+
+	// reason, as the conditions gave it.
+	Reason string `json:"reason"`
+
+	// message, as the conditions gave it, capped at 256 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Message string `json:"message,omitempty"`
+
+	// attempt the operation was at (operations only).
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+
+	// step the saga was at (sagas only).
+	// +optional
+	Step string `json:"step,omitempty"`
+}
+
 // AppliedResolution records the resolution that was applied, and when.
 type AppliedResolution struct {
 	Resolution `json:",inline"`
@@ -472,6 +502,14 @@ type SideEffectOperationStatus struct {
 	// resolution is the person's resolution that was applied, if any.
 	// +optional
 	Resolution *AppliedResolution `json:"resolution,omitempty"`
+
+	// history is the operation's story: its transitions, oldest first, at
+	// most sixteen. When it is full, the first is kept and the oldest after
+	// it is dropped.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	History []Transition `json:"history,omitempty"`
 
 	// startedTime is when the first attempt was claimed.
 	// +optional

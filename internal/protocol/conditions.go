@@ -39,7 +39,11 @@ func transition(st *v1.SideEffectOperationStatus, state v1.OperationState, reaso
 // outside it (a missing tool), which is stalled whatever its state.
 func setConditions(st *v1.SideEffectOperationStatus, reason, msg string, blocked bool, env Env) {
 	st.ObservedGeneration = env.Generation
-	SetConditions(&st.Conditions, st.State, blocked, env.Generation, env.Now, reason, capMessage(msg))
+	msg = capMessage(msg)
+	SetConditions(&st.Conditions, st.State, blocked, env.Generation, env.Now, reason, msg)
+	AddHistory(&st.History, v1.Transition{
+		Time: metav1.NewTime(env.Now), State: st.State, Reason: reason, Message: msg, Attempt: st.Attempts,
+	})
 }
 
 // SetConditions sets Ready, Succeeded, Reconciling and Stalled of a record

@@ -22,6 +22,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/protocol"
 )
@@ -43,4 +45,7 @@ func setConditions(st *v1.SagaStatus, reason, msg string, waiting bool, now time
 		msg = strings.ToValidUTF8(msg[:maxMessage-3], "") + "..."
 	}
 	protocol.SetConditions(&st.Conditions, st.State, waiting, st.ObservedGeneration, now, reason, msg)
+	protocol.AddHistory(&st.History, v1.Transition{
+		Time: metav1.NewTime(now), State: st.State, Reason: reason, Message: msg, Step: st.CurrentStep,
+	})
 }

@@ -1,0 +1,48 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package protocol
+
+import (
+	"strings"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// maxHistoryMessage caps a transition's message; the conditions carry the
+// whole of the current one.
+const maxHistoryMessage = 256
+
+// AddHistory appends t to a record's story unless it repeats the newest
+// entry (the same state, reason, attempt and step: a question asked again,
+// a wait renewed). The story is bounded at v1.MaxHistory: the first
+// transition stays, and the oldest after it makes room.
+func AddHistory(history *[]v1.Transition, t v1.Transition) {
+	h := *history
+	if n := len(h); n > 0 {
+		last := h[n-1]
+		if last.State == t.State && last.Reason == t.Reason && last.Attempt == t.Attempt && last.Step == t.Step {
+			return
+		}
+	}
+	if len(t.Message) > maxHistoryMessage {
+		t.Message = strings.ToValidUTF8(t.Message[:maxHistoryMessage-3], "") + "..."
+	}
+	if len(h) >= v1.MaxHistory {
+		h = append(h[:1], h[len(h)-v1.MaxHistory+2:]...)
+	}
+	*history = append(h, t)
+}
