@@ -106,6 +106,43 @@ func LoadConfigMapData(root string) (map[string]string, error) {
 	return cm.Data, nil
 }
 
+// RenderConfigMapPatch renders the argocd-cm patch from the scripts, as
+// config/argocd/argocd-cm-patch.yaml holds it.
+func RenderConfigMapPatch(root string) (string, error) {
+	var b strings.Builder
+	b.WriteString(configMapPatchHeader)
+	for _, kind := range Kinds {
+		script, err := LoadScript(root, kind)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString("  " + ConfigMapKey(kind) + ": |\n")
+		for line := range strings.Lines(script) {
+			if strings.TrimSpace(line) != "" {
+				b.WriteString("    ")
+			}
+			b.WriteString(line)
+		}
+	}
+	return b.String(), nil
+}
+
+const configMapPatchHeader = `# Argo CD health checks for Once's kinds, as argocd-cm entries.
+# Merge into the argocd-cm ConfigMap of your Argo CD installation:
+#   kubectl -n argocd patch configmap argocd-cm --patch-file config/argocd/argocd-cm-patch.yaml
+# Each value is the file config/argocd/effects.once.dev/<Kind>/health.lua.
+# Edit those, then regenerate this file: go test ./test/argocd -update
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: argocd-cm
+  namespace: argocd
+  labels:
+    app.kubernetes.io/name: argocd-cm
+    app.kubernetes.io/part-of: argocd
+data:
+`
+
 // ConfigMapKey is the argocd-cm key of a kind's health check.
 func ConfigMapKey(kind string) string {
 	return ConfigMapKeyPrefix + Group + "_" + kind

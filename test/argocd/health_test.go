@@ -17,7 +17,9 @@ limitations under the License.
 package argocd
 
 import (
+	"flag"
 	"maps"
+	"os"
 	"slices"
 	"testing"
 
@@ -26,10 +28,21 @@ import (
 
 const root = "../.."
 
+var update = flag.Bool("update", false, "rewrite config/argocd/argocd-cm-patch.yaml from the .lua files")
+
 // TestConfigMapPatchEmbedsTheScripts keeps config/argocd/argocd-cm-patch.yaml
 // equal to the .lua files, so that what a reader installs is what the
 // tests run.
 func TestConfigMapPatchEmbedsTheScripts(t *testing.T) {
+	rendered, err := RenderConfigMapPatch(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(ConfigMapPatchPath(root), []byte(rendered), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	data, err := LoadConfigMapData(root)
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +63,13 @@ func TestConfigMapPatchEmbedsTheScripts(t *testing.T) {
 	slices.Sort(want)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("argocd-cm-patch.yaml keys (-want, +got):\n%s", diff)
+	}
+	b, err := os.ReadFile(ConfigMapPatchPath(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rendered, string(b)); diff != "" {
+		t.Errorf("argocd-cm-patch.yaml is not as rendered; run go test ./test/argocd -update (-rendered, +file):\n%s", diff)
 	}
 }
 
