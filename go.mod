@@ -12,6 +12,7 @@ require (
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/common v0.70.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/yuin/gopher-lua v1.1.2
 	go.etcd.io/gofail v0.2.0
 	golang.org/x/oauth2 v0.36.0
 	golang.org/x/text v0.40.0
