@@ -56,7 +56,14 @@ func runOnce(args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
-	_, _ = fmt.Fprintf(GinkgoWriter, "$ kubectl once %s\n%s%s\n", strings.Join(args, " "), stdout.String(), stderr.String())
+	shown := make([]string, len(args))
+	for i, a := range args {
+		shown[i] = a
+		if strings.ContainsAny(a, " \"'") {
+			shown[i] = fmt.Sprintf("%q", a)
+		}
+	}
+	_, _ = fmt.Fprintf(GinkgoWriter, "$ kubectl once %s\n%s%s\n", strings.Join(shown, " "), stdout.String(), stderr.String())
 	if err != nil {
 		return stdout.String(), fmt.Errorf("kubectl once %s: %w: %s", strings.Join(args, " "), err,
 			strings.TrimSpace(stderr.String()))
