@@ -259,6 +259,7 @@ var _ = Describe("The kubectl once plugin", func() {
 		Expect(story).To(MatchRegexp(`(?m)^      approved by alice \(authenticated as ` + user +
 			`\) \("change window open"\), applied \S+Z$`))
 		Expect(story).To(MatchRegexp(`(?m)^  notify: Committed, operation scale-checkout.notify`))
+		Expect(once("why", "scale-checkout.config", "-n", ns)).To(MatchRegexp(`(?m)^  Saga:\s+scale-checkout, step config$`))
 		onceFails("saga scale-checkout is Committed: there is nothing to resolve",
 			"resolve", "saga/scale-checkout", "--retry", "-n", ns)
 		Expect(once("review", "-n", ns)).To(Equal("Nothing needs a person in namespace " + ns + ".\n"))
