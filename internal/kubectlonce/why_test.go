@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 package kubectlonce
 
 import (
@@ -22,7 +23,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/saga"
@@ -31,8 +31,8 @@ import (
 func TestWriteOperation(t *testing.T) {
 	op := &v1.SideEffectOperation{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "s.pay", Generation: 3, CreationTimestamp: at(0),
-			Labels: map[string]string{saga.LabelStep: "pay", saga.LabelRole: saga.RoleStep},
-			OwnerReferences: []metav1.OwnerReference{{Kind: "Saga", Name: "s", Controller: ptr.To(true)}}},
+			Labels:          map[string]string{saga.LabelStep: "pay", saga.LabelRole: saga.RoleStep},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Saga", Name: "s", Controller: new(true)}}},
 		Spec: v1.SideEffectOperationSpec{
 			ToolRef: v1.ToolReference{Kind: v1.ToolKindClusterTool, Name: "payments"}, Operation: "charge.create",
 			Parameters: &runtime.RawExtension{Raw: []byte(`{"amount": 4200, "card": "4242 4242 4242 4242"}`)},
@@ -41,8 +41,8 @@ func TestWriteOperation(t *testing.T) {
 		Status: v1.SideEffectOperationStatus{
 			State: v1.StateNeedsReview, IdempotencyKey: "order-1", Attempts: 1, RequestHash: "sha256:ab",
 			ReviewGeneration: 2,
-			Claim: &v1.Claim{Holder: "m-1", Attempt: 1, AcquireTime: at(1), RenewTime: at(1), ExpiryTime: at(400)},
-			Conditions: stalled(v1.ReasonNeedsReview, "A person must decide", at(20)),
+			Claim:            &v1.Claim{Holder: "m-1", Attempt: 1, AcquireTime: at(1), RenewTime: at(1), ExpiryTime: at(400)},
+			Conditions:       stalled(v1.ReasonNeedsReview, "A person must decide", at(20)),
 			History: []v1.Transition{
 				{Time: at(1), State: v1.StateStarted, Reason: "Executing", Message: "Attempt 1 claimed", Attempt: 1},
 				{Time: at(20), State: v1.StateNeedsReview, Reason: "NeedsReview", Message: "A person must decide", Attempt: 1},
