@@ -65,10 +65,21 @@ bench-go: ## Go benchmarks of the hot pure code, with allocations.
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager, the failpoint-enabled manager for tests, and the sandbox tool.
+build: manifests generate fmt vet ## Build the manager, the failpoint-enabled manager for tests, the sandbox tool and the kubectl once plugin.
 	go build -o bin/manager ./cmd
 	go build -tags failpoints -o bin/manager-failpoints ./cmd
 	go build -o bin/sandbox-tool ./test/cmd/sandbox-tool
+	go build -o bin/kubectl-once ./cmd/kubectl-once
+
+# PLUGIN_DIR is where install-plugin puts kubectl-once: a folder on the PATH.
+PLUGIN_DIR ?= $(HOME)/.local/bin
+
+.PHONY: install-plugin
+install-plugin: ## Build the kubectl once plugin and install it as PLUGIN_DIR/kubectl-once (default ~/.local/bin).
+	go build -o bin/kubectl-once ./cmd/kubectl-once
+	install -d "$(PLUGIN_DIR)"
+	install -m 0755 bin/kubectl-once "$(PLUGIN_DIR)/kubectl-once"
+	@case ":$$PATH:" in *":$(PLUGIN_DIR):"*) ;; *) echo "$(PLUGIN_DIR) is not on your PATH: add it, or run make install-plugin PLUGIN_DIR=<a folder on it>";; esac
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager from your host against the current kubeconfig.

@@ -1,0 +1,148 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kubectlonce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+func newApproveCommand(o *Options) *cobra.Command {
+	var step, by, reason string
+	cmd := &cobra.Command{
+		Use:   "approve SAGA --step STEP [--by NAME] [--reason TEXT]",
+		Short: "Approve a saga's step that requires approval",
+		Long: `Add {step, by, reason} to the saga's spec.approvals, as a GitOps repository
+would. The write is conditional on the version read, so that an approval
+another person writes at the same time is kept. --by names you, for the
+record (default: the kubeconfig's user, or $USER); Once's admission policy
+records the user the API server authenticated beside it.`,
+		Example: `  kubectl once approve scale-checkout --step config --reason "change window open"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, name, err := parseName(args[0], true)
+			if err != nil {
+				return err
+			}
+			if k != &sagaKind {
+				return errors.New("only a saga's step can be approved: say SAGA or saga/SAGA")
+			}
+			if by == "" {
+				by = o.defaultBy()
+			}
+			return o.approve(cmd.Context(), name, v1.SagaApproval{Step: step, By: by, Reason: reason})
+		},
+	}
+	cmd.Flags().StringVar(&step, "step", "", "the step to approve (required)")
+	cmd.Flags().StringVar(&by, "by", "", "who approves, for the record (default: the kubeconfig's user, or $USER)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
+	return cmd
+}
+
+func (o *Options) approve(ctx context.Context, name string, a v1.SagaApproval) error {
+	switch {
+	case a.Step == "":
+		return errors.New("--step is required: the step to approve")
+	case a.By == "":
+		return errors.New("--by is required: the kubeconfig names no user and $USER is empty")
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return err
+	}
+	var written v1.SagaApproval
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := &v1.Saga{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+			return apiError(err, "get", sagaKind, ns, name)
+		}
+		if err := canApprove(s, a.Step); err != nil {
+			return err
+		}
+		patched := s.DeepCopy()
+		patched.Spec.Approvals = append(patched.Spec.Approvals, a)
+		if err := c.Patch(ctx, patched, client.MergeFromWithOptions(s, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			return apiError(err, "patch", sagaKind, ns, name)
+		}
+		written = a
+		for _, w := range patched.Spec.Approvals {
+			if w.Step == a.Step {
+				written = w
+			}
+		}
+		return nil
+	})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("saga %s changed at every try while writing the approval; try again", name)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(o.Streams.Out, "saga/%s: step %s approved by %s%s; Once starts it on its next pass "+
+		"(kubectl once why saga/%s)\n", name, a.Step, attribution(written.By, written.User), reasonText(written.Reason), name)
+	return err
+}
+
+// canApprove says why a saga's step cannot be approved, if it cannot: an
+// unknown step, one that needs no approval, one already approved (said
+// first, as the more telling answer), or a saga that runs no more steps.
+func canApprove(s *v1.Saga, step string) error {
+	i := slices.IndexFunc(s.Spec.Steps, func(st v1.SagaStep) bool { return st.Name == step })
+	if i < 0 {
+		names := make([]string, len(s.Spec.Steps))
+		for j, st := range s.Spec.Steps {
+			names[j] = st.Name
+		}
+		return fmt.Errorf("saga %s has no step %s (its steps: %s)", s.Name, step, strings.Join(names, ", "))
+	}
+	if !s.Spec.Steps[i].RequiresApproval {
+		return fmt.Errorf("step %s of saga %s does not require approval", step, s.Name)
+	}
+	for _, ss := range s.Status.Steps {
+		if ss.Name == step && ss.Approval != nil {
+			return fmt.Errorf("step %s of saga %s was approved by %s at %s", step, s.Name,
+				attribution(ss.Approval.By, ss.Approval.User), stamp(ss.Approval.Time.Time))
+		}
+	}
+	for _, a := range s.Spec.Approvals {
+		if a.Step == step {
+			return fmt.Errorf("step %s of saga %s is already approved in spec.approvals by %s", step, s.Name,
+				attribution(a.By, a.User))
+		}
+	}
+	if st := s.Status.State; st.IsTerminal() || st == v1.StateCompensating {
+		return fmt.Errorf("saga %s is %s: it runs no more steps, there is nothing to approve", s.Name, st)
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package kubectlonce is the `kubectl once` plugin: it lists what needs a
+// person (review), tells an operation's or a saga's story (why), and writes
+// the same declarative fields a GitOps user writes (resolve, approve). It
+// uses cli-runtime's ConfigFlags, so the usual --kubeconfig, --context,
+// --namespace and --as flags work, and a controller-runtime client typed on
+// api/v1alpha1.
+package kubectlonce
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// Options are what every command shares: the kubeconfig flags, the
+// streams, and a clock.
+type Options struct {
+	Flags   *genericclioptions.ConfigFlags
+	Streams genericiooptions.IOStreams
+	// Now is the clock, for ages; time.Now when nil.
+	Now func() time.Time
+}
+
+// NewCommand is `kubectl once` and its subcommands.
+func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &Options{Flags: genericclioptions.NewConfigFlags(true), Streams: streams}
+	cmd := &cobra.Command{
+		Use: "once",
+		// kubectl runs the plugin as `kubectl once`: usage says so.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl once"},
+		Short:       "Review, explain and resolve Once's operations and sagas",
+		Long: `kubectl once helps the person Once waits for: it lists the operations and
+sagas that need a decision, tells their story, and writes the decision into
+the same spec fields a GitOps repository would (spec.resolution of an
+operation, spec.approvals and spec.resolutions of a saga).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// No completion command: kubectl completes plugins itself.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	o.Flags.AddFlags(cmd.PersistentFlags())
+	cmd.AddCommand(newReviewCommand(o), newWhyCommand(o), newResolveCommand(o), newApproveCommand(o))
+	return cmd
+}
+
+// now is the options' clock.
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+// client is a client of the cluster the flags name, typed on Once's API.
+func (o *Options) client() (client.Client, error) {
+	cfg, err := o.Flags.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the API server: %w", err)
+	}
+	return c, nil
+}
+
+// namespace is the namespace of -n, or of the kubeconfig's context.
+func (o *Options) namespace() (string, error) {
+	ns, _, err := o.Flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return "", fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+	}
+	return ns, nil
+}
+
+// defaultBy is who a decision is by when --by is not given: the user --as
+// impersonates, else the kubeconfig user of the context, else $USER.
+func (o *Options) defaultBy() string {
+	if f := o.Flags; f.Impersonate != nil && *f.Impersonate != "" {
+		return *f.Impersonate
+	}
+	if f := o.Flags; f.AuthInfoName != nil && *f.AuthInfoName != "" {
+		return *f.AuthInfoName
+	}
+	if raw, err := o.Flags.ToRawKubeConfigLoader().RawConfig(); err == nil {
+		name := raw.CurrentContext
+		if f := o.Flags; f.Context != nil && *f.Context != "" {
+			name = *f.Context
+		}
+		if c, ok := raw.Contexts[name]; ok && c.AuthInfo != "" {
+			return c.AuthInfo
+		}
+	}
+	return os.Getenv("USER")
+}

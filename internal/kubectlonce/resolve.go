@@ -1,0 +1,355 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kubectlonce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// resolveFlags are the flags of resolve.
+type resolveFlags struct {
+	committed, retry, fail, compensated bool
+	externalID, reason, by, step        string
+}
+
+func newResolveCommand(o *Options) *cobra.Command {
+	var f resolveFlags
+	var asSaga bool
+	cmd := &cobra.Command{
+		Use:   "resolve NAME (--committed --external-id ID | --retry | --fail) [--reason TEXT] [--by NAME]",
+		Short: "Decide an operation (or a saga's compensation) in NeedsReview",
+		Long: `Write a person's decision on an operation in NeedsReview into its
+spec.resolution, as a GitOps repository would:
+
+  --committed --external-id ID   the effect happened: ID is what you found at the tool
+  --retry                        the effect provably did not happen: try once more
+  --fail                         the operation must not run: fail it for good
+
+A saga in NeedsReview because a compensation (or a retryUntilDone step)
+failed for good is resolved in the saga's spec.resolutions, for the step it
+waits on: resolve saga/NAME --retry, or --compensated when you undid the
+effect by other means. An operation of a saga in NeedsReview is resolved on
+that operation.
+
+--by names you, for the record (default: the kubeconfig's user, or $USER);
+Once's admission policy records the user the API server authenticated
+beside it.`,
+		Example: `  kubectl once resolve charge-order-1001 --committed --external-id ch_1042 --reason "found in the dashboard"
+  kubectl once resolve charge-order-1001 --retry --reason "no charge in the dashboard"
+  kubectl once resolve saga/scale-search --compensated --reason "reverted by hand"`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, name, err := parseName(args[0], asSaga)
+			if err != nil {
+				return err
+			}
+			if f.by == "" {
+				f.by = o.defaultBy()
+			}
+			return o.resolve(cmd.Context(), k, name, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.committed, "committed", false, "the effect happened (needs --external-id)")
+	fl.StringVar(&f.externalID, "external-id", "", "the id of the effect found at the tool, with --committed")
+	fl.BoolVar(&f.retry, "retry", false, "the effect did not happen: allow another attempt")
+	fl.BoolVar(&f.fail, "fail", false, "fail the operation for good")
+	fl.BoolVar(&f.compensated, "compensated", false, "a saga's compensation: the effect was undone by other means")
+	fl.StringVar(&f.step, "step", "", "a saga's step to resolve (default: the step it waits on)")
+	fl.StringVar(&f.reason, "reason", "", "why, for the record")
+	fl.StringVar(&f.by, "by", "", "who decides, for the record (default: the kubeconfig's user, or $USER)")
+	fl.BoolVar(&asSaga, "saga", false, "NAME is a saga's")
+	return cmd
+}
+
+// chosen counts the decisions among the flags.
+func (f resolveFlags) chosen() int {
+	n := 0
+	for _, b := range []bool{f.committed, f.retry, f.fail, f.compensated} {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// common checks what both kinds need: one decision, and someone to make it.
+func (f resolveFlags) common() error {
+	switch n := f.chosen(); {
+	case n == 0:
+		return errors.New("say what you decided: --committed --external-id ID, --retry or --fail " +
+			"(for a saga's compensation: --retry or --compensated)")
+	case n > 1:
+		return errors.New("choose one of --committed, --retry, --fail and --compensated")
+	}
+	if f.by == "" {
+		return errors.New("--by is required: the kubeconfig names no user and $USER is empty")
+	}
+	return nil
+}
+
+// operationResolution is the resolution the flags ask of an operation.
+func (f resolveFlags) operationResolution() (*v1.Resolution, error) {
+	if err := f.common(); err != nil {
+		return nil, err
+	}
+	switch {
+	case f.compensated:
+		return nil, errors.New("--compensated resolves a saga's compensation; an operation takes --committed, --retry or --fail")
+	case f.step != "":
+		return nil, errors.New("--step names a saga's step; an operation has none")
+	case f.committed && f.externalID == "":
+		return nil, errors.New("--committed needs --external-id: the id of the effect you found at the tool")
+	case !f.committed && f.externalID != "":
+		return nil, errors.New("--external-id goes with --committed only")
+	}
+	r := &v1.Resolution{By: f.by, Reason: f.reason, ExternalObjectID: f.externalID}
+	switch {
+	case f.committed:
+		r.Action = v1.ResolutionMarkCommitted
+	case f.retry:
+		r.Action = v1.ResolutionRetry
+	default:
+		r.Action = v1.ResolutionFail
+	}
+	return r, nil
+}
+
+// sagaAction is the action the flags ask of a saga's step.
+func (f resolveFlags) sagaAction() (v1.SagaResolutionAction, error) {
+	if err := f.common(); err != nil {
+		return "", err
+	}
+	switch {
+	case f.committed || f.fail:
+		return "", errors.New("a saga takes --retry or --compensated; --committed and --fail resolve an operation " +
+			"(an operation of the saga in NeedsReview is resolved on the operation itself)")
+	case f.externalID != "":
+		return "", errors.New("--external-id goes with an operation's --committed only")
+	case f.retry:
+		return v1.SagaRetry, nil
+	}
+	return v1.SagaMarkCompensated, nil
+}
+
+func (o *Options) resolve(ctx context.Context, k *kind, name string, f resolveFlags) error {
+	// Check the flags before asking the cluster: a typo fails fast.
+	var err error
+	switch k {
+	case &sagaKind:
+		_, err = f.sagaAction()
+	case &operationKind:
+		_, err = f.operationResolution()
+	default:
+		err = f.common()
+	}
+	if err != nil {
+		return err
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return err
+	}
+	var msg string
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := find(ctx, c, ns, k, name)
+		if err != nil {
+			return err
+		}
+		if got.op != nil {
+			msg, err = resolveOperation(ctx, c, got.op, f)
+		} else {
+			msg, err = resolveSaga(ctx, c, got.saga, f)
+		}
+		return err
+	})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%s changed at every try while writing the resolution; try again", name)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(o.Streams.Out, msg)
+	return err
+}
+
+// resolveOperation writes spec.resolution of an operation in NeedsReview,
+// conditional on the version read. A conflict is returned as it is, for a
+// retry.
+func resolveOperation(ctx context.Context, c client.Client, op *v1.SideEffectOperation, f resolveFlags) (string, error) {
+	r, err := f.operationResolution()
+	if err != nil {
+		return "", err
+	}
+	if err := canResolve(op); err != nil {
+		return "", err
+	}
+	if old := op.Spec.Resolution; old != nil && old.Action == r.Action && old.ExternalObjectID == r.ExternalObjectID &&
+		old.By == r.By && old.Reason == r.Reason {
+		if op.Status.ReviewGeneration < op.Generation {
+			return "", fmt.Errorf("%s already holds this resolution, written during this review: Once applies it "+
+				"on its next pass", op.Name)
+		}
+		return "", fmt.Errorf("%s already holds this resolution from before it entered review, and Once applies only "+
+			"one written since: write it with another --reason", op.Name)
+	}
+	patched := op.DeepCopy()
+	patched.Spec.Resolution = r
+	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(op, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return "", err
+		}
+		return "", apiError(err, "patch", operationKind, op.Namespace, op.Name)
+	}
+	written := r
+	if patched.Spec.Resolution != nil {
+		written = patched.Spec.Resolution
+	}
+	return fmt.Sprintf("sideeffectoperation/%s: wrote spec.resolution %s; Once applies it on its next pass "+
+		"(kubectl once why %s)", op.Name, resolutionText(*written), op.Name), nil
+}
+
+// canResolve says why an operation cannot be resolved, if it cannot.
+func canResolve(op *v1.SideEffectOperation) error {
+	state := op.Status.State
+	switch {
+	case state == v1.StateNeedsReview:
+		return nil
+	case state.IsTerminal():
+		return fmt.Errorf("%s is %s: there is nothing to resolve", op.Name, state)
+	case op.Status.DuplicateOf != "":
+		return fmt.Errorf("%s is a duplicate of %s and makes no call of its own: resolve %s if it needs review",
+			op.Name, op.Status.DuplicateOf, op.Status.DuplicateOf)
+	}
+	if state == "" {
+		state = v1.StatePlanned
+	}
+	return fmt.Errorf("%s is %s: only an operation in NeedsReview can be resolved, and Once is still working on this one",
+		op.Name, state)
+}
+
+// resolveSaga writes the entry of spec.resolutions for the step a saga in
+// NeedsReview waits on, conditional on the version read.
+func resolveSaga(ctx context.Context, c client.Client, s *v1.Saga, f resolveFlags) (string, error) {
+	action, err := f.sagaAction()
+	if err != nil {
+		return "", err
+	}
+	state := s.Status.State
+	switch {
+	case state.IsTerminal():
+		return "", fmt.Errorf("saga %s is %s: there is nothing to resolve", s.Name, state)
+	case state != v1.StateNeedsReview:
+		if state == "" {
+			state = v1.StatePlanned
+		}
+		return "", fmt.Errorf("saga %s is %s: only a saga in NeedsReview can be resolved", s.Name, state)
+	}
+	step := s.Status.CurrentStep
+	if f.step != "" && f.step != step {
+		return "", fmt.Errorf("saga %s waits on step %s, not %s: a resolution can be written only for it", s.Name, step, f.step)
+	}
+	i := slices.IndexFunc(s.Spec.Steps, func(st v1.SagaStep) bool { return st.Name == step })
+	if i < 0 {
+		return "", fmt.Errorf("saga %s waits on step %q, which its spec does not have", s.Name, step)
+	}
+	if op, err := reviewedOperation(ctx, c, s, step); err != nil {
+		return "", err
+	} else if op != "" {
+		return "", fmt.Errorf("saga %s waits on operation %s, which is in NeedsReview: resolve that operation "+
+			"(kubectl once resolve %s --committed --external-id ID | --retry | --fail)", s.Name, op, op)
+	}
+	spec := s.Spec.Steps[i]
+	switch {
+	case action == v1.SagaMarkCompensated && spec.Compensation == nil:
+		return "", fmt.Errorf("step %s of saga %s has no compensation: it takes --retry only", step, s.Name)
+	case action == v1.SagaRetry && spec.Compensation == nil && !spec.RetryUntilDone:
+		return "", fmt.Errorf("step %s of saga %s has neither a compensation nor retryUntilDone: it cannot be resolved",
+			step, s.Name)
+	}
+	entry := v1.SagaResolution{Step: step, Action: action, By: f.by, Reason: f.reason}
+	patched := s.DeepCopy()
+	j := slices.IndexFunc(patched.Spec.Resolutions, func(r v1.SagaResolution) bool { return r.Step == step })
+	if j >= 0 {
+		old := patched.Spec.Resolutions[j]
+		if old.Action == entry.Action && old.By == entry.By && old.Reason == entry.Reason {
+			return "", fmt.Errorf("saga %s already holds this resolution of step %s; to apply it again, "+
+				"write it with another --reason", s.Name, step)
+		}
+		patched.Spec.Resolutions[j] = entry
+	} else {
+		patched.Spec.Resolutions = append(patched.Spec.Resolutions, entry)
+	}
+	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(s, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return "", err
+		}
+		return "", apiError(err, "patch", sagaKind, s.Namespace, s.Name)
+	}
+	for _, r := range patched.Spec.Resolutions {
+		if r.Step == step {
+			entry = r
+		}
+	}
+	return fmt.Sprintf("saga/%s: wrote spec.resolutions for step %s: %s; Once applies it on its next pass "+
+		"(kubectl once why saga/%s)", s.Name, step, sagaResolutionText(entry), s.Name), nil
+}
+
+// reviewedOperation is the operation of a saga's step (or of its
+// compensation) that is itself in NeedsReview, if one is: that operation is
+// resolved, not the saga.
+func reviewedOperation(ctx context.Context, c client.Client, s *v1.Saga, step string) (string, error) {
+	var names []string
+	for _, ss := range s.Status.Steps {
+		if ss.Name != step {
+			continue
+		}
+		if ss.Compensation != nil {
+			names = append(names, ss.Compensation.Operation)
+		}
+		if ss.Operation != "" {
+			names = append(names, ss.Operation)
+		}
+	}
+	for _, name := range names {
+		op := &v1.SideEffectOperation{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, op); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return "", apiError(err, "get", operationKind, s.Namespace, name)
+		}
+		if op.Status.State == v1.StateNeedsReview {
+			return name, nil
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,223 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kubectlonce
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/saga"
+)
+
+// Waits are what a row of review waits for, in its STATE column.
+const (
+	waitReview   = "NeedsReview"
+	waitApproval = "WaitingForApproval"
+	waitOriginal = "WaitingForOriginal"
+)
+
+// maxWhy caps the WHY column: one line, the start of the message.
+const maxWhy = 100
+
+func newReviewCommand(o *Options) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "review [-A]",
+		Short: "List the operations and sagas that need a person",
+		Long: `List what waits for a person: operations and sagas in NeedsReview, sagas
+waiting for an approval, and duplicates waiting behind an operation in
+review, each with how long it has waited and why.`,
+		Example: `  kubectl once review
+  kubectl once review -A`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.review(cmd.Context(), all)
+		},
+	}
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "list across all namespaces")
+	return cmd
+}
+
+func (o *Options) review(ctx context.Context, all bool) error {
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return err
+	}
+	var opts []client.ListOption
+	listNS := ""
+	if !all {
+		opts, listNS = append(opts, client.InNamespace(ns)), ns
+	}
+	var ops v1.SideEffectOperationList
+	if err := c.List(ctx, &ops, opts...); err != nil {
+		return apiError(err, "list", operationKind, listNS, "")
+	}
+	var sagas v1.SagaList
+	if err := c.List(ctx, &sagas, opts...); err != nil {
+		return apiError(err, "list", sagaKind, listNS, "")
+	}
+	rows := reviewRows(ops.Items, sagas.Items)
+	if len(rows) == 0 {
+		where := "in namespace " + ns
+		if all {
+			where = "in any namespace"
+		}
+		_, err := fmt.Fprintf(o.Streams.Out, "Nothing needs a person %s.\n", where)
+		return err
+	}
+	return writeReview(o.Streams.Out, rows, all, o.now())
+}
+
+// reviewRow is one line of review.
+type reviewRow struct {
+	Namespace, Kind, Name string
+	// Wait is what it waits for: NeedsReview, WaitingForApproval or
+	// WaitingForOriginal.
+	Wait string
+	// Since is when it began to wait.
+	Since time.Time
+	// Why is the one line that says why.
+	Why string
+}
+
+// reviewRows picks what needs a person: operations and sagas in
+// NeedsReview, sagas waiting for an approval, and operations waiting behind
+// a duplicate in review. Rows are by namespace, the longest waiting first.
+func reviewRows(ops []v1.SideEffectOperation, sagas []v1.Saga) []reviewRow {
+	var rows []reviewRow
+	inReview := map[string]bool{} // namespace/name of operations in review
+	for i := range ops {
+		op := &ops[i]
+		if op.Status.State != v1.StateNeedsReview {
+			continue
+		}
+		inReview[op.Namespace+"/"+op.Name] = true
+		rows = append(rows, reviewRow{Namespace: op.Namespace, Kind: operationKind.Name, Name: op.Name,
+			Wait: waitReview, Since: since(op.CreationTimestamp, op.Status.Conditions, op.Status.History),
+			Why: why(op.Status.Conditions)})
+	}
+	for i := range ops {
+		op := &ops[i]
+		if op.Status.DuplicateOf == "" || op.Status.State.IsTerminal() || !inReview[op.Namespace+"/"+op.Status.DuplicateOf] {
+			continue
+		}
+		rows = append(rows, reviewRow{Namespace: op.Namespace, Kind: operationKind.Name, Name: op.Name,
+			Wait: waitOriginal, Since: since(op.CreationTimestamp, op.Status.Conditions, op.Status.History),
+			Why: oneLine(fmt.Sprintf("Duplicate of %s, which needs review: resolve %s", op.Status.DuplicateOf, op.Status.DuplicateOf))})
+	}
+	for i := range sagas {
+		s := &sagas[i]
+		stalled := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionStalled)
+		wait := ""
+		switch {
+		case s.Status.State == v1.StateNeedsReview:
+			wait = waitReview
+		case stalled != nil && stalled.Status == metav1.ConditionTrue && stalled.Reason == saga.ReasonWaitingForApproval:
+			wait = waitApproval
+		default:
+			continue
+		}
+		rows = append(rows, reviewRow{Namespace: s.Namespace, Kind: sagaKind.Name, Name: s.Name, Wait: wait,
+			Since: since(s.CreationTimestamp, s.Status.Conditions, s.Status.History), Why: why(s.Status.Conditions)})
+	}
+	slices.SortStableFunc(rows, func(a, b reviewRow) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), a.Since.Compare(b.Since),
+			strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
+	})
+	return rows
+}
+
+// since is when a record began to wait as it does: its newest
+// transition, else when it stalled, else its creation.
+func since(created metav1.Time, conds []metav1.Condition, history []v1.Transition) time.Time {
+	if n := len(history); n > 0 {
+		return history[n-1].Time.Time
+	}
+	if c := meta.FindStatusCondition(conds, v1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+		return c.LastTransitionTime.Time
+	}
+	return created.Time
+}
+
+// why is the one line that says why a record waits: the Stalled message,
+// else the Ready message, shortened.
+func why(conds []metav1.Condition) string {
+	for _, t := range []string{v1.ConditionStalled, v1.ConditionReady} {
+		if c := meta.FindStatusCondition(conds, t); c != nil && c.Message != "" &&
+			(t == v1.ConditionReady || c.Status == metav1.ConditionTrue) {
+			return oneLine(c.Message)
+		}
+	}
+	return ""
+}
+
+// oneLine keeps the first line of s, at most maxWhy bytes of it.
+func oneLine(s string) string {
+	s, _, cut := strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > maxWhy {
+		s, cut = s[:maxWhy-3], true
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+	}
+	if cut {
+		s += "..."
+	}
+	return s
+}
+
+// writeReview prints the rows as a table, with a NAMESPACE column for -A.
+func writeReview(out io.Writer, rows []reviewRow, all bool, now time.Time) error {
+	w := printers.GetNewTabWriter(out)
+	if all {
+		_, _ = fmt.Fprint(w, "NAMESPACE\t")
+	}
+	_, _ = fmt.Fprintln(w, "KIND\tNAME\tSTATE\tAGE\tWHY")
+	for _, r := range rows {
+		if all {
+			_, _ = fmt.Fprintf(w, "%s\t", r.Namespace)
+		}
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Kind, r.Name, r.Wait, age(now, r.Since), r.Why)
+	}
+	return w.Flush()
+}
+
+// age is how long ago t was, as kubectl get prints it.
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t))
+}

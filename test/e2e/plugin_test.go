@@ -1,0 +1,308 @@
+//go:build e2e
+
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/once-dev/once/test/sandbox"
+)
+
+// runOnce runs `kubectl once ARGS` with the suite's kubectl, bin/ on its
+// PATH so that kubectl finds the plugin bin/kubectl-once (make build), and
+// the suite's admin kubeconfig. It returns stdout, and an error with
+// stderr.
+func runOnce(args ...string) (string, error) {
+	GinkgoHelper()
+	plugin := filepath.Join(root, "bin", "kubectl-once")
+	_, err := os.Stat(plugin)
+	Expect(err).NotTo(HaveOccurred(), "the plugin is missing: run make build")
+	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(cp.Assets, "kubectl"), append([]string{"once"}, args...)...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "KUBECONFIG=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "KUBECONFIG="+cp.Kubeconfig,
+		"PATH="+filepath.Join(root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	shown := make([]string, len(args))
+	for i, a := range args {
+		shown[i] = a
+		if strings.ContainsAny(a, " \"'") {
+			shown[i] = fmt.Sprintf("%q", a)
+		}
+	}
+	_, _ = fmt.Fprintf(GinkgoWriter, "$ kubectl once %s\n%s%s\n", strings.Join(shown, " "), stdout.String(), stderr.String())
+	if err != nil {
+		return stdout.String(), fmt.Errorf("kubectl once %s: %w: %s", strings.Join(args, " "), err,
+			strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// once runs `kubectl once` and expects it to succeed.
+func once(args ...string) string {
+	GinkgoHelper()
+	out, err := runOnce(args...)
+	Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+// onceFails runs `kubectl once` and expects it to fail with a message.
+func onceFails(message string, args ...string) {
+	GinkgoHelper()
+	_, err := runOnce(args...)
+	Expect(err).To(MatchError(ContainSubstring("error: " + message)))
+}
+
+// withoutAges drops the relative times ("(2s ago)") of a story, which
+// change from one call to the next.
+func withoutAges(story string) string {
+	return regexp.MustCompile(`\((in )?[0-9a-z]+( ago)?\)`).ReplaceAllString(story, "")
+}
+
+// readerRBAC lets the user reader get and list operations and sagas in a
+// namespace, and nothing else.
+const readerRBAC = `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: once-reader
+rules:
+- apiGroups: [effects.once.dev]
+  resources: [sideeffectoperations, sagas]
+  verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: once-reader
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: once-reader
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: User
+  name: reader
+`
+
+var _ = Describe("The kubectl once plugin", func() {
+	It("lists an operation in NeedsReview, tells its story, and resolves it", func() {
+		ns := newNamespace("plugin")
+		startManager(ns, manager{holder: "plugin"})
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 1})
+		apply(ns, toolYAML("mailer", "None"))
+		apply(ns, readerRBAC)
+		Expect(once("review", "-n", ns)).To(Equal("Nothing needs a person in namespace " + ns + ".\n"))
+
+		apply(ns, opYAML("x", "mailer", "", `{"to": "a@example.com"}`))
+		waitFor(ns, "seo/x", "Stalled")
+		Expect(jsonpath(ns, "seo/x", "{.status.state}")).To(Equal("NeedsReview"))
+
+		By("applying a duplicate of it, which waits behind it")
+		apply(ns, opYAML("x-again", "mailer", "x", `{"to": "a@example.com"}`))
+		waitFor(ns, "seo/x-again", "jsonpath={.status.duplicateOf}=x")
+
+		By("listing both with review")
+		review := strings.Split(strings.TrimSpace(once("review", "-n", ns)), "\n")
+		Expect(review).To(HaveLen(3), "a header, the operation and its duplicate")
+		Expect(strings.Fields(review[0])).To(Equal([]string{"KIND", "NAME", "STATE", "AGE", "WHY"}))
+		Expect(strings.Fields(review[1])[:3]).To(Equal([]string{"SideEffectOperation", "x", "NeedsReview"}))
+		stalled := jsonpath(ns, "seo/x", `{.status.conditions[?(@.type=="Stalled")].message}`)
+		Expect(stalled).NotTo(BeEmpty())
+		Expect(review[1]).To(ContainSubstring(stalled[:40]))
+		Expect(strings.Fields(review[2])[:3]).To(Equal([]string{"SideEffectOperation", "x-again", "WaitingForOriginal"}))
+		Expect(review[2]).To(HaveSuffix("Duplicate of x, which needs review: resolve x"))
+		onceFails("x-again is a duplicate of x and makes no call of its own: resolve x if it needs review",
+			"resolve", "x-again", "--retry", "-n", ns)
+		Expect(once("review", "-A")).To(MatchRegexp(`(?m)^` + ns + `\s+SideEffectOperation\s+x\s+NeedsReview\s`))
+
+		By("telling its story with why")
+		story := once("why", "x", "-n", ns)
+		request := jsonpath(ns, "seo/x", "{.status.observations[0].request}")
+		outcome := jsonpath(ns, "seo/x", "{.status.observations[0].outcome}")
+		Expect(story).To(ContainSubstring("SideEffectOperation " + ns + "/x\n"))
+		Expect(story).To(ContainSubstring("Tool mailer, operation charge.create"))
+		Expect(story).To(MatchRegexp(`(?m)^  \S+Z\s+call\s+1\s+` + outcome + `, ` + request))
+		Expect(story).To(MatchRegexp(`(?m)^  \S+Z\s+-> NeedsReview\s+1\s+NeedsReview: `))
+		Expect(strings.Index(story, "-> Started")).To(BeNumerically("<", strings.Index(story, " call ")))
+		Expect(strings.Index(story, " call ")).To(BeNumerically("<", strings.Index(story, "-> NeedsReview")))
+		Expect(story).To(ContainSubstring("1 field, request hash sha256:"))
+		Expect(story).NotTo(ContainSubstring("a@example.com"), "parameter values stay out of the story")
+		Expect(withoutAges(once("why", "seo/x", "-n", ns))).To(Equal(withoutAges(story)))
+
+		By("refusing what cannot be done, with errors that say why")
+		effects := effectsFor(ns)
+		Expect(effects).To(HaveLen(1))
+		id := effects[0].ID
+		onceFails("no SideEffectOperation or Saga nope in namespace "+ns,
+			"resolve", "nope", "--committed", "--external-id", id, "-n", ns)
+		onceFails("no SideEffectOperation or Saga nope in namespace "+ns, "why", "nope", "-n", ns)
+		onceFails("--committed needs --external-id", "resolve", "x", "--committed", "-n", ns)
+		onceFails("choose one of --committed, --retry, --fail and --compensated",
+			"resolve", "x", "--retry", "--fail", "-n", ns)
+		onceFails("you may not patch sideeffectoperations.effects.once.dev in namespace "+ns,
+			"resolve", "x", "--retry", "--as=reader", "-n", ns)
+		onceFails("you may not list sideeffectoperations.effects.once.dev in namespace "+ns,
+			"review", "--as=nobody", "-n", ns)
+		Expect(jsonpath(ns, "seo/x", "{.spec.resolution}")).To(BeEmpty())
+
+		By("resolving it with the id found in the tool's ledger")
+		out := once("resolve", "x", "--committed", "--external-id", id, "--by", "alice",
+			"--reason", "found in the ledger", "-n", ns)
+		user := jsonpath(ns, "seo/x", "{.spec.resolution.user}")
+		Expect(user).NotTo(BeEmpty(), "the admission policy records the authenticated writer")
+		Expect(out).To(ContainSubstring("MarkCommitted (external id " + id + ") by alice (authenticated as " + user + ")"))
+		waitFor(ns, "seo/x", "Ready")
+		Expect(jsonpath(ns, "seo/x", "{.status.state}")).To(Equal("Committed"))
+		Expect(jsonpath(ns, "seo/x", "{.status.externalObjectID}")).To(Equal(id))
+		Expect(jsonpath(ns, "seo/x", "{.spec.resolution.action} {.spec.resolution.by} {.spec.resolution.reason}")).
+			To(Equal("MarkCommitted alice found in the ledger"))
+		Expect(effectsFor(ns)).To(HaveLen(1))
+		waitState(ns, "x-again", "Committed")
+		Expect(jsonpath(ns, "seo/x-again", "{.status.externalObjectID}")).To(Equal(id))
+
+		By("telling who resolved it")
+		story = once("why", "x", "-n", ns)
+		Expect(story).To(ContainSubstring("Resolved:"))
+		Expect(story).To(MatchRegexp(`Resolved:\s+MarkCommitted \(external id ` + id + `\) by alice \(authenticated as ` +
+			user + `\) \("found in the ledger"\), applied \S+Z \(.* ago\), out of NeedsReview`))
+		Expect(story).To(MatchRegexp(`(?m)^  \S+Z\s+resolution\s+1\s+MarkCommitted, external id ` + id +
+			`: Resolved by alice \(authenticated as ` + user + `\): found in the ledger$`))
+		Expect(story).To(MatchRegexp(`(?m)^  \S+Z\s+-> Committed\s+1\s+ResolvedCommitted: `))
+		Expect(strings.Index(story, "-> NeedsReview")).To(BeNumerically("<", strings.Index(story, " resolution ")))
+		Expect(strings.Index(story, " resolution ")).To(BeNumerically("<", strings.Index(story, "-> Committed")))
+
+		By("refusing to resolve it again, and listing nothing")
+		onceFails("x is Committed: there is nothing to resolve", "resolve", "x", "--retry", "-n", ns)
+		Expect(once("review", "-n", ns)).To(Equal("Nothing needs a person in namespace " + ns + ".\n"))
+	})
+
+	It("lists a saga waiting for an approval, and approves it", func() {
+		ns := newNamespace("plugin-saga")
+		startManager(ns, manager{holder: "plugin-saga"})
+		rendered := kubectl("", "kustomize", filepath.Join(root, "config", "samples", "sagas"))
+		apply(ns, strings.ReplaceAll(rendered, "http://127.0.0.1:8090", sb.URL))
+		apply(ns, readerRBAC)
+		waitFor(ns, "saga/scale-checkout", `jsonpath={.status.conditions[?(@.type=="Stalled")].reason}=WaitingForApproval`)
+
+		By("listing it with review")
+		review := strings.Split(strings.TrimSpace(once("review", "-n", ns)), "\n")
+		Expect(review).To(HaveLen(2), "a header and the saga")
+		Expect(strings.Fields(review[1])[:3]).To(Equal([]string{"Saga", "scale-checkout", "WaitingForApproval"}))
+		Expect(review[1]).To(ContainSubstring("Step config waits for approval"))
+
+		By("telling its story with why")
+		story := once("why", "saga/scale-checkout", "-n", ns)
+		Expect(story).To(ContainSubstring("Saga " + ns + "/scale-checkout\n"))
+		Expect(story).To(MatchRegexp(`(?m)^  ticket: Committed, operation scale-checkout.ticket, external id \S+$`))
+		Expect(story).To(ContainSubstring("config: waits for approval (kubectl once approve scale-checkout --step config)"))
+		Expect(story).To(ContainSubstring("notify: not started"))
+		Expect(story).To(MatchRegexp(`(?m)^  \S+Z\s+-> \w+\s+config\s+WaitingForApproval: Step config waits for approval`))
+		Expect(withoutAges(once("why", "scale-checkout", "-n", ns))).To(Equal(withoutAges(story)), "a bare name finds the saga")
+
+		By("refusing approvals that cannot be")
+		onceFails("no Saga nope in namespace "+ns, "approve", "nope", "--step", "config", "-n", ns)
+		onceFails("saga scale-checkout has no step nope (its steps: ticket, config, notify)",
+			"approve", "scale-checkout", "--step", "nope", "-n", ns)
+		onceFails("step ticket of saga scale-checkout does not require approval",
+			"approve", "scale-checkout", "--step", "ticket", "-n", ns)
+		onceFails("you may not patch sagas.effects.once.dev in namespace "+ns,
+			"approve", "scale-checkout", "--step", "config", "--as=reader", "-n", ns)
+		onceFails("saga scale-checkout is Started: only a saga in NeedsReview can be resolved",
+			"resolve", "saga/scale-checkout", "--compensated", "-n", ns)
+
+		By("approving it")
+		out := once("approve", "scale-checkout", "--step", "config", "--by", "alice", "--reason", "change window open", "-n", ns)
+		user := jsonpath(ns, "saga/scale-checkout", "{.spec.approvals[0].user}")
+		Expect(user).NotTo(BeEmpty())
+		Expect(out).To(ContainSubstring("step config approved by alice (authenticated as " + user + `) ("change window open")`))
+		_, err := runOnce("approve", "scale-checkout", "--step", "config", "-n", ns)
+		Expect(err).To(MatchError(MatchRegexp(
+			`error: step config of saga scale-checkout (is already approved in spec.approvals|was approved) by alice`)))
+		waitFor(ns, "saga/scale-checkout", "Ready")
+		Expect(jsonpath(ns, "saga/scale-checkout", "{.status.state}")).To(Equal("Committed"))
+
+		By("telling who approved it")
+		story = once("why", "saga/scale-checkout", "-n", ns)
+		Expect(story).To(MatchRegexp(`(?m)^      approved by alice \(authenticated as ` + user +
+			`\) \("change window open"\), applied \S+Z$`))
+		Expect(story).To(MatchRegexp(`(?m)^  notify: Committed, operation scale-checkout.notify`))
+		Expect(once("why", "scale-checkout.config", "-n", ns)).To(MatchRegexp(`(?m)^  Saga:\s+scale-checkout, step config$`))
+		onceFails("saga scale-checkout is Committed: there is nothing to resolve",
+			"resolve", "saga/scale-checkout", "--retry", "-n", ns)
+		Expect(once("review", "-n", ns)).To(Equal("Nothing needs a person in namespace " + ns + ".\n"))
+	})
+
+	It("lists a saga whose compensation failed for good, and resolves it", func() {
+		ns := newNamespace("plugin-undo")
+		startManager(ns, manager{holder: "plugin-undo"})
+		apply(ns, deskYAML("Native"))
+		// The desk refuses the notice for good, and then the revert of the
+		// config: the saga cannot undo step config and asks a person.
+		saga := sagaYAML("change", true)
+		revert := "      operation: " + revertConfig + "\n"
+		Expect(saga).To(ContainSubstring(revert))
+		apply(ns, strings.Replace(saga, revert, revert+"      parameters: {reject: config locked}\n", 1))
+		waitSaga(ns, "change", "NeedsReview")
+		Expect(jsonpath(ns, "saga/change", "{.status.currentStep}")).To(Equal("config"))
+
+		By("listing it with review and telling its story")
+		review := strings.Split(strings.TrimSpace(once("review", "-n", ns)), "\n")
+		Expect(review).To(HaveLen(2), "a header and the saga")
+		Expect(strings.Fields(review[1])[:3]).To(Equal([]string{"Saga", "change", "NeedsReview"}))
+		Expect(review[1]).To(ContainSubstring("The compensation of step config failed for good"))
+		story := once("why", "saga/change", "-n", ns)
+		Expect(story).To(MatchRegexp(`(?m)^\s+compensation: operation change\.config\.undo, \w+`))
+		Expect(story).To(MatchRegexp(`(?m)^  \S+Z\s+-> NeedsReview\s+config\s+CompensationFailed: `))
+		Expect(story).To(ContainSubstring("Failed step:"))
+
+		By("refusing what does not fit a saga")
+		onceFails("a saga takes --retry or --compensated", "resolve", "saga/change", "--committed", "--external-id", "x", "-n", ns)
+		onceFails("saga change waits on step config, not ticket", "resolve", "saga/change", "--step", "ticket",
+			"--compensated", "-n", ns)
+
+		By("resolving it: the config was reverted by hand")
+		out := once("resolve", "saga/change", "--compensated", "--by", "alice", "--reason", "reverted by hand", "-n", ns)
+		user := jsonpath(ns, "saga/change", "{.spec.resolutions[0].user}")
+		Expect(user).NotTo(BeEmpty())
+		Expect(out).To(ContainSubstring("wrote spec.resolutions for step config: MarkCompensated by alice (authenticated as " +
+			user + `) ("reverted by hand")`))
+		waitSaga(ns, "change", "Compensated")
+		story = once("why", "saga/change", "-n", ns)
+		Expect(story).To(MatchRegexp(`compensation resolved: MarkCompensated by alice \(authenticated as ` + user +
+			`\) \("reverted by hand"\)`))
+		Expect(once("review", "-n", ns)).To(Equal("Nothing needs a person in namespace " + ns + ".\n"))
+	})
+})
