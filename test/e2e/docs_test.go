@@ -67,8 +67,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -397,4 +399,80 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestParseDoc checks the convention's parser without a control plane:
+// go test -tags e2e ./test/e2e/ -run TestParseDoc.
+func TestParseDoc(t *testing.T) {
+	doc := strings.Join([]string{
+		"# Title",                         // 1
+		"```sh",                           // 2
+		"kubectl get seo",                 // 3
+		"```",                             // 4
+		"```text",                         // 5
+		"NAME STATE",                      // 6
+		"```",                             // 7
+		"<!-- docs-test: setup",           // 8
+		"```sh",                           // 9
+		"curl -X PUT x",                   // 10
+		"```",                             // 11
+		"-->",                             // 12
+		"```sh {check=make-n}",            // 13
+		"make demo   # runs until Ctrl-C", // 14
+		"```",                             // 15
+		"```sh {needs=kubectl-once}",      // 16
+		"kubectl once review -A",          // 17
+		"```",                             // 18
+	}, "\n")
+	blocks, err := parseDoc(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []docBlock{
+		{line: 2, lines: []string{"kubectl get seo"}},
+		{line: 9, lines: []string{"curl -X PUT x"}, hidden: true},
+		{line: 13, lines: []string{"make demo   # runs until Ctrl-C"}, check: "make-n"},
+		{line: 16, lines: []string{"kubectl once review -A"}, needs: "kubectl-once"},
+	}
+	if diff := cmp.Diff(want, blocks, cmp.AllowUnexported(docBlock{})); diff != "" {
+		t.Errorf("parseDoc (-want, +got):\n%s", diff)
+	}
+
+	s, err := buildScript("x.md", blocks, []string{"kubectl-once"}, func(string) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"kubectl get seo", "curl -X PUT x", "make -n demo >/dev/null"} {
+		if !strings.Contains(s.text, line+"\n") {
+			t.Errorf("the script lacks %q:\n%s", line, s.text)
+		}
+	}
+	if strings.Contains(s.text, "kubectl once") {
+		t.Errorf("a block that needs a missing program was run:\n%s", s.text)
+	}
+	if len(s.notRun) != 2 {
+		t.Errorf("not run: %q, want the make-n block and the skipped one", s.notRun)
+	}
+	for n, docLine := range s.lineOf {
+		if got := strings.Split(s.text, "\n")[n-1]; docLine == 3 && got != "kubectl get seo" {
+			t.Errorf("script line %d maps to doc line 3 but is %q", n, got)
+		}
+	}
+	if _, err := buildScript("x.md", blocks, nil, func(string) bool { return false }); err == nil {
+		t.Error("a block that needs a missing program passed without ONCE_DOCS_MISSING")
+	}
+
+	for name, bad := range map[string]string{
+		"unknown attribute":     "```sh {check=skip}\nls\n```",
+		"attribute on text":     "```text {check=make-n}\nx\n```",
+		"unclosed block":        "```sh\nls",
+		"unclosed hidden block": "<!-- docs-test\n```sh\nls\n```",
+	} {
+		if _, err := parseDoc(bad); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := makeChecks(docBlock{line: 1, lines: []string{"make demo && rm -rf /"}, check: "make-n"}); err == nil {
+		t.Error("a check=make-n block with a command that is not make passed")
+	}
 }
