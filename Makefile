@@ -26,6 +26,10 @@ help: ## Display this help.
 manifests: controller-gen ## Generate the CRDs and the ClusterRole.
 	"$(CONTROLLER_GEN)" rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
 
+.PHONY: docs
+docs: manifests ## Generate docs/reference.md from the CRDs (a test fails when it is not current).
+	go run ./hack/crdref -crds config/crd/bases -out docs/reference.md
+
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
 	"$(CONTROLLER_GEN)" object:headerFile="hack/boilerplate.go.txt",year=$(YEAR) paths="./..."

@@ -170,6 +170,7 @@ say "Running. Try it yourself:"
 cat <<EOF
   export KUBECONFIG=$kubeconfig
   export PATH=$assets:\$PATH
+  export SANDBOX_URL=http://$sandbox_addr
   kubectl get seo,sagas,tools,clustertools,idempotencyrecords
   kubectl describe seo charge-order-1001
   kubectl get saga scale-search -o yaml
