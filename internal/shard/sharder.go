@@ -57,7 +57,11 @@ const (
 // deletes its own.
 const deadMembers = 10
 
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+// The shards' Leases are listed past the cache, created, renewed with
+// conditional updates and deleted, in the manager's own namespace only
+// (config/default installs this as a Role there; another --shard-namespace
+// needs the same Role in it).
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list;create;update;delete,namespace=system
 
 // Options configure a Sharder.
 type Options struct {
