@@ -58,10 +58,9 @@ const (
 const deadMembers = 10
 
 // The shards' Leases are listed past the cache, created, renewed with
-// conditional updates and deleted, in the manager's own namespace only
-// (config/default installs this as a Role there; another --shard-namespace
-// needs the same Role in it).
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list;create;update;delete,namespace=system
+// conditional updates and deleted, in one namespace only: the rights are a
+// Role there (config/rbac/namespace/role.yaml), not a marker, so that the
+// manager cannot touch other Leases of the cluster.
 
 // Options configure a Sharder.
 type Options struct {
