@@ -279,6 +279,25 @@ spec:
 		log, err := os.ReadFile(p.Log)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(log)).NotTo(ContainSubstring("forbidden"), "the manager met a refusal; log: %s", p.Log)
+
+		By("keeping a manager unready while its informers cannot sync: it has no rights where it watches")
+		probeAddr, err := harness.FreeAddr()
+		Expect(err).NotTo(HaveOccurred())
+		q, err := cp.StartManager(harness.ManagerOptions{
+			Binary: filepath.Join(root, "bin", "manager"),
+			Holder: "unready",
+			Args: []string{"--kubeconfig=" + kubeconfig, "--watch-namespaces=" + unwatched,
+				"--health-probe-bind-address=" + probeAddr},
+			Log: logFile(unwatched + "-unready"),
+		})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { q.Stop(15 * time.Second) })
+		Eventually(func() (string, error) { return httpGet("http://" + probeAddr + "/healthz") }).Should(Equal("ok"))
+		Consistently(func() string {
+			body, _ := httpGet("http://" + probeAddr + "/readyz?verbose")
+			return body
+		}).WithTimeout(5 * time.Second).Should(ContainSubstring("[-]informers failed"))
+		Expect(jsonpath(unwatched, "seo/charge", "{.status}")).To(BeEmpty())
 	})
 
 	It("serves every metric the Grafana dashboard and the alert rules name, and is ready once its caches synced", func() {
