@@ -1,31 +1,35 @@
-# Build the manager binary
-# Override BASE_IMAGE to build from another registry, e.g. docker.io/library/golang:1.26
-ARG BASE_IMAGE=golang:1.26
-FROM ${BASE_IMAGE} AS builder
+# The manager's image: a static Go binary on distroless, run as non-root.
+#
+#   make docker-build IMG=registry.example.com/once-manager:v0.1.0
+#
+# The bases are pinned by tag. Pin them by digest too where your registry
+# policy asks for it (the digests cannot be resolved where this file was
+# written): golang:1.26.8-bookworm@sha256:<digest>.
+ARG GO_IMAGE=golang:1.26.8-bookworm
+ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
+
+FROM ${GO_IMAGE} AS builder
 ARG TARGETOS
 ARG TARGETARCH
+# VERSION is stamped into the binary (manager --version, and its first log
+# line); make docker-build passes git describe.
+ARG VERSION=devel
 
 WORKDIR /workspace
-# Copy the Go Modules manifests
-COPY go.mod go.mod
-COPY go.sum go.sum
-# cache deps before building and copying source so that we don't need to re-download as much
-# and so that source changes don't invalidate our downloaded layer
+# The modules first, so that a source change does not download them again.
+COPY go.mod go.sum ./
 RUN go mod download
 
-# Copy the Go source (relies on .dockerignore to filter)
+# The Go sources only (.dockerignore leaves out the rest).
 COPY . .
 
-# Build
-# the GOARCH has no default value to allow the binary to be built according to the host where the command
-# was called. For example, if we call make docker-build in a local env which has the Apple Silicon M1 SO
-# the docker BUILDPLATFORM arg will be linux/arm64 when for Apple x86 it will be linux/amd64. Therefore,
-# by leaving it empty we can ensure that the container and binary shipped on it will have the same platform.
-RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -a -o manager cmd/main.go
+# GOARCH has no default so that the binary matches the platform the image
+# is built for (BuildKit sets TARGETARCH). -trimpath keeps the build
+# machine's paths out of the binary.
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o manager ./cmd
 
-# Use distroless as minimal base image to package the manager binary
-# Refer to https://github.com/GoogleContainerTools/distroless for more details
-FROM gcr.io/distroless/static:nonroot
+FROM ${BASE_IMAGE}
 WORKDIR /
 COPY --from=builder /workspace/manager .
 USER 65532:65532

@@ -10,6 +10,9 @@ SHELL = /usr/bin/env bash -o pipefail
 YEAR ?= $(shell date +%Y)
 # IMG is the manager's container image, for deploying to a real cluster.
 IMG ?= once-manager:latest
+# VERSION is stamped into the manager (bin/manager --version, the image).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X main.version=$(VERSION)
 
 .PHONY: all
 all: build
@@ -70,8 +73,8 @@ bench-go: ## Go benchmarks of the hot pure code, with allocations.
 
 .PHONY: build
 build: manifests generate fmt vet ## Build the manager, the failpoint-enabled manager for tests, the sandbox tool and the kubectl once plugin.
-	go build -o bin/manager ./cmd
-	go build -tags failpoints -o bin/manager-failpoints ./cmd
+	go build -ldflags "$(LDFLAGS)" -o bin/manager ./cmd
+	go build -tags failpoints -ldflags "$(LDFLAGS)" -o bin/manager-failpoints ./cmd
 	go build -o bin/sandbox-tool ./test/cmd/sandbox-tool
 	go build -o bin/kubectl-once ./cmd/kubectl-once
 
@@ -91,7 +94,20 @@ run: manifests generate fmt vet ## Run the manager from your host against the cu
 
 .PHONY: docker-build
 docker-build: ## Build the manager's container image (needs a Docker engine).
-	docker build -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+# DIST is where make release writes the manifests.
+DIST ?= dist
+
+.PHONY: release
+release: manifests ## Write $(DIST)/install.yaml (cluster-wide), and install-namespaced-cluster.yaml and install-namespaced.yaml, with the image IMG.
+	mkdir -p "$(DIST)"
+	"$(KUBECTL)" kustomize config/default | sed 's|image: controller:latest|image: $(IMG)|' > "$(DIST)/install.yaml"
+	"$(KUBECTL)" kustomize config/namespaced/cluster > "$(DIST)/install-namespaced-cluster.yaml"
+	"$(KUBECTL)" kustomize config/namespaced | sed 's|image: controller:latest|image: $(IMG)|' > "$(DIST)/install-namespaced.yaml"
+	@for f in "$(DIST)/install.yaml" "$(DIST)/install-namespaced.yaml"; do \
+		grep -q 'image: $(IMG)$$' "$$f" || { echo "$$f: the image was not set to $(IMG)" >&2; exit 1; }; \
+	done
 
 ##@ Local control plane
 

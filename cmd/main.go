@@ -19,12 +19,16 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	// Import all Kubernetes client auth plugins (e.g. Azure, GCP, OIDC, etc.)
@@ -35,6 +39,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -50,6 +55,9 @@ import (
 var (
 	scheme   = runtime.NewScheme()
 	setupLog = ctrl.Log.WithName("setup")
+	// version is stamped at build time (make build, the Dockerfile):
+	// -ldflags "-X main.version=...".
+	version = "devel"
 )
 
 func init() {
@@ -71,6 +79,9 @@ type options struct {
 	shards                   int
 	shardNamespace           string
 	shardLease, shardRenew   time.Duration
+	// watchNamespaces is comma-separated.
+	watchNamespaces string
+	printVersion    bool
 	// serviceCIDRs, podCIDRs and allowEgressCIDRs are comma-separated.
 	serviceCIDRs, podCIDRs, allowEgressCIDRs string
 }
@@ -114,9 +125,17 @@ func main() {
 	flag.StringVar(&o.allowEgressCIDRs, "allow-egress-cidrs", "",
 		"CIDRs, comma-separated, that tools may be called at even though they are refused otherwise "+
 			"(loopback, link-local, the cluster's ranges); for example 127.0.0.0/8 for a tool on the manager's host.")
+	flag.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Namespaces, comma-separated, that this manager "+
+		"alone watches and serves; empty serves all. A manager so restricted serves no ClusterTools and reads no "+
+		"Namespaces: it needs rights in these namespaces only (config/namespaced).")
+	flag.BoolVar(&o.printVersion, "version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if o.printVersion {
+		fmt.Println(version)
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	if err := run(o); err != nil {
@@ -154,6 +173,7 @@ func run(o options) error {
 		ShardNamespace:           cmp.Or(o.shardNamespace, o.clusterResourceNamespace),
 		ShardLeaseDuration:       o.shardLease,
 		ShardRenewPeriod:         o.shardRenew,
+		WatchNamespaces:          splitList(o.watchNamespaces),
 	}
 	egress, err := egressPolicy(o)
 	if err != nil {
@@ -168,12 +188,16 @@ func run(o options) error {
 	setupLog.Info("API client", "qps", restCfg.QPS, "burst", restCfg.Burst)
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  controller.CacheOptions(),
+		Cache:                  controller.WatchOnly(controller.CacheOptions(), cfg.WatchNamespaces),
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: o.probeAddr,
 		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "once-manager.once.dev",
+		// The lease is given up once the manager has stopped, after the
+		// calls in flight are recorded: a standby takes over at once
+		// instead of after the lease expires. main returns right after.
+		LeaderElectionReleaseOnCancel: true,
 		// A stopping manager finishes the calls in flight and records
 		// their answers: a rolling update must not turn a committed call
 		// into an unknown outcome.
@@ -192,11 +216,38 @@ func run(o options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("setting up the health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr.GetCache())); err != nil {
 		return fmt.Errorf("setting up the ready check: %w", err)
 	}
-	setupLog.Info("Starting manager", "holder", o.holder, "shards", o.shards)
+	setupLog.Info("Starting manager", "version", version, "holder", o.holder, "shards", o.shards,
+		"watchNamespaces", cfg.WatchNamespaces)
 	return mgr.Start(ctx)
+}
+
+// cacheSynced is the readiness check: ready once the informers the
+// manager has started have synced, so that it answers from a full view.
+// A standby of leader election is ready too once its cache is; it starts
+// the controllers' informers when it is elected.
+func cacheSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the informers have not synced")
+		}
+		return nil
+	}
+}
+
+// splitList splits a comma-separated flag, dropping empty items.
+func splitList(s string) []string {
+	var items []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
 }
 
 // egressPolicy is the egress policy the flags describe.

@@ -75,3 +75,19 @@ func StripUnread(in any) (any, error) {
 	}
 	return in, nil
 }
+
+// WatchOnly restricts the cache of o to namespaces, when there are any:
+// the manager then lists and watches operations, sagas, Tools and scope
+// records there alone, and needs rights there alone. Config.WatchNamespaces
+// must name the same namespaces, so that no controller asks the cache for a
+// cluster-scoped kind.
+func WatchOnly(o cache.Options, namespaces []string) cache.Options {
+	if len(namespaces) == 0 {
+		return o
+	}
+	o.DefaultNamespaces = make(map[string]cache.Config, len(namespaces))
+	for _, ns := range namespaces {
+		o.DefaultNamespaces[ns] = cache.Config{}
+	}
+	return o
+}

@@ -71,6 +71,9 @@ type SagaReconciler struct {
 	Clock     clock.Clock
 	// MaxConcurrentReconciles bounds the sagas handled at once.
 	MaxConcurrentReconciles int
+	// WatchNamespaces are the only namespaces the manager watches; empty:
+	// all. A manager restricted to some reads no ClusterTools.
+	WatchNamespaces []string
 	// Shards says which sagas this manager handles; nil: all.
 	Shards *shard.Sharder
 
@@ -106,7 +109,7 @@ func (r *SagaReconciler) plan(s *v1.Saga) (*saga.Plan, error) {
 }
 
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sagas,verbs=get;list;watch
-// +kubebuilder:rbac:groups=effects.once.dev,resources=sagas/status,verbs=get;update
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sagas/status,verbs=update
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch;create
 
 // Reconcile moves one saga on by as many decisions as it can take without
@@ -331,7 +334,7 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	if no := protocol.CheckParameters(params); no != nil {
 		return failed("%s", no.Message)
 	}
-	tool, reason, msg, err := usableTool(ctx, r.Client, r.Validator, step.ToolRef, s.Namespace, step.Operation)
+	tool, reason, msg, err := usableTool(ctx, r.Client, r.Validator, r.WatchNamespaces, step.ToolRef, s.Namespace, step.Operation)
 	switch {
 	case err != nil:
 		return undecided("%v", err)

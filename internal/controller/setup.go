@@ -53,6 +53,12 @@ type Config struct {
 	// Clock is the real clock if nil.
 	Clock clock.Clock
 
+	// WatchNamespaces are the only namespaces the manager watches (its
+	// cache must be restricted to them too: WatchOnly); empty: all. A
+	// manager restricted to some serves no ClusterTools and reads no
+	// Namespaces, so that it needs no cluster-wide rights.
+	WatchNamespaces []string
+
 	// Shards splits the operations, sagas and scope records among the
 	// managers that run with the same number, through Leases; 0 turns
 	// sharding off and every manager handles every object. Sharding is for
@@ -115,6 +121,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 		MaxClaim:                c.MaxClaim,
 		ClaimGrace:              c.ClaimGrace,
 		MaxConcurrentReconciles: c.MaxConcurrentReconciles,
+		WatchNamespaces:         c.WatchNamespaces,
 		Shards:                  shards,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the sideeffectoperation controller: %w", err)
@@ -122,7 +129,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 	if err := (&SagaReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("once"),
 		Connector: connector, Validator: connector, Clock: c.Clock,
-		MaxConcurrentReconciles: c.MaxConcurrentReconciles, Shards: shards,
+		MaxConcurrentReconciles: c.MaxConcurrentReconciles, WatchNamespaces: c.WatchNamespaces, Shards: shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the saga controller: %w", err)
 	}
@@ -133,7 +140,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 	}
 	if err := SetupToolReconcilers(mgr, ToolReconciler{
 		Client: mgr.GetClient(), Validator: connector, Headers: connector, Clock: c.Clock,
-	}); err != nil {
+	}, len(c.WatchNamespaces) == 0); err != nil {
 		return fmt.Errorf("setting up the tool controllers: %w", err)
 	}
 	return nil

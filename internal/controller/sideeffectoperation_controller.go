@@ -81,6 +81,10 @@ type SideEffectOperationReconciler struct {
 	ClaimGrace time.Duration
 	// MaxConcurrentReconciles bounds the operations handled at once.
 	MaxConcurrentReconciles int
+	// WatchNamespaces are the only namespaces the manager watches; empty:
+	// all. A manager restricted to some neither watches nor reads
+	// ClusterTools and Namespaces, which are cluster-scoped.
+	WatchNamespaces []string
 	// Shards says which operations this manager handles; nil: all.
 	Shards *shard.Sharder
 
@@ -89,8 +93,14 @@ type SideEffectOperationReconciler struct {
 	pending sync.Map // types.UID → *answer
 }
 
+// The manager's rights, each for a call the code makes (docs/install.md
+// lists them): operations are watched and read, patched only to add or
+// remove the finalizer, and their status is replaced with a conditional
+// update; scope records are created, updated and deleted; Secrets are read
+// by name past the cache, never listed or watched; events are created, and
+// patched when they repeat.
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations/status,verbs=update
 // +kubebuilder:rbac:groups=effects.once.dev,resources=idempotencyrecords,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=effects.once.dev,resources=tools;clustertools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -167,10 +177,12 @@ func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mg
 		For(&v1.SideEffectOperation{}, builder.WithPredicates(r.Shards.Predicate())).
 		Watches(&v1.SideEffectOperation{}, handler.EnqueueRequestsFromMapFunc(r.duplicatesOf)).
 		Watches(&v1.Tool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
-		Watches(&v1.ClusterTool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.operationsInNamespace), namespaceLabelsChanged).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Named("sideeffectoperation")
+	if len(r.WatchNamespaces) == 0 {
+		b = b.Watches(&v1.ClusterTool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
+			Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.operationsInNamespace), namespaceLabelsChanged)
+	}
 	if r.Shards != nil {
 		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.SideEffectOperationList{}))
 	}

@@ -163,7 +163,7 @@ func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Re
 // loadTool reads the operation's tool and derives the policy. ok is false
 // when the operation must wait for the tool to exist or be fixed.
 func (r *SideEffectOperationReconciler) loadTool(p *pass) (reconcile.Result, bool, error) {
-	tool, reason, msg, err := usableTool(p.ctx, r.Client, r.Validator, p.scope.Tool, p.op.Namespace, p.op.Spec.Operation)
+	tool, reason, msg, err := usableTool(p.ctx, r.Client, r.Validator, r.WatchNamespaces, p.scope.Tool, p.op.Namespace, p.op.Spec.Operation)
 	if err != nil {
 		return reconcile.Result{}, false, err
 	}

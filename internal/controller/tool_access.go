@@ -19,6 +19,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,12 +38,19 @@ import (
 // usableTool reads the tool that ref names for an operation of namespace
 // and checks that it may serve it operation. When it may not, reason and
 // msg say why: ToolNotFound, NamespaceNotAllowed, ToolInvalid or
-// OperationNotDeclared.
-func usableTool(ctx context.Context, c client.Reader, validator ToolValidator, ref v1.ToolReference,
+// OperationNotDeclared. A manager that watches only the namespaces in
+// watched (none: all) serves no ClusterTool: it has no rights to read them,
+// and its cache would wait for them forever.
+func usableTool(ctx context.Context, c client.Reader, validator ToolValidator, watched []string, ref v1.ToolReference,
 	namespace, operation string) (tool v1.GenericTool, reason, msg string, err error) {
 	tool = &v1.Tool{}
 	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
 	if ref.Kind == v1.ToolKindClusterTool {
+		if len(watched) > 0 {
+			return nil, v1.ReasonToolNotFound, fmt.Sprintf(
+				"ClusterTool %s is not served by a manager that watches only namespaces %s (--watch-namespaces)",
+				ref.Name, strings.Join(watched, ",")), nil
+		}
 		tool, key.Namespace = &v1.ClusterTool{}, ""
 	}
 	if err := c.Get(ctx, key, tool); err != nil {

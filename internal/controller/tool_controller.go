@@ -52,7 +52,7 @@ type ToolReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=effects.once.dev,resources=tools;clustertools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=effects.once.dev,resources=tools/status;clustertools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=effects.once.dev,resources=tools/status;clustertools/status,verbs=update
 
 // Reconcile validates one tool and records the verdict in its conditions.
 func (r *ToolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -97,13 +97,14 @@ func (r *ToolReconciler) check(ctx context.Context, tool v1.GenericTool) error {
 	return errors.Join(r.Validator.Validate(tool.GetSpec()), err)
 }
 
-// SetupToolReconcilers registers one ToolReconciler for Tools and one for
-// ClusterTools.
-func SetupToolReconcilers(mgr ctrl.Manager, base ToolReconciler) error {
-	for name, newTool := range map[string]func() v1.GenericTool{
-		"tool":        func() v1.GenericTool { return &v1.Tool{} },
-		"clustertool": func() v1.GenericTool { return &v1.ClusterTool{} },
-	} {
+// SetupToolReconcilers registers one ToolReconciler for Tools and, if
+// clusterTools, one for ClusterTools.
+func SetupToolReconcilers(mgr ctrl.Manager, base ToolReconciler, clusterTools bool) error {
+	kinds := map[string]func() v1.GenericTool{"tool": func() v1.GenericTool { return &v1.Tool{} }}
+	if clusterTools {
+		kinds["clustertool"] = func() v1.GenericTool { return &v1.ClusterTool{} }
+	}
+	for name, newTool := range kinds {
 		r := base
 		r.newTool = newTool
 		if err := ctrl.NewControllerManagedBy(mgr).For(newTool()).Named(name).Complete(&r); err != nil {

@@ -57,7 +57,10 @@ const (
 // deletes its own.
 const deadMembers = 10
 
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+// The shards' Leases are listed past the cache, created, renewed with
+// conditional updates and deleted, in one namespace only: the rights are a
+// Role there (config/rbac/namespace/role.yaml), not a marker, so that the
+// manager cannot touch other Leases of the cluster.
 
 // Options configure a Sharder.
 type Options struct {
