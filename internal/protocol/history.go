@@ -41,8 +41,12 @@ func AddHistory(history *[]v1.Transition, t v1.Transition) {
 	if len(t.Message) > maxHistoryMessage {
 		t.Message = strings.ToValidUTF8(t.Message[:maxHistoryMessage-3], "") + "..."
 	}
+	// A new array: the status being decided may share the old one with the
+	// caller's record, which the decision core never changes.
+	out := make([]v1.Transition, 0, min(len(h)+1, v1.MaxHistory))
 	if len(h) >= v1.MaxHistory {
-		h = append(h[:1], h[len(h)-v1.MaxHistory+2:]...)
+		out = append(out, h[0])
+		h = h[len(h)-v1.MaxHistory+2:]
 	}
-	*history = append(h, t)
+	*history = append(append(out, h...), t)
 }

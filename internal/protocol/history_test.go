@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
@@ -28,72 +30,77 @@ func TestAddHistory(t *testing.T) {
 	step := func(state v1.OperationState, reason string, attempt int32) v1.Transition {
 		return v1.Transition{State: state, Reason: reason, Attempt: attempt}
 	}
-	tests := []struct {
-		name string
+	tests := map[string]struct {
 		add  []v1.Transition
 		want []string // state/reason/attempt of each entry kept
-	}{{
-		name: "happy path",
-		add:  []v1.Transition{step(v1.StateStarted, v1.ReasonExecuting, 1), step(v1.StateCommitted, v1.ReasonCommitted, 1)},
-		want: []string{"Started/Executing/1", "Committed/Committed/1"},
-	}, {
-		name: "a repeated question is told once",
-		add: []v1.Transition{
-			step(v1.StateUnknown, v1.ReasonOutcomeUnknown, 1),
-			step(v1.StateReconciling, v1.ReasonReconciling, 1),
-			step(v1.StateReconciling, v1.ReasonReconciling, 1),
-			step(v1.StateReconciling, v1.ReasonReconciling, 1),
+	}{
+		"the happy path is two entries": {
+			add:  []v1.Transition{step(v1.StateStarted, v1.ReasonExecuting, 1), step(v1.StateCommitted, v1.ReasonCommitted, 1)},
+			want: []string{"Started/Executing/1", "Committed/Committed/1"},
 		},
-		want: []string{"Unknown/OutcomeUnknown/1", "Reconciling/Reconciling/1"},
-	}, {
-		name: "a new attempt in the same state is told",
-		add: []v1.Transition{
-			step(v1.StateFailedRetryable, v1.ReasonBackingOff, 1),
-			step(v1.StateFailedRetryable, v1.ReasonBackingOff, 2),
+		"a question asked again is told once": {
+			add: []v1.Transition{
+				step(v1.StateUnknown, v1.ReasonOutcomeUnknown, 1),
+				step(v1.StateReconciling, v1.ReasonReconciling, 1),
+				step(v1.StateReconciling, v1.ReasonReconciling, 1),
+				step(v1.StateReconciling, v1.ReasonReconciling, 1),
+			},
+			want: []string{"Unknown/OutcomeUnknown/1", "Reconciling/Reconciling/1"},
 		},
-		want: []string{"FailedRetryable/BackingOff/1", "FailedRetryable/BackingOff/2"},
-	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		"a new attempt in the same state is told": {
+			add: []v1.Transition{
+				step(v1.StateFailedRetryable, v1.ReasonBackingOff, 1),
+				step(v1.StateFailedRetryable, v1.ReasonBackingOff, 2),
+			},
+			want: []string{"FailedRetryable/BackingOff/1", "FailedRetryable/BackingOff/2"},
+		},
+	}
+	for reason, tt := range tests {
+		t.Run(reason, func(t *testing.T) {
 			var h []v1.Transition
 			for _, tr := range tt.add {
 				AddHistory(&h, tr)
 			}
-			if got := summary(h); strings.Join(got, " ") != strings.Join(tt.want, " ") {
-				t.Errorf("history %v, want %v", got, tt.want)
+			if diff := cmp.Diff(tt.want, summary(h)); diff != "" {
+				t.Errorf("history (-want, +got):\n%s", diff)
 			}
 		})
 	}
 }
 
 // TestAddHistoryBounded: a long story keeps its first transition and its
-// newest ones, never more than v1.MaxHistory.
+// newest ones, never more than v1.MaxHistory, and the caller's slice is
+// left as it was.
 func TestAddHistoryBounded(t *testing.T) {
 	var h []v1.Transition
 	for attempt := int32(1); attempt <= 40; attempt++ {
+		before := summary(h)
+		shared := h
 		AddHistory(&h, v1.Transition{State: v1.StateFailedRetryable, Reason: v1.ReasonBackingOff, Attempt: attempt,
 			Message: strings.Repeat("x", 1000)})
-	}
-	if len(h) != v1.MaxHistory {
-		t.Fatalf("%d entries, want %d", len(h), v1.MaxHistory)
-	}
-	if h[0].Attempt != 1 {
-		t.Errorf("first entry is attempt %d, want the first, attempt 1", h[0].Attempt)
-	}
-	for i, tr := range h[1:] {
-		if want := int32(40 - v1.MaxHistory + 2 + i); tr.Attempt != want {
-			t.Errorf("entry %d is attempt %d, want %d", i+1, tr.Attempt, want)
+		if diff := cmp.Diff(before, summary(shared)); diff != "" {
+			t.Fatalf("attempt %d changed the caller's slice (-before, +after):\n%s", attempt, diff)
 		}
+	}
+	var want []string
+	want = append(want, "FailedRetryable/BackingOff/1")
+	for attempt := 40 - v1.MaxHistory + 2; attempt <= 40; attempt++ {
+		want = append(want, fmt.Sprintf("FailedRetryable/BackingOff/%d", attempt))
+	}
+	if diff := cmp.Diff(want, summary(h)); diff != "" {
+		t.Errorf("history (-want, +got):\n%s", diff)
+	}
+	for i, tr := range h {
 		if len(tr.Message) > maxHistoryMessage {
-			t.Errorf("entry %d has a message of %d bytes, over %d", i+1, len(tr.Message), maxHistoryMessage)
+			t.Errorf("entry %d has a message of %d bytes, over %d", i, len(tr.Message), maxHistoryMessage)
 		}
 	}
 }
 
 func summary(h []v1.Transition) []string {
-	out := make([]string, len(h))
-	for i, tr := range h {
-		out[i] = fmt.Sprintf("%s/%s/%d", tr.State, tr.Reason, tr.Attempt)
+	var out []string
+	for _, tr := range h {
+		out = append(out, fmt.Sprintf("%s/%s/%d", tr.State, tr.Reason, tr.Attempt))
 	}
 	return out
 }
