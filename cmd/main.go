@@ -78,6 +78,7 @@ type options struct {
 	maxClaim, claimGrace     time.Duration
 	shards                   int
 	shardNamespace           string
+	leaderElectionNamespace  string
 	shardLease, shardRenew   time.Duration
 	// watchNamespaces is comma-separated.
 	watchNamespaces string
@@ -113,7 +114,11 @@ func main() {
 		"managers through Leases, so that managers stop contending for the same objects; every manager must use "+
 		"the same number. 0 turns sharding off: every manager handles every object.")
 	flag.StringVar(&o.shardNamespace, "shard-namespace", "",
-		"The namespace that holds the shards' Leases; defaults to --cluster-resource-namespace.")
+		"The namespace that holds the shards' Leases; defaults to the manager's own namespace in a pod, "+
+			"and to --cluster-resource-namespace outside one.")
+	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
+		"The namespace that holds the leader election's Lease; defaults to the manager's own namespace in a pod. "+
+			"Required with --leader-elect outside a pod.")
 	flag.DurationVar(&o.shardLease, "shard-lease-duration", 15*time.Second,
 		"How long a shard's Lease lasts without renewal: the shards of a manager that died wait this long for another.")
 	flag.DurationVar(&o.shardRenew, "shard-renew-period", 5*time.Second,
@@ -170,7 +175,7 @@ func run(o options) error {
 		MaxClaim:                 o.maxClaim,
 		ClaimGrace:               o.claimGrace,
 		Shards:                   o.shards,
-		ShardNamespace:           cmp.Or(o.shardNamespace, o.clusterResourceNamespace),
+		ShardNamespace:           cmp.Or(o.shardNamespace, ownNamespace(), o.clusterResourceNamespace),
 		ShardLeaseDuration:       o.shardLease,
 		ShardRenewPeriod:         o.shardRenew,
 		WatchNamespaces:          splitList(o.watchNamespaces),
@@ -187,13 +192,14 @@ func run(o options) error {
 	// (QPS -1): the API server's priority and fairness is the limit.
 	setupLog.Info("API client", "qps", restCfg.QPS, "burst", restCfg.Burst)
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  controller.WatchOnly(controller.CacheOptions(), cfg.WatchNamespaces),
-		Metrics:                metricsOpts,
-		HealthProbeBindAddress: o.probeAddr,
-		PprofBindAddress:       o.pprofAddr,
-		LeaderElection:         o.leaderElect,
-		LeaderElectionID:       "once-manager.once.dev",
+		Scheme:                  scheme,
+		Cache:                   controller.WatchOnly(controller.CacheOptions(), cfg.WatchNamespaces),
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "once-manager.once.dev",
+		LeaderElectionNamespace: o.leaderElectionNamespace,
 		// The lease is given up once the manager has stopped, after the
 		// calls in flight are recorded: a standby takes over at once
 		// instead of after the lease expires. main returns right after.
@@ -278,4 +284,17 @@ func defaultHolder() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return host + "-" + hex.EncodeToString(b)
+}
+
+// serviceAccountNamespace is where a pod finds its own namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ownNamespace is the namespace of the manager's pod, where its Role grants
+// the Leases; empty outside a pod.
+func ownNamespace() string {
+	b, err := os.ReadFile(serviceAccountNamespace)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

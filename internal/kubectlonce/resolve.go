@@ -21,13 +21,17 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/saga"
 )
 
 // resolveFlags are the flags of resolve.
@@ -273,6 +277,9 @@ func resolveSaga(ctx context.Context, c client.Client, s *v1.Saga, f resolveFlag
 		}
 		return "", fmt.Errorf("saga %s is %s: only a saga in NeedsReview can be resolved", s.Name, state)
 	}
+	if err := sagaResolvable(s, action); err != nil {
+		return "", err
+	}
 	step := s.Status.CurrentStep
 	if f.step != "" && f.step != step {
 		return "", fmt.Errorf("saga %s waits on step %s, not %s: a resolution can be written only for it", s.Name, step, f.step)
@@ -352,4 +359,36 @@ func reviewedOperation(ctx context.Context, c client.Client, s *v1.Saga, step st
 		}
 	}
 	return "", nil
+}
+
+// sagaResolvable refuses a resolution the saga would not apply for the
+// reason it waits: a step Once cannot undo takes only MarkCompensated; a
+// foreign operation or a spec that no longer compiles takes none.
+func sagaResolvable(s *v1.Saga, action v1.SagaResolutionAction) error {
+	c := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionStalled)
+	if c == nil {
+		return nil
+	}
+	switch c.Reason {
+	case saga.ReasonForeignOperation:
+		return fmt.Errorf("saga %s waits because %s: no resolution applies; it goes on once that operation "+
+			"is gone", s.Name, lowerFirst(c.Message))
+	case v1.ReasonInvalidSpec:
+		return fmt.Errorf("saga %s stopped because %s: no resolution applies", s.Name, lowerFirst(c.Message))
+	case saga.ReasonCannotCompensate:
+		if action != v1.SagaMarkCompensated {
+			return fmt.Errorf("saga %s waits because %s: Once cannot undo it, so only --compensated applies, "+
+				"once you have undone the effect by other means", s.Name, lowerFirst(c.Message))
+		}
+	}
+	return nil
+}
+
+// lowerFirst turns a condition's message, a sentence, into a clause.
+func lowerFirst(msg string) string {
+	r, size := utf8.DecodeRuneInString(msg)
+	if next, _ := utf8.DecodeRuneInString(msg[size:]); unicode.IsUpper(next) {
+		return msg // an acronym or a kind's name
+	}
+	return string(unicode.ToLower(r)) + msg[size:]
 }

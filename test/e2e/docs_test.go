@@ -28,7 +28,9 @@ package e2e
 //   - The script sees a control plane whose kubeconfig context's namespace
 //     is a fresh namespace of its own (KUBECONFIG), a manager and the
 //     sandbox tool running, PATH with the repository's bin/ and the control
-//     plane's kubectl first, and SANDBOX_URL, where the sandbox listens.
+//     plane's kubectl first, SANDBOX_URL, where the sandbox listens, and
+//     PLUGIN_DIR, a temporary folder, so that `make install-plugin` leaves
+//     the tester's home alone.
 //     `make demo` prints the same variables for its own control plane.
 //   - Sample output is never in a ```sh block: it goes in a ```text block
 //     after it. Alternatives are separate, complete blocks, each of which
@@ -348,6 +350,7 @@ func runDoc(file string, blocks []docBlock) {
 		"KUBECONFIG=" + kubeconfig,
 		"PATH=" + path,
 		"SANDBOX_URL=" + sb.URL,
+		"PLUGIN_DIR=" + GinkgoT().TempDir(),
 	})
 	if runErr != nil {
 		at := "(line unknown)"
