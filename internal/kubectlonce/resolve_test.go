@@ -51,7 +51,7 @@ func TestSagaResolvable(t *testing.T) {
 				"therefore does not undo it: Once cannot undo it, so only --compensated applies, once you have undone " +
 				"the effect by other means"},
 		"Foreign": {reason: "No resolution moves a saga whose operation another made.",
-			saga: waiting(saga.ReasonForeignOperation, "Step ticket: SideEffectOperation change-ticket exists, but this saga did not make it"),
+			saga:   waiting(saga.ReasonForeignOperation, "Step ticket: SideEffectOperation change-ticket exists, but this saga did not make it"),
 			action: v1.SagaMarkCompensated,
 			err: "saga change waits because step ticket: SideEffectOperation change-ticket exists, but this saga did not " +
 				"make it: no resolution applies; it goes on once that operation is gone"},
