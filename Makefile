@@ -69,11 +69,12 @@ bench-go: ## Go benchmarks of the hot pure code, with allocations.
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager, the failpoint-enabled manager for tests, the sandbox tool and the kubectl once plugin.
+build: manifests generate fmt vet ## Build the manager, the failpoint-enabled manager for tests, the sandbox tool, the kubectl once plugin and the MCP gateway.
 	go build -o bin/manager ./cmd
 	go build -tags failpoints -o bin/manager-failpoints ./cmd
 	go build -o bin/sandbox-tool ./test/cmd/sandbox-tool
 	go build -o bin/kubectl-once ./cmd/kubectl-once
+	go build -o bin/once-mcp ./cmd/once-mcp
 
 # PLUGIN_DIR is where install-plugin puts kubectl-once: a folder on the PATH.
 PLUGIN_DIR ?= $(HOME)/.local/bin

@@ -1,0 +1,428 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package mcpgateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	httpeffects "github.com/once-dev/once/internal/effects/http"
+	"github.com/once-dev/once/pkg/once"
+)
+
+// NamespaceHeader lets an HTTP caller choose the namespace of its
+// operations; RBAC decides whether it may use it.
+const NamespaceHeader = "Once-Namespace"
+
+// Config shapes a Gateway.
+type Config struct {
+	// REST is the API server to talk to. Over HTTP only its address and CA
+	// are used: each caller's own bearer token replaces its credentials.
+	// Over stdio, its credentials are the caller's.
+	REST *rest.Config
+	// Namespace is where operations are made, unless an HTTP caller asks
+	// for another with the Once-Namespace header.
+	Namespace string
+	// CallTimeout bounds how long a tools/call waits for the outcome before
+	// it answers that the operation is still running.
+	CallTimeout time.Duration
+	// Logger logs the gateway's work; never tokens or parameters.
+	Logger *slog.Logger
+}
+
+// Gateway serves the operations of Tools and ClusterTools as MCP tools.
+type Gateway struct {
+	cfg     Config
+	callers *callers
+	schemas *httpeffects.Compiler
+	server  *mcp.Server
+	mux     *http.ServeMux
+	self    *caller // the stdio caller, once known
+}
+
+// Version is the gateway's version, as MCP clients see it.
+var Version = "v0.1.0"
+
+// New returns a Gateway.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.REST == nil {
+		return nil, errors.New("mcpgateway: Config.REST is required")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	compiler, err := httpeffects.NewCompiler()
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, callers: &callers{base: cfg.REST, ttl: time.Minute}, schemas: compiler}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "once-mcp", Version: Version}, &mcp.ServerOptions{
+		Instructions: "Each tool here has a side effect that Once makes effectively once. Give every call an " +
+			"idempotencyKey that names the request, and retry a call that timed out or failed with the same key: " +
+			"it returns the first outcome and never makes a second effect.",
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		Logger:       cfg.Logger,
+	})
+	g.server.AddReceivingMiddleware(g.middleware)
+	g.mux = http.NewServeMux()
+	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.Logger})
+	g.mux.Handle("/mcp", requireBearer(streamable))
+	g.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	return g, nil
+}
+
+// Handle mounts another handler on the gateway's HTTP server (for example
+// an ingress of events), before it serves.
+func (g *Gateway) Handle(pattern string, h http.Handler) {
+	g.mux.Handle(pattern, h)
+}
+
+// Handler is the gateway's HTTP handler: MCP over streamable HTTP at /mcp,
+// /healthz, and whatever Handle mounted.
+func (g *Gateway) Handler() http.Handler { return g.mux }
+
+// RunStdio serves one MCP client over stdin and stdout, as the user of
+// Config.REST, until the client goes or ctx ends.
+func (g *Gateway) RunStdio(ctx context.Context) error {
+	self, err := newCaller(ctx, g.cfg.REST)
+	if err != nil {
+		return err
+	}
+	g.self = self
+	return g.server.Run(ctx, &mcp.StdioTransport{})
+}
+
+// requireBearer answers 401 to a request without a bearer token, before
+// MCP sees it.
+func requireBearer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bearer(r.Header) == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="once-mcp"`)
+			http.Error(w, errUnauthenticated.Error(), http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// middleware answers tools/list and tools/call for the caller of each
+// request; everything else is the SDK's.
+func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch r := req.(type) {
+		case *mcp.ListToolsRequest:
+			return g.listTools(ctx, r)
+		case *mcp.CallToolRequest:
+			return g.callTool(ctx, r)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// callerOf is the caller of a request, and the namespace it works in.
+func (g *Gateway) callerOf(ctx context.Context, extra *mcp.RequestExtra) (*caller, string, error) {
+	if extra == nil || extra.Header == nil {
+		if g.self == nil {
+			return nil, "", errUnauthenticated
+		}
+		return g.self, g.cfg.Namespace, nil
+	}
+	c, err := g.callers.forToken(ctx, bearer(extra.Header))
+	if err != nil {
+		return nil, "", err
+	}
+	ns := extra.Header.Get(NamespaceHeader)
+	if ns == "" {
+		ns = g.cfg.Namespace
+	}
+	return c, ns, nil
+}
+
+// listTools lists the operations of the tools the caller may use in its
+// namespace: none when it may not create operations there; a Tool or
+// ClusterTool it may not list, or whose definition is not valid, is left
+// out, and so is a ClusterTool that does not serve the namespace.
+func (g *Gateway) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
+	c, ns, err := g.callerOf(ctx, req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	allowed, err := c.canCreateOperations(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		g.cfg.Logger.Info("caller may not create operations; listing no tools", "user", c.user, "namespace", ns)
+		return res, nil
+	}
+	var tools []v1.GenericTool
+	var local v1.ToolList
+	if err := c.kube.List(ctx, &local, client.InNamespace(ns)); err != nil && !apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("listing tools: %w", err)
+	}
+	for i := range local.Items {
+		tools = append(tools, &local.Items[i])
+	}
+	var cluster v1.ClusterToolList
+	if err := c.kube.List(ctx, &cluster); err != nil && !apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("listing cluster tools: %w", err)
+	}
+	for i := range cluster.Items {
+		if g.serves(ctx, c, &cluster.Items[i], ns) {
+			tools = append(tools, &cluster.Items[i])
+		}
+	}
+	for _, t := range tools {
+		if ready := meta.FindStatusCondition(t.GetStatus().Conditions, v1.ConditionReady); ready != nil &&
+			ready.Status == metav1.ConditionFalse {
+			continue
+		}
+		ref := refOf(t)
+		spec := t.GetSpec()
+		for i := range spec.Operations {
+			op := &spec.Operations[i]
+			name, ok := ToolName(ref, op.Name)
+			if !ok {
+				continue
+			}
+			schema, err := InputSchema(op)
+			if err != nil {
+				continue
+			}
+			res.Tools = append(res.Tools, &mcp.Tool{
+				Name:        name,
+				Title:       fmt.Sprintf("%s %s", ref.Name, op.Name),
+				Description: Description(ref, spec, op),
+				InputSchema: schema,
+				Annotations: &mcp.ToolAnnotations{IdempotentHint: true, OpenWorldHint: ptr(true)},
+			})
+		}
+	}
+	sort.Slice(res.Tools, func(i, j int) bool { return res.Tools[i].Name < res.Tools[j].Name })
+	return res, nil
+}
+
+// serves reports whether a ClusterTool serves namespace, as the manager
+// decides it; when the caller may not read the namespace, it is listed and
+// the manager decides at call time.
+func (g *Gateway) serves(ctx context.Context, c *caller, ct *v1.ClusterTool, namespace string) bool {
+	if ct.Spec.NamespaceSelector == nil {
+		return true
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ct.Spec.NamespaceSelector)
+	if err != nil {
+		return false
+	}
+	ns := &corev1.Namespace{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return true
+	}
+	return sel.Matches(labels.Set(ns.Labels))
+}
+
+func refOf(t v1.GenericTool) v1.ToolReference {
+	return v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// callTool makes or finds the operation of a call and answers its outcome.
+func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ref, operation, ok := ParseToolName(req.Params.Name)
+	if !ok {
+		return nil, fmt.Errorf("unknown tool %q: tools are named <tool>__<operation> or cluster_<tool>__<operation>",
+			req.Params.Name)
+	}
+	c, ns, err := g.callerOf(ctx, req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	key, params, err := SplitArguments(req.Params.Arguments, req.Params.Meta)
+	if err != nil {
+		return toolError(codeInvalidArguments, err.Error(), nil), nil
+	}
+	if key == "" {
+		return toolError(codeKeyRequired, missingKey(req.Params.Name), nil), nil
+	}
+	tool, answer := g.usableTool(ctx, c, ref, ns, operation)
+	if answer != nil {
+		return answer, nil
+	}
+	if err := g.schemas.CheckParameters(tool.GetSpec(), operation, params); err != nil {
+		return toolError(codeInvalidArguments, fmt.Sprintf("the arguments do not fit %s: %v; nothing was done, "+
+			"and the key is still free", req.Params.Name, err), nil), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
+	defer cancel()
+	r := once.Request{
+		Namespace:  ns,
+		Tool:       ref,
+		Operation:  operation,
+		Key:        ScopedKey(c.user, key),
+		Parameters: params,
+		Labels:     map[string]string{"once.dev/via": "mcp", "once.dev/caller": CallerID(c.user)},
+		Progress:   progressNotifier(ctx, req),
+	}
+	g.cfg.Logger.Info("tools/call", "tool", req.Params.Name, "user", c.user, "namespace", ns,
+		"operation", once.ObjectName(ref, operation, r.Key))
+	res, err := once.New(c.kube).Do(ctx, r)
+	return answerOf(res, err), nil
+}
+
+// usableTool reads the tool a call names, as its caller; a tool error
+// answers a call that cannot go on.
+func (g *Gateway) usableTool(ctx context.Context, c *caller, ref v1.ToolReference, ns, operation string) (
+	v1.GenericTool, *mcp.CallToolResult) {
+	var tool v1.GenericTool = &v1.Tool{}
+	key := client.ObjectKey{Namespace: ns, Name: ref.Name}
+	if ref.Kind == v1.ToolKindClusterTool {
+		tool, key.Namespace = &v1.ClusterTool{}, ""
+	}
+	if err := c.kube.Get(ctx, key, tool); err != nil {
+		if apierrors.IsForbidden(err) {
+			return nil, toolError(codeForbidden, err.Error(), nil)
+		}
+		if apierrors.IsNotFound(err) {
+			return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s does not exist in namespace %s", ref.Kind, ref.Name, ns), nil)
+		}
+		return nil, toolError(codeAPI, err.Error(), nil)
+	}
+	if tool.GetSpec().Operation(operation) == nil {
+		return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s offers no operation %q", ref.Kind, ref.Name, operation), nil)
+	}
+	return tool, nil
+}
+
+// progressNotifier sends a progress notification for every change that
+// Do reports, when the client asked for progress.
+func progressNotifier(ctx context.Context, req *mcp.CallToolRequest) func(once.Progress) {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return nil
+	}
+	n := 0
+	return func(p once.Progress) {
+		n++
+		msg := fmt.Sprintf("operation %s is %s", p.Name, p.State)
+		if p.Message != "" {
+			msg += ": " + p.Message
+		}
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token, Progress: float64(n), Message: msg,
+		})
+	}
+}
+
+// Codes name the kinds of answers in a tool error's structured content.
+const (
+	codeKeyRequired      = "IdempotencyKeyRequired"
+	codeInvalidArguments = "InvalidArguments"
+	codeMismatch         = v1.ReasonIdempotencyParameterMismatch
+	codeFailed           = "FailedFinal"
+	codeNeedsReview      = "NeedsReview"
+	codePending          = "Pending"
+	codeForbidden        = "Forbidden"
+	codeUnknownTool      = "UnknownTool"
+	codeAPI              = "APIError"
+)
+
+// toolError is an answer the agent reads: isError, a text that says what
+// happened and what to do, and the same as structured content.
+func toolError(code, msg string, extra map[string]any) *mcp.CallToolResult {
+	sc := map[string]any{"error": code, "message": msg}
+	for k, v := range extra {
+		sc[k] = v
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}},
+		StructuredContent: sc}
+}
+
+// answerOf turns Do's outcome into the call's answer.
+func answerOf(res once.Result, err error) *mcp.CallToolResult {
+	var (
+		mismatch *once.MismatchError
+		failed   *once.FailedError
+		review   *once.NeedsReviewError
+		pending  *once.PendingError
+	)
+	switch {
+	case err == nil:
+		sc := map[string]any{
+			"namespace": res.Namespace, "operation": res.Name, "state": string(res.State),
+			"externalObjectID": res.ExternalObjectID, "replayed": res.Found,
+		}
+		if len(res.Result) > 0 {
+			sc["result"] = json.RawMessage(res.Result)
+		}
+		if res.DuplicateOf != "" {
+			sc["duplicateOf"] = res.DuplicateOf
+		}
+		text, _ := json.Marshal(sc)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: sc}
+	case errors.As(err, &mismatch):
+		return toolError(codeMismatch, fmt.Sprintf("this idempotency key was already used for a request with other "+
+			"arguments (operation %s); nothing was done for this call. Use a new key for a new request: %s",
+			mismatch.Name, mismatch.Message), map[string]any{"operation": mismatch.Name})
+	case errors.As(err, &failed):
+		return toolError(codeFailed, fmt.Sprintf("the operation %s failed for good and had no effect (%s): %s; "+
+			"the same key returns this answer again", failed.Name, failed.Reason, failed.Message),
+			map[string]any{"operation": failed.Name, "reason": failed.Reason})
+	case errors.As(err, &review):
+		return toolError(codeNeedsReview, fmt.Sprintf("Once cannot tell whether the effect of operation %s happened, "+
+			"and will not guess: a person must decide (%s). Do not retry with a new key. Call this tool again later "+
+			"with the same idempotency key and arguments to get the decided outcome", review.Name, review.Message),
+			map[string]any{"operation": review.Name})
+	case errors.As(err, &pending):
+		return toolError(codePending, fmt.Sprintf("operation %s is still running (state %s%s); it goes on without you. "+
+			"Call this tool again with the same idempotency key and arguments to get its outcome",
+			pending.Name, pending.State, suffix(pending.Message)), map[string]any{"operation": pending.Name})
+	case apierrors.IsForbidden(err):
+		return toolError(codeForbidden, err.Error(), nil)
+	}
+	return toolError(codeAPI, err.Error(), nil)
+}
+
+func suffix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}
