@@ -75,6 +75,7 @@ build: manifests generate fmt vet ## Build the manager, the failpoint-enabled ma
 	go build -o bin/sandbox-tool ./test/cmd/sandbox-tool
 	go build -o bin/kubectl-once ./cmd/kubectl-once
 	go build -o bin/once-mcp ./cmd/once-mcp
+	go build -o bin/mcp-call ./test/cmd/mcp-call
 
 # PLUGIN_DIR is where install-plugin puts kubectl-once: a folder on the PATH.
 PLUGIN_DIR ?= $(HOME)/.local/bin

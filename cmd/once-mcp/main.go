@@ -36,10 +36,25 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/once-dev/once/internal/mcpgateway"
 )
+
+// contextNamespace is the namespace of the kubeconfig's current context
+// (the file --kubeconfig or $KUBECONFIG names), "default" when it has none.
+func contextNamespace() (string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if f := flag.Lookup("kubeconfig"); f != nil && f.Value.String() != "" {
+		rules.ExplicitPath = f.Value.String()
+	}
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).Namespace()
+	if err != nil {
+		return "", fmt.Errorf("reading the kubeconfig's namespace: %w", err)
+	}
+	return ns, nil
+}
 
 func main() {
 	if err := run(); err != nil {
@@ -51,7 +66,7 @@ func main() {
 func run() error {
 	listen := flag.String("listen", "", "serve MCP over streamable HTTP at http://ADDR/mcp; callers authenticate with their own Kubernetes bearer token")
 	stdio := flag.Bool("stdio", false, "serve one MCP client over stdin and stdout, as the kubeconfig's user")
-	namespace := flag.String("namespace", "default", "namespace of the operations (an HTTP caller may choose another with the Once-Namespace header)")
+	namespace := flag.String("namespace", "", "namespace of the operations; by default the kubeconfig context's (an HTTP caller may choose another with the Once-Namespace header)")
 	callTimeout := flag.Duration("call-timeout", time.Minute, "how long a tools/call waits for the outcome before it answers Pending")
 	flag.Parse() // also --kubeconfig, registered by controller-runtime
 	if (*listen == "") == !*stdio {
@@ -62,6 +77,11 @@ func run() error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	if *namespace == "" {
+		if *namespace, err = contextNamespace(); err != nil {
+			return err
+		}
 	}
 	g, err := mcpgateway.New(mcpgateway.Config{REST: cfg, Namespace: *namespace, CallTimeout: *callTimeout, Logger: logger})
 	if err != nil {

@@ -58,6 +58,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// Logger logs the gateway's work; never tokens or parameters.
 	Logger *slog.Logger
+	// SDKLogger receives the MCP SDK's own logs; by default only its
+	// warnings and errors, to Logger's handler.
+	SDKLogger *slog.Logger
 }
 
 // Gateway serves the operations of Tools and ClusterTools as MCP tools.
@@ -87,6 +90,9 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.SDKLogger == nil {
+		cfg.SDKLogger = slog.New(minLevel{Handler: cfg.Logger.Handler(), min: slog.LevelWarn})
+	}
 	compiler, err := httpeffects.NewCompiler()
 	if err != nil {
 		return nil, err
@@ -97,12 +103,12 @@ func New(cfg Config) (*Gateway, error) {
 			"idempotencyKey that names the request, and retry a call that timed out or failed with the same key: " +
 			"it returns the first outcome and never makes a second effect.",
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-		Logger:       cfg.Logger,
+		Logger:       cfg.SDKLogger,
 	})
 	g.server.AddReceivingMiddleware(g.middleware)
 	g.mux = http.NewServeMux()
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.Logger})
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.SDKLogger})
 	g.mux.Handle("/mcp", requireBearer(streamable))
 	g.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return g, nil
@@ -127,6 +133,24 @@ func (g *Gateway) RunStdio(ctx context.Context) error {
 	}
 	g.self = self
 	return g.server.Run(ctx, &mcp.StdioTransport{})
+}
+
+// minLevel passes on only the records at or above min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
 
 // requireBearer answers 401 to a request without a bearer token, before

@@ -293,7 +293,8 @@ func sameRequest(want, got *v1.SideEffectOperation) string {
 	a, errA := protocol.Canonical(raw(want.Spec.Parameters))
 	b, errB := protocol.Canonical(raw(got.Spec.Parameters))
 	if errA != nil || errB != nil || !bytes.Equal(a, b) {
-		return fmt.Sprintf("other parameters (the key's request hash is %s)", shortDigest(b))
+		return fmt.Sprintf("the object %s holds other parameters (canonical digest %s, this request's %s)",
+			got.Name, shortDigest(b), shortDigest(a))
 	}
 	return ""
 }
