@@ -125,18 +125,22 @@ type Result struct {
 // MismatchError: the key is bound to a different request. Nothing was
 // executed for this request; a new request needs a new key.
 type MismatchError struct {
+	// Kind is "operation" or "saga"; empty means operation.
+	Kind                 string
 	Namespace, Name, Key string
 	// Message says what differs.
 	Message string
 }
 
 func (e *MismatchError) Error() string {
-	return fmt.Sprintf("idempotency key %q is bound to a different request (operation %s/%s): %s",
-		e.Key, e.Namespace, e.Name, e.Message)
+	return fmt.Sprintf("idempotency key %q is bound to a different request (%s %s/%s): %s",
+		e.Key, kindOf(e.Kind), e.Namespace, e.Name, e.Message)
 }
 
 // FailedError: the operation failed for good, with no effect.
 type FailedError struct {
+	// Kind is "operation" or "saga"; empty means operation.
+	Kind            string
 	Namespace, Name string
 	// Class and Reason classify the failure (for example Permanent,
 	// Rejected); Message is the tool's or Once's explanation.
@@ -145,27 +149,35 @@ type FailedError struct {
 }
 
 func (e *FailedError) Error() string {
-	return fmt.Sprintf("operation %s/%s failed for good (%s): %s", e.Namespace, e.Name, e.Reason, e.Message)
+	return fmt.Sprintf("%s %s/%s failed for good (%s): %s", kindOf(e.Kind), e.Namespace, e.Name, e.Reason, e.Message)
 }
 
 // NeedsReviewError: Once cannot tell whether the effect happened. A person
 // decides by setting spec.resolution; a later Do with the same key returns
 // the decided outcome.
 type NeedsReviewError struct {
+	// Kind is "operation" or "saga"; empty means operation.
+	Kind            string
 	Namespace, Name string
 	// Message is the operation's explanation.
 	Message string
 }
 
 func (e *NeedsReviewError) Error() string {
-	return fmt.Sprintf("operation %s/%s needs a person's review: %s; a person decides with "+
-		"`kubectl once why seo/%s -n %s` and spec.resolution, then the same request returns the decided outcome",
-		e.Namespace, e.Name, e.Message, e.Name, e.Namespace)
+	ref, field := "seo/"+e.Name, "spec.resolution"
+	if e.Kind == "saga" {
+		ref, field = "saga/"+e.Name, "spec.resolutions"
+	}
+	return fmt.Sprintf("%s %s/%s needs a person's review: %s; a person decides with "+
+		"`kubectl once why %s -n %s` and %s, then the same request returns the decided outcome",
+		kindOf(e.Kind), e.Namespace, e.Name, e.Message, ref, e.Namespace, field)
 }
 
 // PendingError: the context ended before the operation did. The operation
 // goes on; a later Do with the same key returns its outcome.
 type PendingError struct {
+	// Kind is "operation" or "saga"; empty means operation.
+	Kind            string
 	Namespace, Name string
 	// State is the last state seen; Reason and Message those of the Ready
 	// condition (a Stalled operation says here what it waits for).
@@ -176,7 +188,7 @@ type PendingError struct {
 }
 
 func (e *PendingError) Error() string {
-	msg := fmt.Sprintf("operation %s/%s has not ended yet (state %s", e.Namespace, e.Name, cmpOr(e.State, "Planned"))
+	msg := fmt.Sprintf("%s %s/%s has not ended yet (state %s", kindOf(e.Kind), e.Namespace, e.Name, cmpOr(e.State, "Planned"))
 	if e.Message != "" {
 		msg += ": " + e.Message
 	}
@@ -184,6 +196,10 @@ func (e *PendingError) Error() string {
 }
 
 func (e *PendingError) Unwrap() error { return e.Err }
+
+func kindOf(kind string) string {
+	return cmpOr(kind, "operation")
+}
 
 // ObjectName is the name Do gives an operation when the request names
 // none: the tool and the operation, made DNS-1123 safe, and 20 hex digits
