@@ -64,10 +64,13 @@ func main() {
 }
 
 func run() error {
-	listen := flag.String("listen", "", "serve MCP over streamable HTTP at http://ADDR/mcp; callers authenticate with their own Kubernetes bearer token")
+	listen := flag.String("listen", "",
+		"serve MCP over streamable HTTP at http://ADDR/mcp; callers authenticate with their own Kubernetes bearer token")
 	stdio := flag.Bool("stdio", false, "serve one MCP client over stdin and stdout, as the kubeconfig's user")
-	namespace := flag.String("namespace", "", "namespace of the operations; by default the kubeconfig context's (an HTTP caller may choose another with the Once-Namespace header)")
-	callTimeout := flag.Duration("call-timeout", time.Minute, "how long a tools/call waits for the outcome before it answers Pending")
+	namespace := flag.String("namespace", "", "namespace of the operations; by default the kubeconfig context's "+
+		"(an HTTP caller may choose another with the Once-Namespace header)")
+	callTimeout := flag.Duration("call-timeout", time.Minute,
+		"how long a tools/call waits for the outcome before it answers Pending")
 	flag.Parse() // also --kubeconfig, registered by controller-runtime
 	if (*listen == "") == !*stdio {
 		return errors.New("give exactly one of --listen ADDR and --stdio")
@@ -83,7 +86,9 @@ func run() error {
 			return err
 		}
 	}
-	g, err := mcpgateway.New(mcpgateway.Config{REST: cfg, Namespace: *namespace, CallTimeout: *callTimeout, Logger: logger})
+	g, err := mcpgateway.New(mcpgateway.Config{
+		REST: cfg, Namespace: *namespace, CallTimeout: *callTimeout, Logger: logger,
+	})
 	if err != nil {
 		return err
 	}

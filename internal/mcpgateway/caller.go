@@ -161,12 +161,12 @@ func bearer(h http.Header) string {
 	return strings.TrimSpace(token)
 }
 
-// canCreateOperations asks the API server whether the caller may create
-// SideEffectOperations in namespace.
-func (c *caller) canCreateOperations(ctx context.Context, namespace string) (bool, error) {
+// canCreate asks the API server whether the caller may create resource
+// (sideeffectoperations, sagas) in namespace.
+func (c *caller) canCreate(ctx context.Context, namespace, resource string) (bool, error) {
 	r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: "create", Group: v1.GroupVersion.Group, Resource: "sideeffectoperations",
+			Namespace: namespace, Verb: "create", Group: v1.GroupVersion.Group, Resource: resource,
 		},
 	}}
 	if err := c.kube.Create(ctx, r); err != nil {

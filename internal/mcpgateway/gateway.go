@@ -22,8 +22,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -209,7 +211,14 @@ func (g *Gateway) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 		return nil, err
 	}
 	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
-	allowed, err := c.canCreateOperations(ctx, ns)
+	sagas, err := c.canCreate(ctx, ns, "sagas")
+	if err != nil {
+		return nil, err
+	}
+	if sagas {
+		res.Tools = append(res.Tools, sagaTool())
+	}
+	allowed, err := c.canCreate(ctx, ns, "sideeffectoperations")
 	if err != nil {
 		return nil, err
 	}
@@ -256,11 +265,11 @@ func (g *Gateway) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 				Title:       fmt.Sprintf("%s %s", ref.Name, op.Name),
 				Description: Description(ref, spec, op),
 				InputSchema: schema,
-				Annotations: &mcp.ToolAnnotations{IdempotentHint: true, OpenWorldHint: ptr(true)},
+				Annotations: &mcp.ToolAnnotations{IdempotentHint: true, OpenWorldHint: new(true)},
 			})
 		}
 	}
-	sort.Slice(res.Tools, func(i, j int) bool { return res.Tools[i].Name < res.Tools[j].Name })
+	slices.SortFunc(res.Tools, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
 	return res, nil
 }
 
@@ -286,10 +295,11 @@ func refOf(t v1.GenericTool) v1.ToolReference {
 	return v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // callTool makes or finds the operation of a call and answers its outcome.
 func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if req.Params.Name == SagaToolName {
+		return g.callSaga(ctx, req)
+	}
 	ref, operation, ok := ParseToolName(req.Params.Name)
 	if !ok {
 		return nil, fmt.Errorf("unknown tool %q: tools are named <tool>__<operation> or cluster_<tool>__<operation>",
@@ -356,7 +366,7 @@ func (g *Gateway) usableTool(ctx context.Context, c *caller, ref v1.ToolReferenc
 }
 
 // progressNotifier sends a progress notification for every change that
-// Do reports, when the client asked for progress.
+// Do or DoSaga reports, when the client asked for progress.
 func progressNotifier(ctx context.Context, req *mcp.CallToolRequest) func(once.Progress) {
 	token := req.Params.GetProgressToken()
 	if token == nil || req.Session == nil {
@@ -365,83 +375,131 @@ func progressNotifier(ctx context.Context, req *mcp.CallToolRequest) func(once.P
 	n := 0
 	return func(p once.Progress) {
 		n++
-		msg := fmt.Sprintf("operation %s is %s", p.Name, p.State)
-		if p.Message != "" {
-			msg += ": " + p.Message
-		}
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token, Progress: float64(n), Message: msg,
+			ProgressToken: token, Progress: float64(n), Message: progressMessage(p),
 		})
 	}
 }
 
+// progressMessage says where an operation or a saga is.
+func progressMessage(p once.Progress) string {
+	if p.Total > 0 {
+		msg := fmt.Sprintf("saga %s is %s: %d of %d steps done", p.Name, p.State, p.Done, p.Total)
+		if p.Message != "" {
+			msg += ", at step " + p.Message
+		}
+		return msg
+	}
+	msg := fmt.Sprintf("operation %s is %s", p.Name, p.State)
+	if p.Message != "" {
+		msg += ": " + p.Message
+	}
+	return msg
+}
+
 // Codes name the kinds of answers in a tool error's structured content.
 const (
-	codeKeyRequired      = "IdempotencyKeyRequired"
-	codeInvalidArguments = "InvalidArguments"
-	codeMismatch         = v1.ReasonIdempotencyParameterMismatch
-	codeFailed           = "FailedFinal"
-	codeNeedsReview      = "NeedsReview"
-	codePending          = "Pending"
-	codeForbidden        = "Forbidden"
-	codeUnknownTool      = "UnknownTool"
-	codeAPI              = "APIError"
+	codeKeyRequired        = "IdempotencyKeyRequired"
+	codeInvalidArguments   = "InvalidArguments"
+	codeMismatch           = v1.ReasonIdempotencyParameterMismatch
+	codeFailed             = "FailedFinal"
+	codeNeedsReview        = "NeedsReview"
+	codePending            = "Pending"
+	codeWaitingForApproval = "WaitingForApproval"
+	codeForbidden          = "Forbidden"
+	codeUnknownTool        = "UnknownTool"
+	codeAPI                = "APIError"
 )
 
 // toolError is an answer the agent reads: isError, a text that says what
 // happened and what to do, and the same as structured content.
 func toolError(code, msg string, extra map[string]any) *mcp.CallToolResult {
 	sc := map[string]any{"error": code, "message": msg}
-	for k, v := range extra {
-		sc[k] = v
-	}
+	maps.Copy(sc, extra)
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}},
 		StructuredContent: sc}
 }
 
 // answerOf turns Do's outcome into the call's answer.
 func answerOf(res once.Result, err error) *mcp.CallToolResult {
+	if err != nil {
+		return errorAnswer(err)
+	}
+	sc := map[string]any{
+		fieldNamespace: res.Namespace, fieldOperation: res.Name, fieldState: string(res.State),
+		fieldExternalID: res.ExternalObjectID, fieldReplayed: res.Found,
+	}
+	if len(res.Result) > 0 {
+		sc["result"] = res.Result
+	}
+	if res.DuplicateOf != "" {
+		sc["duplicateOf"] = res.DuplicateOf
+	}
+	return structuredAnswer(sc)
+}
+
+// Fields of a successful answer's structured content.
+const (
+	fieldNamespace  = "namespace"
+	fieldOperation  = "operation"
+	fieldState      = "state"
+	fieldExternalID = "externalObjectID"
+	fieldReplayed   = "replayed"
+)
+
+// structuredAnswer is a successful answer: sc, as structured content and
+// as JSON text.
+func structuredAnswer(sc map[string]any) *mcp.CallToolResult {
+	text, _ := json.Marshal(sc)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: sc}
+}
+
+// errorAnswer turns an error of Do or DoSaga into a tool error that says
+// what happened and what to do.
+func errorAnswer(err error) *mcp.CallToolResult {
 	var (
 		mismatch *once.MismatchError
 		failed   *once.FailedError
 		review   *once.NeedsReviewError
 		pending  *once.PendingError
+		approval *once.WaitingForApprovalError
 	)
 	switch {
-	case err == nil:
-		sc := map[string]any{
-			"namespace": res.Namespace, "operation": res.Name, "state": string(res.State),
-			"externalObjectID": res.ExternalObjectID, "replayed": res.Found,
-		}
-		if len(res.Result) > 0 {
-			sc["result"] = json.RawMessage(res.Result)
-		}
-		if res.DuplicateOf != "" {
-			sc["duplicateOf"] = res.DuplicateOf
-		}
-		text, _ := json.Marshal(sc)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: sc}
 	case errors.As(err, &mismatch):
 		return toolError(codeMismatch, fmt.Sprintf("this idempotency key was already used for a request with other "+
-			"arguments (operation %s); nothing was done for this call. Use a new key for a new request: %s",
-			mismatch.Name, mismatch.Message), map[string]any{"operation": mismatch.Name})
+			"arguments (%s %s); nothing was done for this call. Use a new key for a new request: %s",
+			kind(mismatch.Kind), mismatch.Name, mismatch.Message), map[string]any{kind(mismatch.Kind): mismatch.Name})
 	case errors.As(err, &failed):
-		return toolError(codeFailed, fmt.Sprintf("the operation %s failed for good and had no effect (%s): %s; "+
-			"the same key returns this answer again", failed.Name, failed.Reason, failed.Message),
-			map[string]any{"operation": failed.Name, "reason": failed.Reason})
+		return toolError(codeFailed, fmt.Sprintf("the %s %s failed for good and had no lasting effect (%s): %s; "+
+			"the same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),
+			map[string]any{kind(failed.Kind): failed.Name, "reason": failed.Reason})
 	case errors.As(err, &review):
-		return toolError(codeNeedsReview, fmt.Sprintf("Once cannot tell whether the effect of operation %s happened, "+
+		return toolError(codeNeedsReview, fmt.Sprintf("Once cannot tell whether the effect of %s %s happened, "+
 			"and will not guess: a person must decide (%s). Do not retry with a new key. Call this tool again later "+
-			"with the same idempotency key and arguments to get the decided outcome", review.Name, review.Message),
-			map[string]any{"operation": review.Name})
+			"with the same idempotency key and arguments to get the decided outcome", kind(review.Kind), review.Name,
+			review.Message), map[string]any{kind(review.Kind): review.Name})
+	case errors.As(err, &approval):
+		return toolError(codeWaitingForApproval, fmt.Sprintf("saga %s waits for a person to approve step %s (%s). "+
+			"Call this tool again later with the same idempotency key and arguments to get the outcome",
+			approval.Name, approval.Step, approval.Message), map[string]any{"saga": approval.Name, "step": approval.Step})
 	case errors.As(err, &pending):
-		return toolError(codePending, fmt.Sprintf("operation %s is still running (state %s%s); it goes on without you. "+
+		return toolError(codePending, fmt.Sprintf("%s %s is still running (state %s%s); it goes on without you. "+
 			"Call this tool again with the same idempotency key and arguments to get its outcome",
-			pending.Name, pending.State, suffix(pending.Message)), map[string]any{"operation": pending.Name})
+			kind(pending.Kind), pending.Name, pending.State, suffix(pending.Message)),
+			map[string]any{kind(pending.Kind): pending.Name})
 	case apierrors.IsForbidden(err):
 		return toolError(codeForbidden, err.Error(), nil)
+	case apierrors.IsInvalid(err):
+		return toolError(codeInvalidArguments, err.Error(), nil)
 	}
 	return toolError(codeAPI, err.Error(), nil)
+}
+
+func kind(k string) string {
+	if k == "" {
+		return "operation"
+	}
+	return k
 }
 
 func suffix(msg string) string {

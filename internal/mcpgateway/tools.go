@@ -114,6 +114,9 @@ func Description(ref v1.ToolReference, spec *v1.ToolSpec, op *v1.ToolOperation) 
 		op.Name, ref.EffectiveKind(), ref.Name, method, op.Path, guarantees[spec.Idempotency.Mode], keyRule)
 }
 
+// properties is the JSON Schema keyword of an object's properties.
+const properties = "properties"
+
 // InputSchema is the operation's parametersSchema with the idempotencyKey
 // property added and required. An operation without a schema takes any
 // object.
@@ -125,7 +128,7 @@ func InputSchema(op *v1.ToolOperation) (map[string]any, error) {
 		}
 	}
 	schema["type"] = "object"
-	props, _ := schema["properties"].(map[string]any)
+	props, _ := schema[properties].(map[string]any)
 	if props == nil {
 		props = map[string]any{}
 	}
@@ -135,7 +138,7 @@ func InputSchema(op *v1.ToolOperation) (map[string]any, error) {
 		"maxLength":   MaxKeyLength,
 		"description": "Names this request. Send the same key when you retry it; a new request needs a new key.",
 	}
-	schema["properties"] = props
+	schema[properties] = props
 	required, _ := schema["required"].([]any)
 	has := false
 	for _, r := range required {

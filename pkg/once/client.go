@@ -165,7 +165,7 @@ type NeedsReviewError struct {
 
 func (e *NeedsReviewError) Error() string {
 	ref, field := "seo/"+e.Name, "spec.resolution"
-	if e.Kind == "saga" {
+	if e.Kind == KindSaga {
 		ref, field = "saga/"+e.Name, "spec.resolutions"
 	}
 	return fmt.Sprintf("%s %s/%s needs a person's review: %s; a person decides with "+
@@ -188,7 +188,8 @@ type PendingError struct {
 }
 
 func (e *PendingError) Error() string {
-	msg := fmt.Sprintf("%s %s/%s has not ended yet (state %s", kindOf(e.Kind), e.Namespace, e.Name, cmpOr(e.State, "Planned"))
+	msg := fmt.Sprintf("%s %s/%s has not ended yet (state %s",
+		kindOf(e.Kind), e.Namespace, e.Name, cmpOr(e.State, "Planned"))
 	if e.Message != "" {
 		msg += ": " + e.Message
 	}
@@ -196,6 +197,9 @@ func (e *PendingError) Error() string {
 }
 
 func (e *PendingError) Unwrap() error { return e.Err }
+
+// KindSaga is the Kind of the errors about a saga.
+const KindSaga = "saga"
 
 func kindOf(kind string) string {
 	return cmpOr(kind, "operation")
@@ -299,7 +303,8 @@ func newOperation(req Request) *v1.SideEffectOperation {
 // when it is the same request.
 func sameRequest(want, got *v1.SideEffectOperation) string {
 	switch {
-	case got.Spec.ToolRef.EffectiveKind() != want.Spec.ToolRef.EffectiveKind() || got.Spec.ToolRef.Name != want.Spec.ToolRef.Name:
+	case got.Spec.ToolRef.EffectiveKind() != want.Spec.ToolRef.EffectiveKind(),
+		got.Spec.ToolRef.Name != want.Spec.ToolRef.Name:
 		return fmt.Sprintf("it names %s %s", got.Spec.ToolRef.EffectiveKind(), got.Spec.ToolRef.Name)
 	case got.Spec.Operation != want.Spec.Operation:
 		return fmt.Sprintf("it is operation %s", got.Spec.Operation)

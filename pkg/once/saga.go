@@ -35,6 +35,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/protocol"
+	sagacore "github.com/once-dev/once/internal/saga"
 )
 
 // SagaRequest is a saga bound to an idempotency key: steps that run in
@@ -130,7 +131,8 @@ func (c *Client) DoSaga(ctx context.Context, req SagaRequest) (SagaResult, error
 			return SagaResult{}, err
 		}
 		if msg := sameSaga(want, saga); msg != "" {
-			return SagaResult{}, &MismatchError{Kind: "saga", Namespace: saga.Namespace, Name: saga.Name, Key: req.Key, Message: msg}
+			return SagaResult{}, &MismatchError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name,
+				Key: req.Key, Message: msg}
 		}
 	}
 	res, err := c.waitSaga(ctx, saga, req.Progress)
@@ -223,7 +225,7 @@ func (c *Client) waitSaga(ctx context.Context, saga *v1.Saga, progress func(Prog
 		last = p
 		select {
 		case <-ctx.Done():
-			pe := &PendingError{Kind: "saga", Namespace: saga.Namespace, Name: saga.Name, State: p.State, Err: ctx.Err()}
+			pe := &PendingError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name, State: p.State, Err: ctx.Err()}
 			if ready := meta.FindStatusCondition(saga.Status.Conditions, v1.ConditionReady); ready != nil {
 				pe.Reason, pe.Message = ready.Reason, ready.Message
 			}
@@ -243,8 +245,8 @@ func (c *Client) waitSaga(ctx context.Context, saga *v1.Saga, progress func(Prog
 }
 
 // reasonWaitingForApproval is the saga's Stalled reason while a step waits
-// for approval (internal/saga).
-const reasonWaitingForApproval = "WaitingForApproval"
+// for approval.
+const reasonWaitingForApproval = sagacore.ReasonWaitingForApproval
 
 // sagaOutcome reads the answer of saga, if it has one.
 func sagaOutcome(saga *v1.Saga) (SagaResult, error, bool) {
@@ -257,12 +259,13 @@ func sagaOutcome(saga *v1.Saga) (SagaResult, error, bool) {
 	case v1.StateCommitted:
 		return SagaResult{Namespace: saga.Namespace, Name: saga.Name, State: st.State, Steps: st.Steps}, nil, true
 	case v1.StateCompensated:
-		return SagaResult{}, &FailedError{Kind: "saga", Namespace: saga.Namespace, Name: saga.Name, Reason: "Compensated",
+		return SagaResult{}, &FailedError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name, Reason: "Compensated",
 			Message: fmt.Sprintf("step %s failed for good and every committed step was undone: %s", st.FailedStep, msg)}, true
 	case v1.StateFailedFinal:
-		return SagaResult{}, &FailedError{Kind: "saga", Namespace: saga.Namespace, Name: saga.Name, Reason: reason, Message: msg}, true
+		return SagaResult{}, &FailedError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name,
+			Reason: reason, Message: msg}, true
 	case v1.StateNeedsReview:
-		return SagaResult{}, &NeedsReviewError{Kind: "saga", Namespace: saga.Namespace, Name: saga.Name, Message: msg}, true
+		return SagaResult{}, &NeedsReviewError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name, Message: msg}, true
 	}
 	if stalled := meta.FindStatusCondition(st.Conditions, v1.ConditionStalled); stalled != nil &&
 		stalled.Status == metav1.ConditionTrue && stalled.Reason == reasonWaitingForApproval {

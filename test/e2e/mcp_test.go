@@ -376,6 +376,62 @@ var _ = Describe("The MCP gateway", func() {
 		Expect(effectsFor(ns)).To(HaveLen(1))
 	})
 
+	It("runs a saga as one tool call, with its steps' progress, and answers its retry from the record", func() {
+		ns := newNamespace("mcp-saga")
+		startManager(ns, manager{holder: "mcp-saga"})
+		apply(ns, mcpToolYAML("payments", "10s"))
+		apply(ns, agentRBAC("agent"))
+		apply(ns, `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: saga-runner
+rules:
+- apiGroups: [effects.once.dev]
+  resources: [sagas]
+  verbs: [create, get]
+`)
+		kubectl("", "create", "rolebinding", "saga-runner", "-n", ns, "--role=saga-runner", "--serviceaccount="+ns+":agent")
+		addr, err := harness.FreeAddr()
+		Expect(err).NotTo(HaveOccurred())
+		_, url := startGateway(ns, addr, "gateway")
+		a := connectAgent(url, serviceAccountToken(ns, "agent"))
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		list, err := a.session.ListTools(ctx, nil)
+		Expect(err).NotTo(HaveOccurred())
+		var names []string
+		for _, t := range list.Tools {
+			names = append(names, t.Name)
+		}
+		Expect(names).To(ConsistOf("once.saga.run", tool))
+
+		args := map[string]any{"idempotencyKey": "checkout-1", "steps": []any{
+			map[string]any{"name": "deposit", "toolRef": map[string]any{"name": "payments"}, "operation": "charge.create",
+				"parameters": map[string]any{"amount": 100, "currency": "eur"}, "irreversible": true},
+			map[string]any{"name": "balance", "toolRef": map[string]any{"name": "payments"}, "operation": "charge.create",
+				"parameters": map[string]any{"amount": 900, "currency": "eur"}, "irreversible": true, "retryUntilDone": true},
+		}}
+		r, err := a.call("once.saga.run", args)
+		Expect(err).NotTo(HaveOccurred())
+		show("a saga's tools/call", r)
+		Expect(r.IsError).To(BeFalse(), text(r))
+		sc := structured(r)
+		Expect(sc["state"]).To(Equal("Committed"))
+		Expect(sc["replayed"]).To(BeFalse())
+		Expect(sc["steps"]).To(HaveLen(2))
+		Expect(a.progressSeen()).To(ContainElement(ContainSubstring("steps done")))
+		Expect(effectsFor(ns)).To(HaveLen(2))
+
+		r, err = a.call("once.saga.run", args)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(r.IsError).To(BeFalse(), text(r))
+		again := structured(r)
+		Expect(again["replayed"]).To(BeTrue())
+		Expect(again["steps"]).To(Equal(sc["steps"]))
+		Expect(effectsFor(ns)).To(HaveLen(2))
+	})
+
 	It("lets RBAC refuse a caller: no tools listed, and a call refused naming the verb and the resource", func() {
 		ns := newNamespace("mcp-rbac")
 		apply(ns, mcpToolYAML("payments", "10s"))
