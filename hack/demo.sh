@@ -167,11 +167,14 @@ say "The same charge, as an AI agent makes it: a tools/call through the MCP gate
 mcp() { KUBECONFIG="$kubeconfig" "$root/bin/mcp-call" --stdio "$root/bin/once-mcp --stdio --namespace default" "$@" 2>/dev/null; }
 echo "  tools/list: $(mcp list | grep -o '"name": "[^"]*"' | cut -d'"' -f4 | tr '\n' ' ')"
 call='{"amount": 4200, "currency": "eur", "customer": "cus_42", "idempotencyKey": "agent-order-1002"}'
+# answer: the state, the external id and whether it was replayed.
+answer() { grep -oE '^    "(state|externalObjectID|replayed)": [^,]*' | tr -d ' "' | tr '\n' ' '; }
 first=$(mcp call payments__charge.create "$call")
-echo "  tools/call:            $(grep -o '"text": .*' <<<"$first" | head -1 | cut -c1-160)"
+echo "  tools/call payments__charge.create $call"
+echo "    -> $(answer <<<"$first")"
 echo "  the agent retries it (its answer was lost, say):"
 again=$(mcp call payments__charge.create "$call")
-echo "  tools/call, same key:  $(grep -o '"text": .*' <<<"$again" | head -1 | cut -c1-160)"
+echo "    -> $(answer <<<"$again")"
 grep -q '"replayed": true' <<<"$again" || die "the retried call was not answered from the record: $again"
 kubectl get seo -l once.dev/via=mcp
 summary=$(curl -fsS "http://$sandbox_addr/ledger/summary")
