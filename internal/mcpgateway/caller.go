@@ -29,6 +29,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -173,4 +174,19 @@ func (c *caller) canCreate(ctx context.Context, namespace, resource string) (boo
 		return false, fmt.Errorf("asking the API server what the caller may do: %w", err)
 	}
 	return r.Status.Allowed, nil
+}
+
+// operationExists reports whether the caller's namespace holds an
+// operation of that name. A caller that may not read it is answered as if
+// there were none: its create is then refused with the API server's
+// message.
+func (c *caller) operationExists(ctx context.Context, namespace, name string) (bool, error) {
+	err := c.kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &v1.SideEffectOperation{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("reading operation %s/%s: %w", namespace, name, err)
 }

@@ -316,13 +316,22 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if key == "" {
 		return toolError(codeKeyRequired, missingKey(req.Params.Name), nil), nil
 	}
-	tool, answer := g.usableTool(ctx, c, ref, ns, operation)
-	if answer != nil {
-		return answer, nil
+	scoped := ScopedKey(c.user, key)
+	// A retry goes straight to the record: the tool may have changed or
+	// gone since, and the recorded outcome is the answer all the same.
+	found, err := c.operationExists(ctx, ns, once.ObjectName(ref, operation, scoped))
+	if err != nil {
+		return errorAnswer(err), nil
 	}
-	if err := g.schemas.CheckParameters(tool.GetSpec(), operation, params); err != nil {
-		return toolError(codeInvalidArguments, fmt.Sprintf("the arguments do not fit %s: %v; nothing was done, "+
-			"and the key is still free", req.Params.Name, err), nil), nil
+	if !found {
+		tool, answer := g.usableTool(ctx, c, ref, ns, operation)
+		if answer != nil {
+			return answer, nil
+		}
+		if err := g.schemas.CheckParameters(tool.GetSpec(), operation, params); err != nil {
+			return toolError(codeInvalidArguments, fmt.Sprintf("the arguments do not fit %s: %v; nothing was done, "+
+				"and the key is still free", req.Params.Name, err), nil), nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
 	defer cancel()
@@ -330,7 +339,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		Namespace:  ns,
 		Tool:       ref,
 		Operation:  operation,
-		Key:        ScopedKey(c.user, key),
+		Key:        scoped,
 		Parameters: params,
 		Labels:     map[string]string{"once.dev/via": "mcp", "once.dev/caller": CallerID(c.user)},
 		Progress:   progressNotifier(ctx, req),
@@ -361,6 +370,15 @@ func (g *Gateway) usableTool(ctx context.Context, c *caller, ref v1.ToolReferenc
 	}
 	if tool.GetSpec().Operation(operation) == nil {
 		return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s offers no operation %q", ref.Kind, ref.Name, operation), nil)
+	}
+	if ready := meta.FindStatusCondition(tool.GetStatus().Conditions, v1.ConditionReady); ready != nil &&
+		ready.Status == metav1.ConditionFalse {
+		return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s is not usable: %s; nothing was done", ref.Kind, ref.Name,
+			ready.Message), nil)
+	}
+	if ct, ok := tool.(*v1.ClusterTool); ok && !g.serves(ctx, c, ct, ns) {
+		return nil, toolError(codeUnknownTool, fmt.Sprintf("ClusterTool %s does not serve namespace %s; nothing was done",
+			ref.Name, ns), nil)
 	}
 	return tool, nil
 }

@@ -276,6 +276,19 @@ var _ = Describe("The MCP gateway", func() {
 		Expect(effectsFor(ns)).To(HaveLen(1))
 		Expect(mcpOperations(ns)).To(HaveLen(1))
 
+		By("a retry is answered from the record even when the tool changed since")
+		kubectl("", "patch", "-n", ns, "tool", "payments", "--type=json", "-p",
+			`[{"op":"add","path":"/spec/operations/0/parametersSchema/properties/amount/maximum","value":50}]`)
+		r, err = a.call(tool, map[string]any{"amount": 100, "currency": "eur", "idempotencyKey": "order-4712"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(text(r)).To(HavePrefix("InvalidArguments: "))
+		again, err = a.call(tool, args)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.IsError).To(BeFalse(), text(again))
+		Expect(structured(again)["externalObjectID"]).To(Equal(sc["externalObjectID"]))
+		kubectl("", "patch", "-n", ns, "tool", "payments", "--type=json", "-p",
+			`[{"op":"remove","path":"/spec/operations/0/parametersSchema/properties/amount/maximum"}]`)
+
 		By("scoping keys to the caller: another agent's same key is another request")
 		kubectl("", "create", "rolebinding", "agent-2", "-n", ns, "--role=agent", "--serviceaccount="+ns+":agent-2")
 		b := connectAgent(url, serviceAccountToken(ns, "agent-2"))
