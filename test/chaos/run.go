@@ -295,11 +295,9 @@ func (r *run) run(ctx context.Context) (Report, error) {
 		rep.Findings = append(rep.Findings, Issue{Kind: "ManagerStop", Detail: u})
 	}
 	rep.FaultsFired, rep.FaultsFiredCancels = map[string]int{}, map[string]int{}
-	for _, f := range faults.Rules {
+	for _, f := range r.ownRules(faults.Rules, rep.MCP) {
 		name, _, _ := strings.Cut(f.Fault, "=")
 		switch {
-		case r.mcpNs != "" && strings.HasPrefix(f.KeyPrefix, r.mcpNs+"/"):
-			rep.MCP.FaultsFired += f.Fired
 		case f.KeyPrefix != r.ns+"/" && name == sandbox.Fault422:
 			// A rule of one compensation's own (fault 9).
 			rep.CompensationRefusalsFired += f.Fired
@@ -726,6 +724,23 @@ func (r *run) ownEffects(effects []sandbox.Effect) []sandbox.Effect {
 		if !strings.HasPrefix(e.Key, r.mcpNs+"/") {
 			own = append(own, e)
 		}
+	}
+	return own
+}
+
+// ownRules are the fault rules of the run's own namespace; the firings of
+// the rules of the calls through the MCP gateway are added to m.
+func (r *run) ownRules(rules []sandbox.FaultRuleState, m *MCPReport) []sandbox.FaultRuleState {
+	if r.mcpNs == "" || m == nil {
+		return rules
+	}
+	var own []sandbox.FaultRuleState
+	for _, f := range rules {
+		if strings.HasPrefix(f.KeyPrefix, r.mcpNs+"/") {
+			m.FaultsFired += f.Fired
+			continue
+		}
+		own = append(own, f)
 	}
 	return own
 }
