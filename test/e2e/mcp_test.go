@@ -113,12 +113,16 @@ func startGateway(ns, addr, logName string) (*harness.Process, string) {
 	return p, url
 }
 
-// bearerTransport sends a caller's token with every request.
-type bearerTransport struct{ token string }
+// bearerTransport sends a caller's token with every request, and the
+// namespace it asks for, if any.
+type bearerTransport struct{ token, namespace string }
 
 func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
+	if b.namespace != "" {
+		r.Header.Set("Once-Namespace", b.namespace)
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
@@ -132,6 +136,12 @@ type agent struct {
 
 func connectAgent(url, token string) *agent {
 	GinkgoHelper()
+	return connectAgentIn(url, token, "")
+}
+
+// connectAgentIn connects an agent that asks for namespace ns.
+func connectAgentIn(url, token, ns string) *agent {
+	GinkgoHelper()
 	a := &agent{}
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "v0.0.1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -143,7 +153,7 @@ func connectAgent(url, token string) *agent {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url,
-		HTTPClient: &http.Client{Transport: bearerTransport{token: token}}}, nil)
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token, namespace: ns}}}, nil)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { _ = s.Close() })
 	a.session = s
@@ -467,6 +477,27 @@ rules:
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		list, err := a.session.ListTools(ctx, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list.Tools).To(BeEmpty())
+
+		By("the Once-Namespace header chooses the namespace, and RBAC decides there too")
+		other := newNamespace("mcp-rbac-other")
+		apply(other, mcpToolYAML("payments", "10s"))
+		apply(other, agentRBAC("agent"))
+		kubectl("", "create", "rolebinding", "visitor", "-n", other, "--role=agent", "--serviceaccount="+ns+":visitor")
+		visitor := serviceAccountToken(ns, "visitor")
+		Eventually(func() []string {
+			l, err := connectAgentIn(url, visitor, other).session.ListTools(ctx, nil)
+			if err != nil {
+				return nil
+			}
+			var names []string
+			for _, t := range l.Tools {
+				names = append(names, t.Name)
+			}
+			return names
+		}).Should(ConsistOf(tool))
+		list, err = connectAgent(url, visitor).session.ListTools(ctx, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(list.Tools).To(BeEmpty())
 
