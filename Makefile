@@ -72,11 +72,13 @@ bench-go: ## Go benchmarks of the hot pure code, with allocations.
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager, the failpoint-enabled manager for tests, the sandbox tool and the kubectl once plugin.
+build: manifests generate fmt vet ## Build the manager, the failpoint-enabled manager for tests, the sandbox tool, the kubectl once plugin and the MCP gateway.
 	go build -ldflags "$(LDFLAGS)" -o bin/manager ./cmd
 	go build -tags failpoints -ldflags "$(LDFLAGS)" -o bin/manager-failpoints ./cmd
 	go build -o bin/sandbox-tool ./test/cmd/sandbox-tool
 	go build -o bin/kubectl-once ./cmd/kubectl-once
+	go build -o bin/once-mcp ./cmd/once-mcp
+	go build -o bin/mcp-call ./test/cmd/mcp-call
 
 # PLUGIN_DIR is where install-plugin puts kubectl-once: a folder on the PATH.
 PLUGIN_DIR ?= $(HOME)/.local/bin

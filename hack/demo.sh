@@ -42,7 +42,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for bin in manager sandbox-tool; do
+for bin in manager sandbox-tool once-mcp mcp-call; do
   [[ -x $root/bin/$bin ]] || die "bin/$bin is missing: run make demo, which builds it"
 done
 if (exec 3<>"/dev/tcp/${sandbox_addr%:*}/${sandbox_addr##*:}") 2>/dev/null; then
@@ -160,6 +160,29 @@ duplicates=$(grep -o '"duplicates":[0-9]*' <<<"$summary" | cut -d: -f2)
 # and closed again.
 [[ $effects == 7 && $duplicates == 0 ]] || die "expected 7 effects and no duplicate, got $effects and $duplicates"
 
+say "The same charge, as an AI agent makes it: a tools/call through the MCP gateway (once-mcp)"
+# mcp-call is a minimal MCP client of the official Go SDK; it starts
+# once-mcp over stdio, as an agent's host starts an MCP server, and acts as
+# the kubeconfig's user. The agent sends its own idempotency key.
+mcp() { KUBECONFIG="$kubeconfig" "$root/bin/mcp-call" --stdio "$root/bin/once-mcp --stdio --namespace default" "$@" 2>/dev/null; }
+echo "  tools/list: $(mcp list | grep -o '"name": "[^"]*"' | cut -d'"' -f4 | tr '\n' ' ')"
+call='{"amount": 4200, "currency": "eur", "customer": "cus_42", "idempotencyKey": "agent-order-1002"}'
+# answer: the state, the external id and whether it was replayed.
+answer() { grep -oE '^    "(state|externalObjectID|replayed)": [^,]*' | tr -d ' "' | tr '\n' ' '; }
+first=$(mcp call payments__charge.create "$call")
+echo "  tools/call payments__charge.create $call"
+echo "    -> $(answer <<<"$first")"
+echo "  the agent retries it (its answer was lost, say):"
+again=$(mcp call payments__charge.create "$call")
+echo "    -> $(answer <<<"$again")"
+grep -q '"replayed": true' <<<"$again" || die "the retried call was not answered from the record: $again"
+kubectl get seo -l once.dev/via=mcp
+summary=$(curl -fsS "http://$sandbox_addr/ledger/summary")
+effects=$(grep -o '"effects":[0-9]*' <<<"$summary" | cut -d: -f2)
+duplicates=$(grep -o '"duplicates":[0-9]*' <<<"$summary" | cut -d: -f2)
+[[ $effects == 8 && $duplicates == 0 ]] || die "expected 8 effects and no duplicate, got $effects and $duplicates"
+echo "  one more charge for the agent's key, however often it calls: $effects effects, $duplicates duplicates"
+
 say "Binding the key to other parameters is refused by the API server"
 if out=$(sed 's/amount: 4200/amount: 9900/' "$root/config/samples/effects_v1alpha1_sideeffectoperation.yaml" | kubectl apply -f - 2>&1); then
   die "an edited request was accepted: $out"
@@ -176,6 +199,7 @@ cat <<EOF
   kubectl get saga scale-search -o yaml
   curl -s http://$sandbox_addr/ledger/summary
   curl -s http://$metrics_addr/metrics | grep ^once_
+  $root/bin/mcp-call --stdio "$root/bin/once-mcp --stdio" list
 Press Ctrl-C to stop everything.
 EOF
 wait "${pids[@]}"

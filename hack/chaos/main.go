@@ -55,6 +55,8 @@ func run() int {
 		"share of the compensations whose first 1-3 requests fail (429, 503) (0: none)")
 	flag.Float64Var(&c.CompensationRefusalShare, "compensation-refusal-share", 0.1,
 		"share of the compensations refused for good (422); a person then retries, marks or leaves them (0: none)")
+	flag.IntVar(&c.MCPCalls, "mcp", 0, "number of logical tool calls an agent makes through the MCP gateway "+
+		"(bin/once-mcp), some with the gateway killed mid-call (0: none)")
 	flag.Int64Var(&c.Seed, "seed", 1, "seed of every random choice (workload, faults, kills)")
 	flag.Float64Var(&c.FaultRate, "fault-rate", 0.3, "share of the tool's requests that fail (0 for none)")
 	flag.Float64Var(&c.LieShare, "lie-share", 0.3,

@@ -146,6 +146,14 @@ type Config struct {
 	// 0.2.
 	SagaDuplicateShare, SagaReapplyShare float64
 
+	// MCPCalls is the number of logical tool calls an agent makes through
+	// the MCP gateway (bin/once-mcp over stdio, a gateway process per
+	// attempt, some killed mid-call), in a namespace of their own with the
+	// same tools and faults; 0 for none (the default). Their operations'
+	// writes are in the API server's counts, and so in the writes per
+	// operation, which they then overstate.
+	MCPCalls int
+
 	// Root is the repository's root (default: found from the working
 	// directory).
 	Root string

@@ -260,6 +260,9 @@ type Report struct {
 	// and no violation.
 	Passed bool `json:"passed"`
 
+	// MCP is what the agent saw of its calls through the MCP gateway, if
+	// the run made any.
+	MCP *MCPReport `json:"mcp,omitempty"`
 	// LogDir holds every process's log, the ledger and the final objects;
 	// ReportPath is where the JSON report was written.
 	LogDir     string `json:"log_dir"`
@@ -294,7 +297,7 @@ func (r Report) Problems() []string {
 	if n := len(r.Violations); n > 0 {
 		p = append(p, fmt.Sprintf("%d invariant violations", n))
 	}
-	return p
+	return append(p, r.MCP.problems()...)
 }
 
 // JSON is the report as indented JSON.
@@ -381,7 +384,25 @@ func (r Report) Table() string {
 		fmt.Sprintf("chaos %.0f, settle %.0f", r.ChaosSeconds, r.SettleSeconds))
 	row("violations", len(r.Violations), "falsifiers of DESIGN.md §2")
 	row("findings", len(r.Findings), "")
+	if m := r.MCP; m != nil {
+		row("mcp_calls", m.Calls, fmt.Sprintf("logical tool calls through the MCP gateway, %d attempts", m.Attempts))
+		row("  gateway_kills", m.GatewayKills, "gateways killed mid-call; the agent retried with the same key")
+		row("  faults_fired", m.FaultsFired, "the tool's requests for these calls that the sandbox's rules changed")
+		for _, code := range slices.Sorted(maps.Keys(m.Answers)) {
+			row("  answered_"+code, m.Answers[code], "")
+		}
+		row("  duplicate_effects", m.DuplicateEffects, "must be 0")
+		row("  inconsistent_answers", m.InconsistentAnswers, "a replayed call answered otherwise; must be 0")
+		row("  wrong_results", m.WrongResults, "answers the ledger contradicts; must be 0")
+		row("  unanswered", m.Unanswered, "must be 0")
+	}
 	_ = w.Flush()
+	if m := r.MCP; m != nil && len(m.Issues) > 0 {
+		b.WriteString("\nMCP calls:\n")
+		for _, is := range m.Issues {
+			b.WriteString("  - " + is + "\n")
+		}
+	}
 
 	if len(r.Violations) > 0 {
 		b.WriteString("\nViolations:\n")

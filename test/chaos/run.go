@@ -130,8 +130,10 @@ type run struct {
 	c        client.Client
 	metrics  rest.Interface
 	ns       string
-	sb       *sandbox.Client
-	sup      *supervisor
+	// mcpNs is the namespace of the calls through the MCP gateway.
+	mcpNs string
+	sb    *sandbox.Client
+	sup   *supervisor
 	// driverWrites and driverSagaWrites count the driver's own writes to
 	// operations and to sagas.
 	driverWrites, driverSagaWrites atomic.Int64
@@ -181,6 +183,7 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	})
 
 	chaosStart := time.Now()
+	waitMCP := r.startMCP(ctx)
 	d := newDriver(r.c, r.ns, r.log)
 	d.run(ctx, plan, sagas, r.cfg.Rate, r.cfg.Creators)
 	r.log("every operation and saga is created; chaos goes on for %s", r.cfg.Tail)
@@ -203,6 +206,7 @@ func (r *run) run(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	mcpReport := waitMCP()
 	settleSeconds := time.Since(settleStart).Seconds()
 
 	// Stop the manager before counting, so that every write it made is in.
@@ -239,8 +243,9 @@ func (r *run) run(ctx context.Context) (Report, error) {
 			operations[o.Logical] = true
 		}
 	}
-	rep := Analyse(len(operations), snap.objects, snap.sagas, effects)
+	rep := Analyse(len(operations), snap.objects, snap.sagas, r.ownEffects(effects))
 	rep.Settled = settled
+	rep.MCP = mcpReport
 	rep.Reapplies = int(d.reapplies.Load())
 	rep.SagaReapplies = int(d.sagaReapplies.Load())
 	rep.PersonDecisions = int(r.personDecisions.Load())
@@ -290,7 +295,7 @@ func (r *run) run(ctx context.Context) (Report, error) {
 		rep.Findings = append(rep.Findings, Issue{Kind: "ManagerStop", Detail: u})
 	}
 	rep.FaultsFired, rep.FaultsFiredCancels = map[string]int{}, map[string]int{}
-	for _, f := range faults.Rules {
+	for _, f := range r.ownRules(faults.Rules, rep.MCP) {
 		name, _, _ := strings.Cut(f.Fault, "=")
 		switch {
 		case f.KeyPrefix != r.ns+"/" && name == sandbox.Fault422:
@@ -381,6 +386,14 @@ func (r *run) setUp(ctx context.Context, sagas []plannedSaga) error {
 	}
 	r.ns = ns.Name
 	r.log("namespace %s", r.ns)
+	if cfg.MCPCalls > 0 {
+		mns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: fmt.Sprintf("chaos-s%d-mcp-", cfg.Seed)}}
+		if err := r.c.Create(ctx, mns); err != nil {
+			return fmt.Errorf("creating the namespace of the MCP calls: %w", err)
+		}
+		r.mcpNs = mns.Name
+		r.log("namespace %s for %d calls through the MCP gateway", r.mcpNs, cfg.MCPCalls)
+	}
 
 	addr, err := harness.FreeAddr()
 	if err != nil {
@@ -401,14 +414,22 @@ func (r *run) setUp(ctx context.Context, sagas []plannedSaga) error {
 	r.log("sandbox tool on %s", sb.URL)
 	if !cfg.NoFaults {
 		rules := slices.Concat(compensationRules(r.ns, sagas), faultRules(r.ns, cfg.FaultRate, cfg.LieShare))
+		if r.mcpNs != "" {
+			rules = append(rules, faultRules(r.mcpNs, cfg.FaultRate, cfg.LieShare)...)
+		}
 		if err := r.sb.SetFaults(ctx, cfg.Seed, rules); err != nil {
 			return fmt.Errorf("setting the fault rules: %w", err)
 		}
 	}
 
-	for _, t := range tools {
-		if err := r.c.Create(ctx, t.object(r.ns, sb.URL)); err != nil {
-			return fmt.Errorf("creating tool %s: %w", t.name, err)
+	for _, ns := range []string{r.ns, r.mcpNs} {
+		for _, t := range tools {
+			if ns == "" {
+				continue
+			}
+			if err := r.c.Create(ctx, t.object(ns, sb.URL)); err != nil {
+				return fmt.Errorf("creating tool %s in %s: %w", t.name, ns, err)
+			}
 		}
 	}
 	r.sup = newSupervisor(r.cp, cfg, r.logDir, r.log)
@@ -690,6 +711,38 @@ func reportedToolKey(op logicalOp, byName map[string]*v1.SideEffectOperation) st
 		}
 	}
 	return ""
+}
+
+// ownEffects are the effects of the run's own namespace: those of the
+// calls through the MCP gateway are checked on their own (checkMCP).
+func (r *run) ownEffects(effects []sandbox.Effect) []sandbox.Effect {
+	if r.mcpNs == "" {
+		return effects
+	}
+	var own []sandbox.Effect
+	for _, e := range effects {
+		if !strings.HasPrefix(e.Key, r.mcpNs+"/") {
+			own = append(own, e)
+		}
+	}
+	return own
+}
+
+// ownRules are the fault rules of the run's own namespace; the firings of
+// the rules of the calls through the MCP gateway are added to m.
+func (r *run) ownRules(rules []sandbox.FaultRuleState, m *MCPReport) []sandbox.FaultRuleState {
+	if r.mcpNs == "" || m == nil {
+		return rules
+	}
+	var own []sandbox.FaultRuleState
+	for _, f := range rules {
+		if strings.HasPrefix(f.KeyPrefix, r.mcpNs+"/") {
+			m.FaultsFired += f.Fired
+			continue
+		}
+		own = append(own, f)
+	}
+	return own
 }
 
 // sleep waits for d or until ctx is done.

@@ -243,6 +243,11 @@ func (op logicalOp) scopeKey(ns, toolKey string) string {
 }
 
 // ref is the operation's tool reference.
+// ref is the reference to the tool in its run's namespace.
+func (t toolDef) ref() v1.ToolReference {
+	return v1.ToolReference{Kind: v1.ToolKindTool, Name: t.name}
+}
+
 func (op logicalOp) ref() v1.ToolReference {
 	return v1.ToolReference{Kind: v1.ToolKindTool, Name: op.tool.name}
 }

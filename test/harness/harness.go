@@ -218,6 +218,29 @@ func StartSandbox(root, addr, ledgerPath, logPath string, args ...string) (*Sand
 	return nil, fmt.Errorf("sandbox-tool did not say where it listens; log: %s", readFile(logPath))
 }
 
+// StartGateway runs the MCP gateway (bin/once-mcp) against the control
+// plane on addr (127.0.0.1:0 for any port), with extra flags, and returns
+// it with the URL of its MCP endpoint once it listens.
+func (c *ControlPlane) StartGateway(addr, logPath string, args ...string) (*Process, string, error) {
+	args = append([]string{"--listen", addr, "--kubeconfig", c.Kubeconfig}, args...)
+	p, err := start(filepath.Join(c.Root, "bin", "once-mcp"), args, nil, logPath)
+	if err != nil {
+		return nil, "", err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if url := p.printed("once-mcp listening on "); url != "" {
+			return p, url, nil
+		}
+		if p.Exited() {
+			return nil, "", fmt.Errorf("once-mcp exited: %v; log: %s", p.err, readFile(logPath))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.Kill()
+	return nil, "", fmt.Errorf("once-mcp did not say where it listens; log: %s", readFile(logPath))
+}
+
 func start(bin string, args, env []string, logPath string) (*Process, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s: %w (run make build)", bin, err)
@@ -245,9 +268,15 @@ func start(bin string, args, env []string, logPath string) (*Process, error) {
 
 // listening is the URL the sandbox printed, once it did.
 func (p *Process) listening() string {
+	return p.printed("sandbox-tool listening on ")
+}
+
+// printed is the rest of the first line of the log that starts with
+// prefix, once there is one.
+func (p *Process) printed(prefix string) string {
 	s := bufio.NewScanner(strings.NewReader(readFile(p.Log)))
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "sandbox-tool listening on "); ok {
+		if rest, ok := strings.CutPrefix(s.Text(), prefix); ok {
 			return strings.TrimSpace(rest)
 		}
 	}

@@ -1,0 +1,116 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command once-mcp is Once's MCP gateway: it offers the operations of the
+// Tools and ClusterTools a caller may use as MCP tools, and turns each
+// tools/call into a SideEffectOperation bound to the caller's idempotency
+// key. See docs/mcp.md.
+//
+//	once-mcp --listen 127.0.0.1:8090 --namespace shop   # streamable HTTP at /mcp
+//	once-mcp --stdio --namespace shop                   # one client on stdin/stdout
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/once-dev/once/internal/mcpgateway"
+)
+
+// contextNamespace is the namespace of the kubeconfig's current context
+// (the file --kubeconfig or $KUBECONFIG names), "default" when it has none.
+func contextNamespace() (string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if f := flag.Lookup("kubeconfig"); f != nil && f.Value.String() != "" {
+		rules.ExplicitPath = f.Value.String()
+	}
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).Namespace()
+	if err != nil {
+		return "", fmt.Errorf("reading the kubeconfig's namespace: %w", err)
+	}
+	return ns, nil
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "once-mcp:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	listen := flag.String("listen", "",
+		"serve MCP over streamable HTTP at http://ADDR/mcp; callers authenticate with their own Kubernetes bearer token")
+	stdio := flag.Bool("stdio", false, "serve one MCP client over stdin and stdout, as the kubeconfig's user")
+	namespace := flag.String("namespace", "", "namespace of the operations; by default the kubeconfig context's "+
+		"(an HTTP caller may choose another with the Once-Namespace header)")
+	callTimeout := flag.Duration("call-timeout", time.Minute,
+		"how long a tools/call waits for the outcome before it answers Pending")
+	flag.Parse() // also --kubeconfig, registered by controller-runtime
+	if (*listen == "") == !*stdio {
+		return errors.New("give exactly one of --listen ADDR and --stdio")
+	}
+	// Logs go to stderr: over stdio, stdout is the protocol's.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	if *namespace == "" {
+		if *namespace, err = contextNamespace(); err != nil {
+			return err
+		}
+	}
+	g, err := mcpgateway.New(mcpgateway.Config{
+		REST: cfg, Namespace: *namespace, CallTimeout: *callTimeout, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *stdio {
+		return g.RunStdio(ctx)
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	fmt.Fprintf(os.Stderr, "once-mcp listening on http://%s/mcp\n", l.Addr())
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,528 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package mcpgateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	httpeffects "github.com/once-dev/once/internal/effects/http"
+	"github.com/once-dev/once/pkg/once"
+)
+
+// NamespaceHeader lets an HTTP caller choose the namespace of its
+// operations; RBAC decides whether it may use it.
+const NamespaceHeader = "Once-Namespace"
+
+// Config shapes a Gateway.
+type Config struct {
+	// REST is the API server to talk to. Over HTTP only its address and CA
+	// are used: each caller's own bearer token replaces its credentials.
+	// Over stdio, its credentials are the caller's.
+	REST *rest.Config
+	// Namespace is where operations are made, unless an HTTP caller asks
+	// for another with the Once-Namespace header.
+	Namespace string
+	// CallTimeout bounds how long a tools/call waits for the outcome before
+	// it answers that the operation is still running.
+	CallTimeout time.Duration
+	// Logger logs the gateway's work; never tokens or parameters.
+	Logger *slog.Logger
+	// SDKLogger receives the MCP SDK's own logs; by default only its
+	// warnings and errors, to Logger's handler.
+	SDKLogger *slog.Logger
+}
+
+// Gateway serves the operations of Tools and ClusterTools as MCP tools.
+type Gateway struct {
+	cfg     Config
+	callers *callers
+	schemas *httpeffects.Compiler
+	server  *mcp.Server
+	mux     *http.ServeMux
+	self    *caller // the stdio caller, once known
+}
+
+// Version is the gateway's version, as MCP clients see it.
+var Version = "v0.1.0"
+
+// New returns a Gateway.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.REST == nil {
+		return nil, errors.New("mcpgateway: Config.REST is required")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SDKLogger == nil {
+		cfg.SDKLogger = slog.New(minLevel{Handler: cfg.Logger.Handler(), min: slog.LevelWarn})
+	}
+	compiler, err := httpeffects.NewCompiler()
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, callers: &callers{base: cfg.REST, ttl: time.Minute}, schemas: compiler}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "once-mcp", Version: Version}, &mcp.ServerOptions{
+		Instructions: "Each tool here has a side effect that Once makes effectively once. Give every call an " +
+			"idempotencyKey that names the request, and retry a call that timed out or failed with the same key: " +
+			"it returns the first outcome and never makes a second effect.",
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		Logger:       cfg.SDKLogger,
+	})
+	g.server.AddReceivingMiddleware(g.middleware)
+	g.mux = http.NewServeMux()
+	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.SDKLogger})
+	g.mux.Handle("/mcp", requireBearer(streamable))
+	g.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	return g, nil
+}
+
+// Handle mounts another handler on the gateway's HTTP server (for example
+// an ingress of events), before it serves.
+func (g *Gateway) Handle(pattern string, h http.Handler) {
+	g.mux.Handle(pattern, h)
+}
+
+// Handler is the gateway's HTTP handler: MCP over streamable HTTP at /mcp,
+// /healthz, and whatever Handle mounted.
+func (g *Gateway) Handler() http.Handler { return g.mux }
+
+// RunStdio serves one MCP client over stdin and stdout, as the user of
+// Config.REST, until the client goes or ctx ends.
+func (g *Gateway) RunStdio(ctx context.Context) error {
+	self, err := newCaller(ctx, g.cfg.REST)
+	if err != nil {
+		return err
+	}
+	g.self = self
+	return g.server.Run(ctx, &mcp.StdioTransport{})
+}
+
+// minLevel passes on only the records at or above min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
+}
+
+// requireBearer answers 401 to a request without a bearer token, before
+// MCP sees it.
+func requireBearer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bearer(r.Header) == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="once-mcp"`)
+			http.Error(w, errUnauthenticated.Error(), http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// middleware answers tools/list and tools/call for the caller of each
+// request; everything else is the SDK's.
+func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch r := req.(type) {
+		case *mcp.ListToolsRequest:
+			return g.listTools(ctx, r)
+		case *mcp.CallToolRequest:
+			return g.callTool(ctx, r)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// callerOf is the caller of a request, and the namespace it works in.
+func (g *Gateway) callerOf(ctx context.Context, extra *mcp.RequestExtra) (*caller, string, error) {
+	if extra == nil || extra.Header == nil {
+		if g.self == nil {
+			return nil, "", errUnauthenticated
+		}
+		return g.self, g.cfg.Namespace, nil
+	}
+	c, err := g.callers.forToken(ctx, bearer(extra.Header))
+	if err != nil {
+		return nil, "", err
+	}
+	ns := extra.Header.Get(NamespaceHeader)
+	if ns == "" {
+		ns = g.cfg.Namespace
+	}
+	return c, ns, nil
+}
+
+// listTools lists the operations of the tools the caller may use in its
+// namespace: none when it may not create operations there; a Tool or
+// ClusterTool it may not list, or whose definition is not valid, is left
+// out, and so is a ClusterTool that does not serve the namespace.
+func (g *Gateway) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
+	c, ns, err := g.callerOf(ctx, req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	sagas, err := c.canCreate(ctx, ns, "sagas")
+	if err != nil {
+		return nil, err
+	}
+	if sagas {
+		res.Tools = append(res.Tools, sagaTool())
+	}
+	allowed, err := c.canCreate(ctx, ns, "sideeffectoperations")
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		g.cfg.Logger.Info("caller may not create operations; listing no tools", "user", c.user, "namespace", ns)
+		return res, nil
+	}
+	var tools []v1.GenericTool
+	var local v1.ToolList
+	if err := c.kube.List(ctx, &local, client.InNamespace(ns)); err != nil && !apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("listing tools: %w", err)
+	}
+	for i := range local.Items {
+		tools = append(tools, &local.Items[i])
+	}
+	var cluster v1.ClusterToolList
+	if err := c.kube.List(ctx, &cluster); err != nil && !apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("listing cluster tools: %w", err)
+	}
+	for i := range cluster.Items {
+		if g.serves(ctx, c, &cluster.Items[i], ns) {
+			tools = append(tools, &cluster.Items[i])
+		}
+	}
+	for _, t := range tools {
+		if ready := meta.FindStatusCondition(t.GetStatus().Conditions, v1.ConditionReady); ready != nil &&
+			ready.Status == metav1.ConditionFalse {
+			continue
+		}
+		ref := refOf(t)
+		spec := t.GetSpec()
+		for i := range spec.Operations {
+			op := &spec.Operations[i]
+			name, ok := ToolName(ref, op.Name)
+			if !ok {
+				continue
+			}
+			schema, err := InputSchema(op)
+			if err != nil {
+				continue
+			}
+			res.Tools = append(res.Tools, &mcp.Tool{
+				Name:        name,
+				Title:       fmt.Sprintf("%s %s", ref.Name, op.Name),
+				Description: Description(ref, spec, op),
+				InputSchema: schema,
+				Annotations: &mcp.ToolAnnotations{IdempotentHint: true, OpenWorldHint: new(true)},
+			})
+		}
+	}
+	slices.SortFunc(res.Tools, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return res, nil
+}
+
+// serves reports whether a ClusterTool serves namespace, as the manager
+// decides it; when the caller may not read the namespace, it is listed and
+// the manager decides at call time.
+func (g *Gateway) serves(ctx context.Context, c *caller, ct *v1.ClusterTool, namespace string) bool {
+	if ct.Spec.NamespaceSelector == nil {
+		return true
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ct.Spec.NamespaceSelector)
+	if err != nil {
+		return false
+	}
+	ns := &corev1.Namespace{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return true
+	}
+	return sel.Matches(labels.Set(ns.Labels))
+}
+
+func refOf(t v1.GenericTool) v1.ToolReference {
+	return v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}
+}
+
+// callTool makes or finds the operation of a call and answers its outcome.
+func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if req.Params.Name == SagaToolName {
+		return g.callSaga(ctx, req)
+	}
+	ref, operation, ok := ParseToolName(req.Params.Name)
+	if !ok {
+		return nil, fmt.Errorf("unknown tool %q: tools are named <tool>__<operation> or cluster_<tool>__<operation>",
+			req.Params.Name)
+	}
+	c, ns, err := g.callerOf(ctx, req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	key, params, err := SplitArguments(req.Params.Arguments, req.Params.Meta)
+	if err != nil {
+		return toolError(codeInvalidArguments, err.Error(), nil), nil
+	}
+	if key == "" {
+		return toolError(codeKeyRequired, missingKey(req.Params.Name), nil), nil
+	}
+	scoped := ScopedKey(c.user, key)
+	// A retry goes straight to the record: the tool may have changed or
+	// gone since, and the recorded outcome is the answer all the same.
+	found, err := c.operationExists(ctx, ns, once.ObjectName(ref, operation, scoped))
+	if err != nil {
+		return errorAnswer(err), nil
+	}
+	if !found {
+		tool, answer := g.usableTool(ctx, c, ref, ns, operation)
+		if answer != nil {
+			return answer, nil
+		}
+		if err := g.schemas.CheckParameters(tool.GetSpec(), operation, params); err != nil {
+			return toolError(codeInvalidArguments, fmt.Sprintf("the arguments do not fit %s: %v; nothing was done, "+
+				"and the key is still free", req.Params.Name, err), nil), nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
+	defer cancel()
+	r := once.Request{
+		Namespace:  ns,
+		Tool:       ref,
+		Operation:  operation,
+		Key:        scoped,
+		Parameters: params,
+		Labels:     map[string]string{"once.dev/via": "mcp", "once.dev/caller": CallerID(c.user)},
+		Progress:   progressNotifier(ctx, req),
+	}
+	g.cfg.Logger.Info("tools/call", "tool", req.Params.Name, "user", c.user, "namespace", ns,
+		"operation", once.ObjectName(ref, operation, r.Key))
+	res, err := once.New(c.kube).Do(ctx, r)
+	return answerOf(res, err), nil
+}
+
+// usableTool reads the tool a call names, as its caller; a tool error
+// answers a call that cannot go on.
+func (g *Gateway) usableTool(ctx context.Context, c *caller, ref v1.ToolReference, ns, operation string) (
+	v1.GenericTool, *mcp.CallToolResult) {
+	var tool v1.GenericTool = &v1.Tool{}
+	key := client.ObjectKey{Namespace: ns, Name: ref.Name}
+	if ref.Kind == v1.ToolKindClusterTool {
+		tool, key.Namespace = &v1.ClusterTool{}, ""
+	}
+	if err := c.kube.Get(ctx, key, tool); err != nil {
+		if apierrors.IsForbidden(err) {
+			return nil, toolError(codeForbidden, err.Error(), nil)
+		}
+		if apierrors.IsNotFound(err) {
+			return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s does not exist in namespace %s", ref.Kind, ref.Name, ns), nil)
+		}
+		return nil, toolError(codeAPI, err.Error(), nil)
+	}
+	if tool.GetSpec().Operation(operation) == nil {
+		return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s offers no operation %q", ref.Kind, ref.Name, operation), nil)
+	}
+	if ready := meta.FindStatusCondition(tool.GetStatus().Conditions, v1.ConditionReady); ready != nil &&
+		ready.Status == metav1.ConditionFalse {
+		return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s is not usable: %s; nothing was done", ref.Kind, ref.Name,
+			ready.Message), nil)
+	}
+	if ct, ok := tool.(*v1.ClusterTool); ok && !g.serves(ctx, c, ct, ns) {
+		return nil, toolError(codeUnknownTool, fmt.Sprintf("ClusterTool %s does not serve namespace %s; nothing was done",
+			ref.Name, ns), nil)
+	}
+	return tool, nil
+}
+
+// progressNotifier sends a progress notification for every change that
+// Do or DoSaga reports, when the client asked for progress.
+func progressNotifier(ctx context.Context, req *mcp.CallToolRequest) func(once.Progress) {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return nil
+	}
+	n := 0
+	return func(p once.Progress) {
+		n++
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token, Progress: float64(n), Message: progressMessage(p),
+		})
+	}
+}
+
+// progressMessage says where an operation or a saga is.
+func progressMessage(p once.Progress) string {
+	if p.Total > 0 {
+		msg := fmt.Sprintf("saga %s is %s: %d of %d steps done", p.Name, p.State, p.Done, p.Total)
+		if p.Message != "" {
+			msg += ", at step " + p.Message
+		}
+		return msg
+	}
+	msg := fmt.Sprintf("operation %s is %s", p.Name, p.State)
+	if p.Message != "" {
+		msg += ": " + p.Message
+	}
+	return msg
+}
+
+// Codes name the kinds of answers in a tool error's structured content.
+const (
+	codeKeyRequired        = "IdempotencyKeyRequired"
+	codeInvalidArguments   = "InvalidArguments"
+	codeMismatch           = v1.ReasonIdempotencyParameterMismatch
+	codeFailed             = "FailedFinal"
+	codeNeedsReview        = "NeedsReview"
+	codePending            = "Pending"
+	codeWaitingForApproval = "WaitingForApproval"
+	codeForbidden          = "Forbidden"
+	codeUnknownTool        = "UnknownTool"
+	codeAPI                = "APIError"
+)
+
+// toolError is an answer the agent reads: isError, a text that says what
+// happened and what to do, and the same as structured content.
+func toolError(code, msg string, extra map[string]any) *mcp.CallToolResult {
+	sc := map[string]any{"error": code, "message": msg}
+	maps.Copy(sc, extra)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}},
+		StructuredContent: sc}
+}
+
+// answerOf turns Do's outcome into the call's answer.
+func answerOf(res once.Result, err error) *mcp.CallToolResult {
+	if err != nil {
+		return errorAnswer(err)
+	}
+	sc := map[string]any{
+		fieldNamespace: res.Namespace, fieldOperation: res.Name, fieldState: string(res.State),
+		fieldExternalID: res.ExternalObjectID, fieldReplayed: res.Found,
+	}
+	if len(res.Result) > 0 {
+		sc["result"] = res.Result
+	}
+	if res.DuplicateOf != "" {
+		sc["duplicateOf"] = res.DuplicateOf
+	}
+	return structuredAnswer(sc)
+}
+
+// Fields of a successful answer's structured content.
+const (
+	fieldNamespace  = "namespace"
+	fieldOperation  = "operation"
+	fieldState      = "state"
+	fieldExternalID = "externalObjectID"
+	fieldReplayed   = "replayed"
+)
+
+// structuredAnswer is a successful answer: sc, as structured content and
+// as JSON text.
+func structuredAnswer(sc map[string]any) *mcp.CallToolResult {
+	text, _ := json.Marshal(sc)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: sc}
+}
+
+// errorAnswer turns an error of Do or DoSaga into a tool error that says
+// what happened and what to do.
+func errorAnswer(err error) *mcp.CallToolResult {
+	var (
+		mismatch *once.MismatchError
+		failed   *once.FailedError
+		review   *once.NeedsReviewError
+		pending  *once.PendingError
+		approval *once.WaitingForApprovalError
+	)
+	switch {
+	case errors.As(err, &mismatch):
+		return toolError(codeMismatch, fmt.Sprintf("this idempotency key was already used for a request with other "+
+			"arguments (%s %s); nothing was done for this call. Use a new key for a new request: %s",
+			kind(mismatch.Kind), mismatch.Name, mismatch.Message), map[string]any{kind(mismatch.Kind): mismatch.Name})
+	case errors.As(err, &failed):
+		return toolError(codeFailed, fmt.Sprintf("the %s %s failed for good and had no lasting effect (%s): %s; "+
+			"the same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),
+			map[string]any{kind(failed.Kind): failed.Name, "reason": failed.Reason})
+	case errors.As(err, &review):
+		return toolError(codeNeedsReview, fmt.Sprintf("Once cannot tell whether the effect of %s %s happened, "+
+			"and will not guess: a person must decide (%s). Do not retry with a new key. Call this tool again later "+
+			"with the same idempotency key and arguments to get the decided outcome", kind(review.Kind), review.Name,
+			review.Message), map[string]any{kind(review.Kind): review.Name})
+	case errors.As(err, &approval):
+		return toolError(codeWaitingForApproval, fmt.Sprintf("saga %s waits for a person to approve step %s (%s). "+
+			"Call this tool again later with the same idempotency key and arguments to get the outcome",
+			approval.Name, approval.Step, approval.Message), map[string]any{"saga": approval.Name, "step": approval.Step})
+	case errors.As(err, &pending):
+		return toolError(codePending, fmt.Sprintf("%s %s is still running (state %s%s); it goes on without you. "+
+			"Call this tool again with the same idempotency key and arguments to get its outcome",
+			kind(pending.Kind), pending.Name, pending.State, suffix(pending.Message)),
+			map[string]any{kind(pending.Kind): pending.Name})
+	case apierrors.IsForbidden(err):
+		return toolError(codeForbidden, err.Error(), nil)
+	case apierrors.IsInvalid(err):
+		return toolError(codeInvalidArguments, err.Error(), nil)
+	}
+	return toolError(codeAPI, err.Error(), nil)
+}
+
+func kind(k string) string {
+	if k == "" {
+		return "operation"
+	}
+	return k
+}
+
+func suffix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}

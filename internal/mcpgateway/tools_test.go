@@ -1,0 +1,162 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package mcpgateway
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/pkg/once"
+)
+
+func TestToolNames(t *testing.T) {
+	cases := map[string]struct {
+		ref  v1.ToolReference
+		op   string
+		name string
+		ok   bool
+	}{
+		"Tool":          {ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"}, op: "charge.create", name: "payments__charge.create", ok: true},
+		"ClusterTool":   {ref: v1.ToolReference{Kind: v1.ToolKindClusterTool, Name: "github.com"}, op: "issue_create", name: "cluster_github.com__issue_create", ok: true},
+		"OperationWith": {ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: "t"}, op: "a__b", name: "t__a__b", ok: true},
+		"TooLong":       {ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: strings.Repeat("a", 125)}, op: "create", name: strings.Repeat("a", 125) + "__create"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := ToolName(tc.ref, tc.op)
+			if got != tc.name || ok != tc.ok {
+				t.Fatalf("ToolName(%v, %q) = %q, %v; want %q, %v", tc.ref, tc.op, got, ok, tc.name, tc.ok)
+			}
+			ref, op, ok := ParseToolName(got)
+			if diff := cmp.Diff(tc.ref, ref); diff != "" || op != tc.op || !ok {
+				t.Errorf("ParseToolName(%q) = %v, %q, %v; -want ref, +got:\n%s", got, ref, op, ok, diff)
+			}
+		})
+	}
+	for _, bad := range []string{"payments", "__x", "payments__", "a_b__c", "cluster___x"} {
+		if ref, op, ok := ParseToolName(bad); ok {
+			t.Errorf("ParseToolName(%q) = %v, %q, true; want false", bad, ref, op)
+		}
+	}
+}
+
+func TestSplitArguments(t *testing.T) {
+	cases := map[string]struct {
+		args   string
+		meta   map[string]any
+		key    string
+		params string
+		err    string
+	}{
+		"InArguments":   {args: `{"amount":100,"idempotencyKey":"k1"}`, key: "k1", params: `{"amount":100}`},
+		"InMeta":        {args: `{"amount":100}`, meta: map[string]any{KeyMeta: "k2"}, key: "k2", params: `{"amount":100}`},
+		"Both":          {args: `{"idempotencyKey":"k3"}`, meta: map[string]any{KeyMeta: "k3"}, key: "k3", params: `{}`},
+		"None":          {args: `{"amount":1.50}`, params: `{"amount":1.50}`},
+		"NoArguments":   {params: `{}`},
+		"Disagree":      {args: `{"idempotencyKey":"a"}`, meta: map[string]any{KeyMeta: "b"}, err: "different keys"},
+		"NotAString":    {args: `{"idempotencyKey":7}`, err: "must be a string"},
+		"MetaNotAStr":   {meta: map[string]any{KeyMeta: 7.0}, err: "must be a string"},
+		"NotAnObject":   {args: `[1]`, err: "JSON object"},
+		"KeyTooLong":    {args: `{"idempotencyKey":"` + strings.Repeat("k", MaxKeyLength+1) + `"}`, err: "at most 200"},
+		"BigNumberKept": {args: `{"n":12345678901234567890}`, params: `{"n":12345678901234567890}`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			key, params, err := SplitArguments(json.RawMessage(tc.args), tc.meta)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("SplitArguments: error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if key != tc.key || string(params) != tc.params {
+				t.Errorf("SplitArguments = %q, %s; want %q, %s", key, params, tc.key, tc.params)
+			}
+		})
+	}
+}
+
+func TestInputSchema(t *testing.T) {
+	keyProp := map[string]any{"type": "string", "minLength": 1, "maxLength": MaxKeyLength,
+		"description": "Names this request. Send the same key when you retry it; a new request needs a new key."}
+	cases := map[string]struct {
+		schema string
+		want   map[string]any
+	}{
+		"NoSchema": {want: map[string]any{"type": "object", "properties": map[string]any{KeyArgument: keyProp},
+			"required": []any{KeyArgument}}},
+		"Schema": {schema: `{"type":"object","additionalProperties":false,"properties":{"amount":{"type":"integer"}},"required":["amount"]}`,
+			want: map[string]any{"type": "object", "additionalProperties": false,
+				"properties": map[string]any{"amount": map[string]any{"type": "integer"}, KeyArgument: keyProp},
+				"required":   []any{"amount", KeyArgument}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			op := &v1.ToolOperation{Name: "x"}
+			if tc.schema != "" {
+				op.ParametersSchema = &runtime.RawExtension{Raw: []byte(tc.schema)}
+			}
+			got, err := InputSchema(op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("InputSchema: -want, +got:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAnswerOf(t *testing.T) {
+	cases := map[string]struct {
+		res     once.Result
+		err     error
+		isError bool
+		code    string
+		text    string
+	}{
+		"Committed": {res: once.Result{Namespace: "ns", Name: "x", State: v1.StateCommitted, ExternalObjectID: "ch_1",
+			Result: json.RawMessage(`{"id":"ch_1"}`), Found: true}, text: `"replayed":true`},
+		"Mismatch":    {err: &once.MismatchError{Name: "x"}, isError: true, code: codeMismatch, text: "Use a new key"},
+		"Failed":      {err: &once.FailedError{Name: "x", Reason: "Rejected"}, isError: true, code: codeFailed, text: "failed for good"},
+		"NeedsReview": {err: &once.NeedsReviewError{Name: "x"}, isError: true, code: codeNeedsReview, text: "a person must decide"},
+		"Pending":     {err: &once.PendingError{Name: "x", State: "Started"}, isError: true, code: codePending, text: "same idempotency key"},
+		"Other":       {err: errors.New("connection refused"), isError: true, code: codeAPI, text: "connection refused"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := answerOf(tc.res, tc.err)
+			if got.IsError != tc.isError {
+				t.Errorf("IsError = %v, want %v", got.IsError, tc.isError)
+			}
+			text := got.Content[0].(*mcp.TextContent).Text
+			if !strings.Contains(text, tc.text) || (tc.code != "" && !strings.HasPrefix(text, tc.code+": ")) {
+				t.Errorf("text %q, want it to start with %q and contain %q", text, tc.code, tc.text)
+			}
+		})
+	}
+}

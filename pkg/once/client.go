@@ -1,0 +1,455 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package once
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
+)
+
+// Client creates and waits for operations through a controller-runtime
+// client, with the rights of whoever that client authenticates as: it
+// needs create and get on sideeffectoperations in the request's namespace.
+type Client struct {
+	kube client.Client
+
+	// Backoff paces the retries of transient API errors.
+	Backoff wait.Backoff
+	// PollMin and PollMax bound the interval between two reads of an
+	// operation while Do waits: it starts at PollMin and doubles up to
+	// PollMax.
+	PollMin, PollMax time.Duration
+}
+
+// New returns a Client over c, with default pacing.
+func New(c client.Client) *Client {
+	return &Client{
+		kube:    c,
+		Backoff: wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 6, Cap: 5 * time.Second},
+		PollMin: 100 * time.Millisecond,
+		PollMax: 2 * time.Second,
+	}
+}
+
+// Request is one side effect bound to an idempotency key.
+type Request struct {
+	// Namespace of the operation.
+	Namespace string
+	// Name of the SideEffectOperation. Empty, it is ObjectName(Tool,
+	// Operation, Key), so that a retry finds the same object.
+	Name string
+	// Tool performs the effect; Kind defaults to Tool.
+	Tool v1.ToolReference
+	// Operation is one of the tool's operations.
+	Operation string
+	// Key is the idempotency key: every retry of the same business
+	// operation must carry the same one. Required.
+	Key string
+	// Parameters is the request, a JSON object; nil for none.
+	Parameters json.RawMessage
+	// Labels are put on the operation when Do creates it.
+	Labels map[string]string
+	// Progress, if set, is called while Do waits, each time the
+	// operation's state or message changes.
+	Progress func(Progress)
+}
+
+// Progress is what Do reports while it waits.
+type Progress struct {
+	// Name of the operation (or saga).
+	Name string
+	// State of the operation, or phase of the saga.
+	State string
+	// Message of the Ready condition, or the saga's current step.
+	Message string
+	// Done and Total count a saga's finished steps; zero for an operation.
+	Done, Total int
+}
+
+// Result is the outcome of an operation that ended well.
+type Result struct {
+	// Namespace and Name of the operation.
+	Namespace, Name string
+	// State is Committed, or Compensated for a compensated saga step.
+	State v1.OperationState
+	// ExternalObjectID identifies the effect at the tool.
+	ExternalObjectID string
+	// Result is what the tool answered, as the tool's response mapping
+	// keeps it; nil when there was none, or it was larger than 16 KiB.
+	Result json.RawMessage
+	// ResultDigest identifies the result even when it was too large to keep.
+	ResultDigest string
+	// Attempts made; 0 for a duplicate, which made no call.
+	Attempts int32
+	// DuplicateOf names the operation whose outcome this one reports, when
+	// another operation held the key.
+	DuplicateOf string
+	// Found is true when Do found the operation instead of creating it: this
+	// call was a retry.
+	Found bool
+}
+
+// MismatchError: the key is bound to a different request. Nothing was
+// executed for this request; a new request needs a new key.
+type MismatchError struct {
+	// Kind is "operation" or "saga"; empty means operation.
+	Kind                 string
+	Namespace, Name, Key string
+	// Message says what differs.
+	Message string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("idempotency key %q is bound to a different request (%s %s/%s): %s",
+		e.Key, kindOf(e.Kind), e.Namespace, e.Name, e.Message)
+}
+
+// FailedError: the operation failed for good, with no effect.
+type FailedError struct {
+	// Kind is "operation" or "saga"; empty means operation.
+	Kind            string
+	Namespace, Name string
+	// Class and Reason classify the failure (for example Permanent,
+	// Rejected); Message is the tool's or Once's explanation.
+	Class           v1.ErrorClass
+	Reason, Message string
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("%s %s/%s failed for good (%s): %s", kindOf(e.Kind), e.Namespace, e.Name, e.Reason, e.Message)
+}
+
+// NeedsReviewError: Once cannot tell whether the effect happened. A person
+// decides by setting spec.resolution; a later Do with the same key returns
+// the decided outcome.
+type NeedsReviewError struct {
+	// Kind is "operation" or "saga"; empty means operation.
+	Kind            string
+	Namespace, Name string
+	// Message is the operation's explanation.
+	Message string
+}
+
+func (e *NeedsReviewError) Error() string {
+	ref, field := "seo/"+e.Name, "spec.resolution"
+	if e.Kind == KindSaga {
+		ref, field = "saga/"+e.Name, "spec.resolutions"
+	}
+	return fmt.Sprintf("%s %s/%s needs a person's review: %s; a person decides with "+
+		"`kubectl once why %s -n %s` and %s, then the same request returns the decided outcome",
+		kindOf(e.Kind), e.Namespace, e.Name, e.Message, ref, e.Namespace, field)
+}
+
+// PendingError: the context ended before the operation did. The operation
+// goes on; a later Do with the same key returns its outcome.
+type PendingError struct {
+	// Kind is "operation" or "saga"; empty means operation.
+	Kind            string
+	Namespace, Name string
+	// State is the last state seen; Reason and Message those of the Ready
+	// condition (a Stalled operation says here what it waits for).
+	State           string
+	Reason, Message string
+	// Err is the context's error.
+	Err error
+}
+
+func (e *PendingError) Error() string {
+	msg := fmt.Sprintf("%s %s/%s has not ended yet (state %s",
+		kindOf(e.Kind), e.Namespace, e.Name, cmpOr(e.State, "Planned"))
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg + "); it goes on, and the same request again returns its outcome"
+}
+
+func (e *PendingError) Unwrap() error { return e.Err }
+
+// KindSaga is the Kind of the errors about a saga.
+const KindSaga = "saga"
+
+func kindOf(kind string) string {
+	return cmpOr(kind, "operation")
+}
+
+// ObjectName is the name Do gives an operation when the request names
+// none: the tool and the operation, made DNS-1123 safe, and 20 hex digits
+// of the SHA-256 of kind, tool, operation and key. The same request always
+// gets the same name; different keys get different names.
+func ObjectName(tool v1.ToolReference, operation, key string) string {
+	sum := sha256.Sum256([]byte(string(tool.EffectiveKind()) + "\x00" + tool.Name + "\x00" + operation + "\x00" + key))
+	prefix := dns1123(tool.Name + "-" + operation)
+	if len(prefix) > 40 {
+		prefix = strings.TrimRight(prefix[:40], "-.")
+	}
+	if prefix == "" {
+		prefix = "op"
+	}
+	return prefix + "-" + hex.EncodeToString(sum[:10])
+}
+
+var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// dns1123 lower-cases s, turns other characters into dashes and trims
+// them from the ends.
+func dns1123(s string) string {
+	return strings.Trim(notDNS.ReplaceAllString(strings.ToLower(s), "-"), "-")
+}
+
+// Do creates the operation that req describes, or finds the one that exists
+// for it, waits until it commits, fails for good or needs review (or ctx
+// ends), and returns the outcome. See the package documentation for the
+// errors.
+func (c *Client) Do(ctx context.Context, req Request) (Result, error) {
+	op, found, err := c.ensure(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := c.wait(ctx, op, req.Progress)
+	res.Found = found
+	return res, err
+}
+
+// ensure creates the operation or reads the one that exists under its name
+// (found), and checks that it is the same request.
+func (c *Client) ensure(ctx context.Context, req Request) (op *v1.SideEffectOperation, found bool, err error) {
+	if req.Key == "" {
+		return nil, false, errors.New("once: Request.Key is required: only the caller knows whether a call is a retry")
+	}
+	if req.Namespace == "" || req.Tool.Name == "" || req.Operation == "" {
+		return nil, false, errors.New("once: Request needs Namespace, Tool.Name and Operation")
+	}
+	want := newOperation(req)
+	var created bool
+	err = c.retry(ctx, func() error {
+		op := want.DeepCopy()
+		err := c.kube.Create(ctx, op)
+		if err == nil {
+			created, want = true, op
+		}
+		return err
+	})
+	if err == nil && created {
+		return want, false, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, false, fmt.Errorf("creating operation %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	got := &v1.SideEffectOperation{}
+	if err := c.get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		return nil, false, err
+	}
+	if msg := sameRequest(want, got); msg != "" {
+		return nil, false, &MismatchError{Namespace: got.Namespace, Name: got.Name, Key: req.Key, Message: msg}
+	}
+	return got, true, nil
+}
+
+func newOperation(req Request) *v1.SideEffectOperation {
+	name := req.Name
+	if name == "" {
+		name = ObjectName(req.Tool, req.Operation, req.Key)
+	}
+	tool := req.Tool
+	tool.Kind = tool.EffectiveKind()
+	op := &v1.SideEffectOperation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, Labels: req.Labels},
+		Spec: v1.SideEffectOperationSpec{
+			ToolRef:        tool,
+			Operation:      req.Operation,
+			IdempotencyKey: req.Key,
+		},
+	}
+	if len(req.Parameters) > 0 && !bytes.Equal(bytes.TrimSpace(req.Parameters), []byte("null")) {
+		op.Spec.Parameters = &runtime.RawExtension{Raw: req.Parameters}
+	}
+	return op
+}
+
+// sameRequest says how got differs from the request want stands for, or ""
+// when it is the same request.
+func sameRequest(want, got *v1.SideEffectOperation) string {
+	switch {
+	case got.Spec.ToolRef.EffectiveKind() != want.Spec.ToolRef.EffectiveKind(),
+		got.Spec.ToolRef.Name != want.Spec.ToolRef.Name:
+		return fmt.Sprintf("it names %s %s", got.Spec.ToolRef.EffectiveKind(), got.Spec.ToolRef.Name)
+	case got.Spec.Operation != want.Spec.Operation:
+		return fmt.Sprintf("it is operation %s", got.Spec.Operation)
+	case effectiveKey(got) != want.Spec.IdempotencyKey:
+		return fmt.Sprintf("the object %s holds key %q", got.Name, effectiveKey(got))
+	}
+	a, errA := protocol.Canonical(raw(want.Spec.Parameters))
+	b, errB := protocol.Canonical(raw(got.Spec.Parameters))
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		return fmt.Sprintf("the object %s holds other parameters (canonical digest %s, this request's %s)",
+			got.Name, shortDigest(b), shortDigest(a))
+	}
+	return ""
+}
+
+func effectiveKey(op *v1.SideEffectOperation) string {
+	return cmpOr(op.Spec.IdempotencyKey, op.Name)
+}
+
+func raw(r *runtime.RawExtension) []byte {
+	if r == nil {
+		return nil
+	}
+	return r.Raw
+}
+
+func shortDigest(b []byte) string {
+	return strings.TrimPrefix(protocol.Digest(b), "sha256:")[:12]
+}
+
+// wait reads op until it ends, needs review or ctx ends.
+func (c *Client) wait(ctx context.Context, op *v1.SideEffectOperation, progress func(Progress)) (Result, error) {
+	interval := c.PollMin
+	var last Progress
+	for {
+		if res, err, done := outcome(op); done {
+			return res, err
+		}
+		ready := meta.FindStatusCondition(op.Status.Conditions, v1.ConditionReady)
+		p := Progress{Name: op.Name, State: string(cmpOr(op.Status.State, v1.StatePlanned))}
+		if ready != nil {
+			p.Message = ready.Message
+		}
+		if progress != nil && p != last {
+			progress(p)
+		}
+		last = p
+		select {
+		case <-ctx.Done():
+			pe := &PendingError{Namespace: op.Namespace, Name: op.Name, State: p.State, Message: p.Message, Err: ctx.Err()}
+			if ready != nil {
+				pe.Reason = ready.Reason
+			}
+			return Result{Namespace: op.Namespace, Name: op.Name}, pe
+		case <-time.After(interval):
+		}
+		interval = min(2*interval, c.PollMax)
+		next := &v1.SideEffectOperation{}
+		if err := c.get(ctx, client.ObjectKeyFromObject(op), next); err != nil {
+			if ctx.Err() != nil {
+				continue // reported as pending above
+			}
+			return Result{}, err
+		}
+		op = next
+	}
+}
+
+// outcome reads the answer of op, if it has one.
+func outcome(op *v1.SideEffectOperation) (Result, error, bool) {
+	st := op.Status
+	ready := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
+	reason, msg := "", st.ErrorMessage
+	if ready != nil {
+		reason = ready.Reason
+		msg = cmpOr(ready.Message, msg)
+	}
+	switch st.State {
+	case v1.StateCommitted, v1.StateCompensated:
+		res := Result{Namespace: op.Namespace, Name: op.Name, State: st.State, ExternalObjectID: st.ExternalObjectID,
+			ResultDigest: st.ResultDigest, Attempts: st.Attempts, DuplicateOf: st.DuplicateOf}
+		if st.Result != nil {
+			res.Result = json.RawMessage(st.Result.Raw)
+		}
+		return res, nil, true
+	case v1.StateFailedFinal:
+		if st.ErrorClass == v1.ErrorConflict || reason == v1.ReasonIdempotencyParameterMismatch {
+			return Result{}, &MismatchError{Namespace: op.Namespace, Name: op.Name, Key: effectiveKey(op),
+				Message: cmpOr(st.ErrorMessage, msg)}, true
+		}
+		return Result{}, &FailedError{Namespace: op.Namespace, Name: op.Name, Class: st.ErrorClass,
+			Reason: reason, Message: cmpOr(st.ErrorMessage, msg)}, true
+	case v1.StateNeedsReview:
+		return Result{}, &NeedsReviewError{Namespace: op.Namespace, Name: op.Name, Message: msg}, true
+	}
+	return Result{}, nil, false
+}
+
+// get reads an object, retrying transient errors.
+func (c *Client) get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	err := c.retry(ctx, func() error { return c.kube.Get(ctx, key, obj) })
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", key, err)
+	}
+	return nil
+}
+
+// retry runs fn until it succeeds, fails with an error that is not
+// transient, the backoff is spent or ctx ends.
+func (c *Client) retry(ctx context.Context, fn func() error) error {
+	b := c.Backoff
+	for {
+		err := fn()
+		if err == nil || !Transient(err) || b.Steps <= 1 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(b.Step()):
+		}
+	}
+}
+
+// Transient reports whether err is an answer of the API server (or the
+// network) that a same-request retry may get past: a timeout, 429, a 5xx,
+// a refused or reset connection, or a conflict.
+func Transient(err error) bool {
+	switch {
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err),
+		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err),
+		apierrors.IsConflict(err):
+		return true
+	case utilnet.IsConnectionRefused(err), utilnet.IsConnectionReset(err), utilnet.IsProbableEOF(err):
+		return true
+	}
+	return false
+}
+
+func cmpOr[T comparable](vals ...T) T {
+	var zero T
+	for _, v := range vals {
+		if v != zero {
+			return v
+		}
+	}
+	return zero
+}

@@ -1,0 +1,276 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package once
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
+	sagacore "github.com/once-dev/once/internal/saga"
+)
+
+// SagaRequest is a saga bound to an idempotency key: steps that run in
+// order, each once, with the compensations of the committed steps run in
+// reverse when one fails for good (docs/sagas.md).
+type SagaRequest struct {
+	// Namespace of the saga.
+	Namespace string
+	// Name of the Saga. Empty, it is SagaName(Key).
+	Name string
+	// Key is the saga's idempotency key (no "/"). Required.
+	Key string
+	// Inputs are the saga's own data, a JSON object; nil for none.
+	Inputs json.RawMessage
+	// Steps of the saga.
+	Steps []v1.SagaStep
+	// Labels are put on the saga when DoSaga creates it.
+	Labels map[string]string
+	// Progress, if set, is called while DoSaga waits, each time the saga's
+	// state, current step or count of steps done changes.
+	Progress func(Progress)
+}
+
+// SagaResult is the outcome of a saga whose every step committed.
+type SagaResult struct {
+	// Namespace and Name of the saga.
+	Namespace, Name string
+	// State is Committed.
+	State v1.OperationState
+	// Steps are the steps' checkpoints: state, key, external object id.
+	Steps []v1.SagaStepStatus
+	// Found is true when DoSaga found the saga instead of creating it.
+	Found bool
+}
+
+// WaitingForApprovalError: the saga waits for a person's approval of a
+// step (spec.approvals). A later DoSaga with the same key returns the
+// outcome once it is approved and done.
+type WaitingForApprovalError struct {
+	Namespace, Name string
+	// Step waits for approval.
+	Step string
+	// Message is the saga's explanation.
+	Message string
+}
+
+func (e *WaitingForApprovalError) Error() string {
+	return fmt.Sprintf("saga %s/%s waits for a person's approval of step %s: %s", e.Namespace, e.Name, e.Step, e.Message)
+}
+
+// SagaName is the name DoSaga gives a saga when the request names none.
+func SagaName(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	prefix := dns1123(key)
+	if len(prefix) > 30 {
+		prefix = strings.TrimRight(prefix[:30], "-")
+	}
+	if prefix == "" {
+		return "saga-" + hex.EncodeToString(sum[:10])
+	}
+	return "saga-" + prefix + "-" + hex.EncodeToString(sum[:10])
+}
+
+// DoSaga creates the saga that req describes, or finds the one that
+// exists for it, waits until every step committed, the saga failed or was
+// compensated, needs review or waits for an approval (or ctx ends), and
+// returns the outcome. A compensated saga is a *FailedError with reason
+// Compensated: it had no lasting effect.
+func (c *Client) DoSaga(ctx context.Context, req SagaRequest) (SagaResult, error) {
+	if req.Key == "" || strings.Contains(req.Key, "/") {
+		return SagaResult{}, errors.New("once: SagaRequest.Key is required and holds no \"/\"")
+	}
+	if req.Namespace == "" || len(req.Steps) == 0 {
+		return SagaResult{}, errors.New("once: SagaRequest needs Namespace and Steps")
+	}
+	want := newSaga(req)
+	var created bool
+	err := c.retry(ctx, func() error {
+		s := want.DeepCopy()
+		err := c.kube.Create(ctx, s)
+		if err == nil {
+			created, want = true, s
+		}
+		return err
+	})
+	saga := want
+	if err != nil || !created {
+		if !apierrors.IsAlreadyExists(err) {
+			return SagaResult{}, fmt.Errorf("creating saga %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		saga = &v1.Saga{}
+		if err := c.get(ctx, client.ObjectKeyFromObject(want), saga); err != nil {
+			return SagaResult{}, err
+		}
+		if msg := sameSaga(want, saga); msg != "" {
+			return SagaResult{}, &MismatchError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name,
+				Key: req.Key, Message: msg}
+		}
+	}
+	res, err := c.waitSaga(ctx, saga, req.Progress)
+	res.Found = !created
+	return res, err
+}
+
+func newSaga(req SagaRequest) *v1.Saga {
+	name := req.Name
+	if name == "" {
+		name = SagaName(req.Key)
+	}
+	s := &v1.Saga{
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, Labels: req.Labels},
+		Spec:       v1.SagaSpec{IdempotencyKey: req.Key, Steps: req.Steps},
+	}
+	if len(req.Inputs) > 0 && !bytes.Equal(bytes.TrimSpace(req.Inputs), []byte("null")) {
+		s.Spec.Inputs = &runtime.RawExtension{Raw: req.Inputs}
+	}
+	return s
+}
+
+// sagaRequest is what binds a saga's key: its inputs, and each step's
+// name, tool, operation and parameters. Fields the API server defaults are
+// left out, so that a saga read back compares equal to its request.
+type sagaRequest struct {
+	Inputs json.RawMessage `json:"inputs"`
+	Steps  []stepRequest   `json:"steps"`
+}
+
+type stepRequest struct {
+	Name           string                   `json:"name"`
+	Tool           string                   `json:"tool"`
+	Operation      string                   `json:"operation"`
+	Parameters     json.RawMessage          `json:"parameters"`
+	ParametersFrom []v1.ParameterExpression `json:"parametersFrom"`
+}
+
+func sagaDigest(s *v1.Saga) (string, error) {
+	r := sagaRequest{Inputs: raw(s.Spec.Inputs)}
+	for _, st := range s.Spec.Steps {
+		r.Steps = append(r.Steps, stepRequest{Name: st.Name, Tool: string(st.ToolRef.EffectiveKind()) + ":" + st.ToolRef.Name,
+			Operation: st.Operation, Parameters: raw(st.Parameters), ParametersFrom: st.ParametersFrom})
+	}
+	for i := range r.Steps {
+		if len(r.Steps[i].Parameters) == 0 {
+			r.Steps[i].Parameters = json.RawMessage("null")
+		}
+	}
+	if len(r.Inputs) == 0 {
+		r.Inputs = json.RawMessage("null")
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", err
+	}
+	canonical, err := protocol.Canonical(b)
+	if err != nil {
+		return "", err
+	}
+	return protocol.Digest(canonical), nil
+}
+
+// sameSaga says how got differs from the request want stands for.
+func sameSaga(want, got *v1.Saga) string {
+	if k := cmpOr(got.Spec.IdempotencyKey, got.Name); k != want.Spec.IdempotencyKey {
+		return fmt.Sprintf("the saga %s holds key %q", got.Name, k)
+	}
+	a, errA := sagaDigest(want)
+	b, errB := sagaDigest(got)
+	if errA != nil || errB != nil || a != b {
+		return fmt.Sprintf("the saga %s holds other inputs or steps", got.Name)
+	}
+	return ""
+}
+
+// waitSaga reads saga until it ends, needs a person or ctx ends.
+func (c *Client) waitSaga(ctx context.Context, saga *v1.Saga, progress func(Progress)) (SagaResult, error) {
+	interval := c.PollMin
+	var last Progress
+	for {
+		if res, err, done := sagaOutcome(saga); done {
+			return res, err
+		}
+		p := Progress{Name: saga.Name, State: string(cmpOr(saga.Status.State, v1.StatePlanned)),
+			Message: saga.Status.CurrentStep, Done: int(saga.Status.StepsDone), Total: len(saga.Spec.Steps)}
+		if progress != nil && p != last {
+			progress(p)
+		}
+		last = p
+		select {
+		case <-ctx.Done():
+			pe := &PendingError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name, State: p.State, Err: ctx.Err()}
+			if ready := meta.FindStatusCondition(saga.Status.Conditions, v1.ConditionReady); ready != nil {
+				pe.Reason, pe.Message = ready.Reason, ready.Message
+			}
+			return SagaResult{Namespace: saga.Namespace, Name: saga.Name}, pe
+		case <-time.After(interval):
+		}
+		interval = min(2*interval, c.PollMax)
+		next := &v1.Saga{}
+		if err := c.get(ctx, client.ObjectKeyFromObject(saga), next); err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			return SagaResult{}, err
+		}
+		saga = next
+	}
+}
+
+// reasonWaitingForApproval is the saga's Stalled reason while a step waits
+// for approval.
+const reasonWaitingForApproval = sagacore.ReasonWaitingForApproval
+
+// sagaOutcome reads the answer of saga, if it has one.
+func sagaOutcome(saga *v1.Saga) (SagaResult, error, bool) {
+	st := saga.Status
+	msg, reason := "", ""
+	if ready := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); ready != nil {
+		msg, reason = ready.Message, ready.Reason
+	}
+	switch st.State {
+	case v1.StateCommitted:
+		return SagaResult{Namespace: saga.Namespace, Name: saga.Name, State: st.State, Steps: st.Steps}, nil, true
+	case v1.StateCompensated:
+		return SagaResult{}, &FailedError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name, Reason: "Compensated",
+			Message: fmt.Sprintf("step %s failed for good and every committed step was undone: %s", st.FailedStep, msg)}, true
+	case v1.StateFailedFinal:
+		return SagaResult{}, &FailedError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name,
+			Reason: reason, Message: msg}, true
+	case v1.StateNeedsReview:
+		return SagaResult{}, &NeedsReviewError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name, Message: msg}, true
+	}
+	if stalled := meta.FindStatusCondition(st.Conditions, v1.ConditionStalled); stalled != nil &&
+		stalled.Status == metav1.ConditionTrue && stalled.Reason == reasonWaitingForApproval {
+		return SagaResult{}, &WaitingForApprovalError{Namespace: saga.Namespace, Name: saga.Name, Step: st.CurrentStep,
+			Message: stalled.Message}, true
+	}
+	return SagaResult{}, nil, false
+}
