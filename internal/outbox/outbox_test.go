@@ -75,12 +75,12 @@ func TestAnnounce(t *testing.T) {
 		"NeedsReview": {
 			reason: "NeedsReview waits for a person: not an outcome, not announced",
 			state:  v1.StateNeedsReview, subs: subs,
-			want:   nil,
+			want: nil,
 		},
 		"Started": {
 			reason: "Work in progress is not announced",
 			state:  v1.StateStarted, subs: subs,
-			want:   nil,
+			want: nil,
 		},
 		"AlreadyAnnounced": {
 			reason: "Deciding the same terminal state again adds nothing, and keeps what the relay recorded",
