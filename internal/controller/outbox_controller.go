@@ -60,9 +60,13 @@ type OutboxSender interface {
 // event, with the same id: consumers dedupe on it.
 type OutboxReconciler struct {
 	client.Client
-	Recorder events.EventRecorder
-	Sender   OutboxSender
-	Clock    clock.Clock
+	// APIReader reads past the cache: the relay reads the object it is
+	// about to deliver for from the API server, so that a cache still
+	// behind the relay's own last record does not deliver again.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Sender    OutboxSender
+	Clock     clock.Clock
 	// Budget bounds the deliveries of one entry.
 	Budget outbox.Budget
 	// Timeout bounds one delivery.
@@ -114,6 +118,14 @@ func (r *OutboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if !r.Shards.OwnsObject(obj) {
 		return ctrl.Result{}, nil
+	}
+	if due, wait := outbox.Due(*r.kind.entries(obj), r.Clock.Now()); !due {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	// Due in the cache: confirm it on the object itself, which the
+	// conditional write below is made against.
+	if err := r.APIReader.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	entries := r.kind.entries(obj)
 	due, wait := outbox.Due(*entries, r.Clock.Now())

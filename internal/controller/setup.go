@@ -162,7 +162,8 @@ func (c Config) setupOutbox(mgr ctrl.Manager, shards *shard.Sharder) error {
 		budget = outbox.DefaultBudget
 	}
 	for _, r := range NewOutboxReconcilers(OutboxReconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("once"), Sender: snd, Clock: c.Clock,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("once"),
+		Sender: snd, Clock: c.Clock,
 		Budget: budget, Timeout: cmp.Or(c.OutboxTimeout, DefaultOutboxTimeout), Shards: shards,
 		MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 	}) {
