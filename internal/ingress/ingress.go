@@ -162,7 +162,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusRequestEntityTooLarge {
 			code = CodeTooLarge
 		}
-		answer(w, status, Answer{Error: code, Message: err.Error()})
+		answer(w, status, Answer{Error: code, Message: sentence(err.Error())})
 		return
 	}
 	status, a := h.take(r.Context(), name, route, msg)
@@ -183,11 +183,10 @@ type message struct {
 func read(r *http.Request) (message, int, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return message{}, http.StatusRequestEntityTooLarge, fmt.Errorf("The body exceeds %d bytes", MaxBodyBytes)
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			return message{}, http.StatusRequestEntityTooLarge, fmt.Errorf("the body exceeds %d bytes", MaxBodyBytes)
 		}
-		return message{}, http.StatusBadRequest, fmt.Errorf("The body cannot be read: %w", err)
+		return message{}, http.StatusBadRequest, fmt.Errorf("the body cannot be read: %w", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	var m message
@@ -197,15 +196,15 @@ func read(r *http.Request) (message, int, error) {
 			err = ev.Validate()
 		}
 		if err != nil {
-			return message{}, http.StatusBadRequest, fmt.Errorf("Not a valid CloudEvent: %w", err)
+			return message{}, http.StatusBadRequest, fmt.Errorf("not a valid CloudEvent: %w", err)
 		}
 		if ct := ev.DataContentType(); ct != "" && !isJSON(ct) {
-			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("The event's data must be JSON, not %s", ct)
+			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("the event's data must be JSON, not %s", ct)
 		}
 		m = message{id: ev.ID(), source: ev.Source(), params: ev.Data()}
 	} else {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
-			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("A webhook's body must be JSON, not %s", ct)
+			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("a webhook's body must be JSON, not %s", ct)
 		}
 		m = message{id: r.Header.Get(HeaderIdempotencyKey), params: body}
 		if m.id == "" {
@@ -213,18 +212,18 @@ func read(r *http.Request) (message, int, error) {
 		}
 		if m.id == "" {
 			return message{}, http.StatusBadRequest, fmt.Errorf(
-				"A webhook needs an %s or %s header naming the message", HeaderIdempotencyKey, HeaderMessageID)
+				"a webhook needs an %s or %s header naming the message", HeaderIdempotencyKey, HeaderMessageID)
 		}
 	}
 	if len(m.id) > MaxIDLength {
-		return message{}, http.StatusBadRequest, fmt.Errorf("The message id exceeds %d bytes", MaxIDLength)
+		return message{}, http.StatusBadRequest, fmt.Errorf("the message id exceeds %d bytes", MaxIDLength)
 	}
 	if len(bytes.TrimSpace(m.params)) == 0 {
 		m.params = []byte("{}")
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(m.params, &obj); err != nil || obj == nil {
-		return message{}, http.StatusBadRequest, errors.New("The message's data must be a JSON object")
+		return message{}, http.StatusBadRequest, errors.New("the message's data must be a JSON object")
 	}
 	return m, 0, nil
 }
@@ -273,7 +272,7 @@ func (h *Handler) take(ctx context.Context, routeName string, route Route, m mes
 		log.V(1).Info("Made an operation of a message", "route", routeName, "operation", op.Name)
 		return http.StatusAccepted, answerOf(op, m.id, false)
 	case apierrors.IsAlreadyExists(err):
-		return h.existing(ctx, routeName, op, m)
+		return h.existing(ctx, op, m)
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return http.StatusUnprocessableEntity, Answer{MessageID: m.id, Error: CodeInvalid,
 			Message: "The operation was refused: " + statusMessage(err)}
@@ -286,7 +285,7 @@ func (h *Handler) take(ctx context.Context, routeName string, route Route, m mes
 
 // existing answers a message whose operation exists: the same message
 // again gets its state, a different one with the same id is refused.
-func (h *Handler) existing(ctx context.Context, routeName string, want *v1.SideEffectOperation, m message) (int, Answer) {
+func (h *Handler) existing(ctx context.Context, want *v1.SideEffectOperation, m message) (int, Answer) {
 	got := &v1.SideEffectOperation{}
 	if err := h.Client.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
 		// Deleted in between, or unreadable: the sender retries.
@@ -336,6 +335,14 @@ func stateOf(s v1.OperationState) v1.OperationState {
 		return v1.StatePlanned
 	}
 	return s
+}
+
+// sentence capitalises an error's text for an answer's message.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func statusMessage(err error) string {
