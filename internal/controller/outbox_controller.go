@@ -112,6 +112,11 @@ var (
 // Reconcile delivers an object's due announcements and records what came
 // of them.
 func (r *OutboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if ctx.Err() != nil {
+		// The manager is stopping: a delivery started now could not be
+		// recorded. The next manager delivers it.
+		return ctrl.Result{}, nil
+	}
 	obj := r.kind.newObject()
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
