@@ -27,6 +27,7 @@ import (
 //
 // Everything but approvals and resolutions is immutable: the saga's key is
 // bound to its steps and inputs.
+// +kubebuilder:validation:XValidation:rule="has(self.subscribers) == has(oldSelf.subscribers)",message="spec.subscribers are immutable: the outcome is announced to the subscribers named at creation"
 // +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && has(self.inputs) == has(oldSelf.inputs)",message="spec is immutable but for approvals and resolutions: create a new Saga with a new idempotency key"
 // +kubebuilder:validation:XValidation:rule="self.steps.map(s, has(s.retryUntilDone) && s.retryUntilDone).lastIndexOf(false) <= self.steps.map(s, has(s.irreversible) && s.irreversible).indexOf(true) || !self.steps.exists(s, has(s.irreversible) && s.irreversible)",message="every step after the first irreversible step must be retryUntilDone: once an effect that cannot be undone has happened, the steps after it cannot be compensated, only finished (put validation, approvals and compensable steps before it)"
 // +kubebuilder:validation:XValidation:rule="!has(self.approvals) || self.approvals.all(a, self.steps.exists(s, s.name == a.step && has(s.requiresApproval) && s.requiresApproval))",message="an approval must name a step that requires approval"
@@ -84,6 +85,17 @@ type SagaSpec struct {
 	// +listMapKey=step
 	// +kubebuilder:validation:MaxItems=16
 	Resolutions []SagaResolution `json:"resolutions,omitempty"`
+
+	// subscribers are told the saga's outcome when it ends (Committed,
+	// Compensated or FailedFinal; not NeedsReview, which waits for a
+	// person), as a CloudEvent delivered at least once with a stable id.
+	// At most four; immutable.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.subscribers are immutable: the outcome is announced to the subscribers named at creation"
+	Subscribers []Subscriber `json:"subscribers,omitempty"`
 }
 
 // SagaStep is one side effect of a saga. It is immutable: each field
@@ -450,6 +462,12 @@ type SagaStatus struct {
 	// completionTime is when the saga ended.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// outbox holds the announcements of the outcome to spec.subscribers,
+	// recorded in the same write as the outcome, and their delivery.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	Outbox []OutboxEntry `json:"outbox,omitempty"`
 	// history is the saga's story: its transitions, oldest first, at most
 	// sixteen. When it is full, the first is kept and the oldest after it
 	// is dropped.

@@ -34,6 +34,7 @@ const MaxResultBytes = 16 * 1024
 //
 // Everything but resolution is immutable: an idempotency key means one
 // request, so a change would bind the key to a different request.
+// +kubebuilder:validation:XValidation:rule="has(self.subscribers) == has(oldSelf.subscribers)",message="spec.subscribers are immutable: the outcome is announced to the subscribers named at creation"
 // +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && has(self.parameters) == has(oldSelf.parameters) && has(self.timeout) == has(oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy)",message="spec is immutable: an idempotency key cannot be bound to different parameters; create a new SideEffectOperation with a new idempotency key (only spec.resolution may change)"
 type SideEffectOperationSpec struct {
 	// toolRef names the Tool or ClusterTool that performs the effect.
@@ -100,6 +101,17 @@ type SideEffectOperationSpec struct {
 	// NeedsReview.
 	// +optional
 	Resolution *Resolution `json:"resolution,omitempty"`
+
+	// subscribers are told the outcome when it is reached (Committed,
+	// FailedFinal or Compensated; not NeedsReview, which waits for a
+	// person), as a CloudEvent delivered at least once with a stable id.
+	// At most four; immutable.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.subscribers are immutable: the outcome is announced to the subscribers named at creation"
+	Subscribers []Subscriber `json:"subscribers,omitempty"`
 }
 
 // ToolKind is the kind of object a ToolReference names.
@@ -533,6 +545,13 @@ type SideEffectOperationStatus struct {
 	// even if this object is deleted.
 	// +optional
 	ExpiryTime *metav1.Time `json:"expiryTime,omitempty"`
+
+	// outbox holds the announcements of the outcome to spec.subscribers,
+	// recorded in the same write as the outcome, and their delivery.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	Outbox []OutboxEntry `json:"outbox,omitempty"`
 
 	// observedGeneration is the generation the status describes.
 	// +optional

@@ -27,6 +27,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	httpeffects "github.com/once-dev/once/internal/effects/http"
+	"github.com/once-dev/once/internal/outbox"
+	"github.com/once-dev/once/internal/outbox/sender"
 	"github.com/once-dev/once/internal/shard"
 )
 
@@ -52,6 +54,11 @@ type Config struct {
 	Transport nethttp.RoundTripper
 	// Clock is the real clock if nil.
 	Clock clock.Clock
+	// OutboxBudget bounds the deliveries of one outcome announcement;
+	// outbox.DefaultBudget if zero. OutboxTimeout bounds one delivery;
+	// DefaultOutboxTimeout if zero.
+	OutboxBudget  outbox.Budget
+	OutboxTimeout time.Duration
 
 	// WatchNamespaces are the only namespaces the manager watches (its
 	// cache must be restricted to them too: WatchOnly); empty: all. A
@@ -138,10 +145,38 @@ func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the idempotencyrecord controller: %w", err)
 	}
+	if err := c.setupOutbox(mgr, shards); err != nil {
+		return err
+	}
 	if err := SetupToolReconcilers(mgr, ToolReconciler{
 		Client: mgr.GetClient(), Validator: connector, Headers: connector, Clock: c.Clock,
 	}, len(c.WatchNamespaces) == 0); err != nil {
 		return fmt.Errorf("setting up the tool controllers: %w", err)
+	}
+	return nil
+}
+
+// setupOutbox registers the relays, which deliver outcome announcements
+// through the effect transport: subscribers are dialled under the same
+// egress policy as tools.
+func (c Config) setupOutbox(mgr ctrl.Manager, shards *shard.Sharder) error {
+	snd, err := sender.New(c.Transport, c.Egress)
+	if err != nil {
+		return err
+	}
+	budget := c.OutboxBudget
+	if budget.MaxAttempts <= 0 {
+		budget = outbox.DefaultBudget
+	}
+	for _, r := range NewOutboxReconcilers(OutboxReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("once"),
+		Sender: snd, Clock: c.Clock,
+		Budget: budget, Timeout: cmp.Or(c.OutboxTimeout, DefaultOutboxTimeout), Shards: shards,
+		MaxConcurrentReconciles: c.MaxConcurrentReconciles,
+	}) {
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the outbox relay of %ss: %w", r.kind.name, err)
+		}
 	}
 	return nil
 }

@@ -65,7 +65,8 @@ func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.Side
 		log:      logf.FromContext(ctx),
 		op:       op,
 		st:       *op.Status.DeepCopy(),
-		env:      protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: jitter},
+		env: protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: jitter,
+			UID: op.UID, Subscribers: op.Spec.Subscribers},
 		// Until the tool is loaded, the policy knows what the operation
 		// alone says: enough to apply a person's resolution or to fail.
 		policy: protocol.Policy{Retention: protocol.Retention(&op.Spec),

@@ -49,6 +49,7 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/metrics"
+	"github.com/once-dev/once/internal/outbox"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -131,6 +132,8 @@ type managerOptions struct {
 	// shards turns sharding on, with short Leases in shardNamespace.
 	shards         int
 	shardNamespace string
+	// outbox bounds the relay's deliveries; the default budget if zero.
+	outbox outbox.Budget
 }
 
 var managerSeq struct {
@@ -158,7 +161,8 @@ func startManager(o managerOptions) (stop func()) {
 		MaxClaim: o.maxClaim, ClaimGrace: time.Second,
 		Egress: &httpeffects.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		Shards: o.shards, ShardNamespace: o.shardNamespace,
-		ShardLeaseDuration: 2 * time.Second, ShardRenewPeriod: 200 * time.Millisecond}
+		ShardLeaseDuration: 2 * time.Second, ShardRenewPeriod: 200 * time.Millisecond,
+		OutboxBudget: o.outbox, OutboxTimeout: 2 * time.Second}
 	shutdown := c.GracefulShutdownTimeout()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,

@@ -54,8 +54,14 @@ const (
 	// TakeoverAfterRecord: an operation took over the scope record of a
 	// deleted owner; it has not recorded the inherited unknown outcome.
 	TakeoverAfterRecord = "takeoverAfterRecord"
+	// OutboxBeforeDeliver: an outcome and its announcements are recorded;
+	// the relay has not delivered them.
+	OutboxBeforeDeliver = "outboxBeforeDeliver"
+	// OutboxAfterDeliver: the relay delivered an announcement; the
+	// delivery is not recorded, so it will be delivered again.
+	OutboxAfterDeliver = "outboxAfterDeliver"
 )
 
 // Points lists every point.
 var Points = []string{BindAfterNoRecord, ExecuteAfterClaim, ExecuteAfterAnswer, ReconcileAfterClaim, ReconcileAfterAnswer,
-	TakeoverAfterRecord}
+	TakeoverAfterRecord, OutboxBeforeDeliver, OutboxAfterDeliver}

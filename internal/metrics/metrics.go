@@ -98,6 +98,21 @@ var (
 		Help:    "Time from an attempt's outcome becoming unknown to a terminal state.",
 		Buckets: prometheus.ExponentialBuckets(0.1, 2, 16),
 	}, []string{"state"})
+
+	// OutboxDeliveries counts deliveries of outcome announcements, by the
+	// kind of object (operation, saga) and what came of them (Delivered,
+	// Retry, Failed).
+	OutboxDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "once_outbox_deliveries_total",
+		Help: "Deliveries of outcome announcements to subscribers, by kind and result: Delivered, Retry (will be tried again) or Failed (budget spent).",
+	}, []string{"kind", "result"})
+
+	// OutboxDelay measures the time from an outcome to its delivery.
+	OutboxDelay = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "once_outbox_delivery_delay_seconds",
+		Help:    "Time from an outcome being recorded to its announcement being acknowledged by the subscriber.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 16),
+	}, []string{"kind"})
 )
 
 // Register adds the metrics to controller-runtime's registry, with a
@@ -105,7 +120,7 @@ var (
 // manager's cache) at scrape time.
 func Register(reader client.Reader) {
 	crmetrics.Registry.MustRegister(Transitions, ToolCalls, Reconciliations, Conflicts, Retries,
-		BudgetExhausted, StaleWrites, ContradictingAnswers, RecoveryTime, &needsReview{reader: reader})
+		BudgetExhausted, StaleWrites, ContradictingAnswers, RecoveryTime, OutboxDeliveries, OutboxDelay, &needsReview{reader: reader})
 }
 
 var needsReviewDesc = prometheus.NewDesc("once_operations_needs_review",

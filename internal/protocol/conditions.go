@@ -24,12 +24,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/outbox"
 )
 
 // transition moves st to state and sets its conditions to match.
 func transition(st *v1.SideEffectOperationStatus, state v1.OperationState, reason, msg string, env Env) {
 	st.State = state
 	enforceFields(st)
+	// The outcome and its announcements are one write: the transactional
+	// outbox.
+	st.Outbox = outbox.Announce(st.Outbox, outbox.KindOperation, env.UID, state, env.Subscribers)
 	setConditions(st, reason, msg, false, env)
 }
 

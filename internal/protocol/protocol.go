@@ -23,6 +23,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
@@ -62,6 +63,12 @@ type Env struct {
 	Generation int64
 	// Jitter returns a uniformly random duration in [0, d].
 	Jitter func(d time.Duration) time.Duration
+	// UID is the object's metadata.uid, which the ids of its outcome's
+	// announcements derive from.
+	UID types.UID
+	// Subscribers are the object's spec.subscribers: a terminal transition
+	// records their announcements in the same write (package outbox).
+	Subscribers []v1.Subscriber
 }
 
 // Action is what the controller must do after writing Decision.Status.

@@ -32,8 +32,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/outbox"
 )
 
 // Condition reasons of sagas, besides the operations' own.
@@ -73,8 +75,11 @@ type Child struct {
 type View struct {
 	Name       string
 	Generation int64
-	Spec       *v1.SagaSpec
-	Status     v1.SagaStatus
+	// UID is the saga's metadata.uid, which the ids of its outcome's
+	// announcements derive from.
+	UID    types.UID
+	Spec   *v1.SagaSpec
+	Status v1.SagaStatus
 	// Children are the saga's operations by name; a missing one was not
 	// created yet.
 	Children map[string]Child
@@ -664,6 +669,9 @@ func (d *decider) review(step, reason, msg string) Decision {
 // end is a terminal checkpoint.
 func (d *decider) end(state v1.OperationState, reason, msg string) Decision {
 	d.st.State = state
+	// The outcome and its announcements are one write: the transactional
+	// outbox.
+	d.st.Outbox = outbox.Announce(d.st.Outbox, outbox.KindSaga, d.UID, state, d.Spec.Subscribers)
 	if d.st.CompletionTime == nil {
 		t := metav1.NewTime(d.Now)
 		d.st.CompletionTime = &t

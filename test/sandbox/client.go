@@ -96,6 +96,24 @@ func (c *Client) Reset(ctx context.Context) error {
 	return c.do(ctx, http.MethodDelete, "/ledger", nil, nil)
 }
 
+// Sink returns what the named sink saw.
+func (c *Client) Sink(ctx context.Context, name string) (SinkState, error) {
+	var st SinkState
+	err := c.do(ctx, http.MethodGet, "/sink/"+url.PathEscape(name), nil, &st)
+	return st, err
+}
+
+// SetSinkFaults sets the faults the named sink applies to its next
+// deliveries.
+func (c *Client) SetSinkFaults(ctx context.Context, name string, f SinkFaults) error {
+	return c.do(ctx, http.MethodPut, "/sink/"+url.PathEscape(name)+"/faults", f, nil)
+}
+
+// ResetSink forgets what the named sink saw, and its faults.
+func (c *Client) ResetSink(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/sink/"+url.PathEscape(name), nil, nil)
+}
+
 // do sends in as JSON (when not nil) and decodes a 2xx answer into out
 // (when not nil). Other answers become an *APIError.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {

@@ -107,6 +107,7 @@ type Server struct {
 	logf   func(format string, args ...any)
 	now    func() time.Time
 	faults *faultSet
+	sinks  *sinks
 	mux    *http.ServeMux
 
 	mu      sync.Mutex // guards state and journal
@@ -139,6 +140,7 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	s.sinks = newSinks(s.now)
 	s.mux = s.routes()
 	return s, nil
 }
@@ -193,6 +195,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /{mode}/{collection}/{id}", s.handleGet)
 	mux.HandleFunc("POST /{mode}/{collection}/{id}/cancel", s.handleCancel)
 	s.realAPIRoutes(mux)
+	s.sinks.routes(mux)
 	return mux
 }
 

@@ -1,0 +1,112 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MaxSubscribers bounds spec.subscribers, and so status.outbox.
+const MaxSubscribers = 4
+
+// Subscriber is an HTTP endpoint that is told the outcome of an operation or
+// a saga, as a CloudEvent, at least once.
+type Subscriber struct {
+	// name identifies the subscriber within the object. It is part of the
+	// event's id, so it must not change.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// url is where the event is posted: an http or https URL without
+	// credentials. The manager's egress policy applies to it as to tools.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="url must be an absolute http or https URL with a host"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')",message="url must not hold credentials (user:password@host): they would show in kubectl get"
+	URL string `json:"url"`
+}
+
+// DeliveryState is where the delivery of one outbox entry stands.
+// +kubebuilder:validation:Enum=Pending;Delivered;Failed
+type DeliveryState string
+
+const (
+	// DeliveryPending: not delivered yet; the relay keeps trying.
+	DeliveryPending DeliveryState = "Pending"
+	// DeliveryDelivered: the subscriber answered 2xx to one delivery.
+	DeliveryDelivered DeliveryState = "Delivered"
+	// DeliveryFailed: the delivery budget is spent; no more attempts.
+	DeliveryFailed DeliveryState = "Failed"
+)
+
+// OutboxEntry is the announcement of an outcome to one subscriber, recorded
+// in the same status write as the outcome itself, and its delivery.
+type OutboxEntry struct {
+	// subscriber is the name of the spec.subscribers entry.
+	// +required
+	Subscriber string `json:"subscriber"`
+
+	// eventID is the CloudEvent id, the same on every delivery of this
+	// entry: "<object UID>/<state>/<subscriber>". Consumers dedupe on it.
+	// +required
+	EventID string `json:"eventID"`
+
+	// type is the CloudEvent type, for example
+	// dev.once.operation.committed.
+	// +required
+	Type string `json:"type"`
+
+	// state of the delivery.
+	// +required
+	State DeliveryState `json:"state"`
+
+	// attempts counts deliveries tried.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// lastAttemptTime is when the last delivery was tried.
+	// +optional
+	LastAttemptTime *metav1.Time `json:"lastAttemptTime,omitempty"`
+
+	// nextAttemptTime is when the next delivery may be tried.
+	// +optional
+	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
+
+	// deliveredTime is when a delivery was acknowledged.
+	// +optional
+	DeliveredTime *metav1.Time `json:"deliveredTime,omitempty"`
+
+	// httpStatus is the subscriber's last answer, zero if none arrived.
+	// +optional
+	HTTPStatus int32 `json:"httpStatus,omitempty"`
+
+	// message says what the last delivery came to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// Event reasons of the relay. A delivery is routine and says so in status
+// only; a spent budget is an Event.
+const (
+	// EventDeliveryFailed: the delivery budget to a subscriber is spent.
+	EventDeliveryFailed = "DeliveryFailed"
+)

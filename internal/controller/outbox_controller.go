@@ -1,0 +1,242 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/failpoint"
+	"github.com/once-dev/once/internal/metrics"
+	"github.com/once-dev/once/internal/outbox"
+	"github.com/once-dev/once/internal/shard"
+)
+
+// DefaultOutboxTimeout bounds one delivery unless the manager says
+// otherwise.
+const DefaultOutboxTimeout = 10 * time.Second
+
+// OutboxSender delivers one announcement to a subscriber's URL, once, and
+// says what came of it. It never returns secrets in the answer's message.
+type OutboxSender interface {
+	Send(ctx context.Context, url string, e outbox.Event) outbox.Answer
+}
+
+// OutboxReconciler is the relay of the transactional outbox, for one kind
+// of object: it delivers the announcements that a terminal status write
+// recorded (status.outbox entries in Pending), at least once, and records
+// each delivery with a write conditional on the object's resourceVersion.
+//
+// It is a controller of its own, with its own workers, so a slow
+// subscriber never holds an operation's worker; it is woken only by
+// objects with a Pending entry, so objects without subscribers cost it
+// nothing. A crash between a delivery and its record redelivers the same
+// event, with the same id: consumers dedupe on it.
+type OutboxReconciler struct {
+	client.Client
+	// APIReader reads past the cache: the relay reads the object it is
+	// about to deliver for from the API server, so that a cache still
+	// behind the relay's own last record does not deliver again.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Sender    OutboxSender
+	Clock     clock.Clock
+	// Budget bounds the deliveries of one entry.
+	Budget outbox.Budget
+	// Timeout bounds one delivery.
+	Timeout time.Duration
+	// Shards says which objects this manager handles; nil: all.
+	Shards                  *shard.Sharder
+	MaxConcurrentReconciles int
+
+	kind outboxKind
+}
+
+// outboxKind is what the relay needs to know of a kind of object.
+type outboxKind struct {
+	name        outbox.Kind
+	newObject   func() client.Object
+	newList     func() client.ObjectList
+	entries     func(client.Object) *[]v1.OutboxEntry
+	subscribers func(client.Object) []v1.Subscriber
+	event       func(client.Object, v1.OutboxEntry) outbox.Event
+}
+
+var (
+	operationOutbox = outboxKind{
+		name:        outbox.KindOperation,
+		newObject:   func() client.Object { return &v1.SideEffectOperation{} },
+		newList:     func() client.ObjectList { return &v1.SideEffectOperationList{} },
+		entries:     func(o client.Object) *[]v1.OutboxEntry { return &o.(*v1.SideEffectOperation).Status.Outbox },
+		subscribers: func(o client.Object) []v1.Subscriber { return o.(*v1.SideEffectOperation).Spec.Subscribers },
+		event: func(o client.Object, e v1.OutboxEntry) outbox.Event {
+			return outbox.OperationEvent(o.(*v1.SideEffectOperation), e)
+		},
+	}
+	sagaOutbox = outboxKind{
+		name:        outbox.KindSaga,
+		newObject:   func() client.Object { return &v1.Saga{} },
+		newList:     func() client.ObjectList { return &v1.SagaList{} },
+		entries:     func(o client.Object) *[]v1.OutboxEntry { return &o.(*v1.Saga).Status.Outbox },
+		subscribers: func(o client.Object) []v1.Subscriber { return o.(*v1.Saga).Spec.Subscribers },
+		event:       func(o client.Object, e v1.OutboxEntry) outbox.Event { return outbox.SagaEvent(o.(*v1.Saga), e) },
+	}
+)
+
+// Reconcile delivers an object's due announcements and records what came
+// of them.
+func (r *OutboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if ctx.Err() != nil {
+		// The manager is stopping: a delivery started now could not be
+		// recorded. The next manager delivers it.
+		return ctrl.Result{}, nil
+	}
+	obj := r.kind.newObject()
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.Shards.OwnsObject(obj) {
+		return ctrl.Result{}, nil
+	}
+	if due, wait := outbox.Due(*r.kind.entries(obj), r.Clock.Now()); !due {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	// Due in the cache: confirm it on the object itself, which the
+	// conditional write below is made against.
+	if err := r.APIReader.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	entries := r.kind.entries(obj)
+	due, wait := outbox.Due(*entries, r.Clock.Now())
+	if !due {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if failpoint.Hit(ctx, failpoint.OutboxBeforeDeliver) {
+		return ctrl.Result{}, nil
+	}
+	next, spent := r.deliver(ctx, obj, *entries)
+	if failpoint.Hit(ctx, failpoint.OutboxAfterDeliver) {
+		return ctrl.Result{}, nil
+	}
+	*entries = next
+	if err := r.Status().Update(ctx, obj); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// Delivered, not recorded: the next pass delivers the same
+			// events again, with the same ids.
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	for _, e := range spent {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, v1.EventDeliveryFailed, "Deliver",
+			"Gave up delivering %s to subscriber %s after %d attempts: %s", e.Type, e.Subscriber, e.Attempts, e.Message)
+	}
+	_, wait = outbox.Due(next, r.Clock.Now())
+	return ctrl.Result{RequeueAfter: wait}, nil
+}
+
+// deliver tries every due entry once, one after the other, each bounded by
+// the timeout. It returns the entries after the deliveries, and those that
+// spent their budget now.
+func (r *OutboxReconciler) deliver(ctx context.Context, obj client.Object,
+	entries []v1.OutboxEntry) (next, spent []v1.OutboxEntry) {
+	log := logf.FromContext(ctx)
+	now := r.Clock.Now()
+	next = make([]v1.OutboxEntry, len(entries))
+	for i := range entries {
+		e := *entries[i].DeepCopy()
+		next[i] = e
+		if e.State != v1.DeliveryPending || e.NextAttemptTime != nil && e.NextAttemptTime.After(now) {
+			continue
+		}
+		a := outbox.Answer{Refused: true, Message: "Subscriber " + e.Subscriber + " is not in spec.subscribers"}
+		if url, ok := subscriberURL(r.kind.subscribers(obj), e.Subscriber); ok {
+			dctx, cancel := context.WithTimeout(ctx, max(r.Timeout, time.Second))
+			a = r.Sender.Send(dctx, url, r.kind.event(obj, e))
+			cancel()
+		}
+		after, failed := outbox.After(e, r.Budget, r.Clock.Now(), jitter, a)
+		next[i] = after
+		switch {
+		case after.State == v1.DeliveryDelivered:
+			metrics.OutboxDeliveries.WithLabelValues(string(r.kind.name), string(v1.DeliveryDelivered)).Inc()
+			if t := r.kind.event(obj, e).Time; !t.IsZero() {
+				metrics.OutboxDelay.WithLabelValues(string(r.kind.name)).Observe(r.Clock.Since(t).Seconds())
+			}
+			log.V(1).Info("Delivered the outcome", "eventID", e.EventID, "subscriber", e.Subscriber,
+				"attempts", after.Attempts)
+		case failed:
+			metrics.OutboxDeliveries.WithLabelValues(string(r.kind.name), string(v1.DeliveryFailed)).Inc()
+			spent = append(spent, after)
+			log.Info("Gave up delivering the outcome", "eventID", e.EventID, "subscriber", e.Subscriber,
+				"attempts", after.Attempts, "message", after.Message)
+		default:
+			metrics.OutboxDeliveries.WithLabelValues(string(r.kind.name), "Retry").Inc()
+			log.Info("Delivery failed; it will be retried", "eventID", e.EventID, "subscriber", e.Subscriber,
+				"attempts", after.Attempts, "message", after.Message)
+		}
+	}
+	return next, spent
+}
+
+// subscriberURL is the URL of the named subscriber.
+func subscriberURL(subs []v1.Subscriber, name string) (string, bool) {
+	for _, s := range subs {
+		if s.Name == name {
+			return s.URL, true
+		}
+	}
+	return "", false
+}
+
+// SetupWithManager runs the relay over the objects of its kind that have
+// an announcement to deliver.
+func (r *OutboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	pending := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return outbox.Pending(*r.kind.entries(o))
+	})
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(r.kind.newObject(), builder.WithPredicates(pending, r.Shards.Predicate())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		Named("outbox-" + string(r.kind.name))
+	if r.Shards != nil {
+		// A shard taken over brings its objects here; those without a
+		// pending entry return at once.
+		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), r.kind.newList()))
+	}
+	return b.Complete(r)
+}
+
+// NewOutboxReconcilers are the relays of operations and sagas, sharing
+// everything but their kind.
+func NewOutboxReconcilers(base OutboxReconciler) []*OutboxReconciler {
+	op, sg := base, base
+	op.kind, sg.kind = operationOutbox, sagaOutbox
+	return []*OutboxReconciler{&op, &sg}
+}

@@ -1,0 +1,254 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"encoding/json"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/outbox"
+	"github.com/once-dev/once/test/sandbox"
+)
+
+// subscribe names a sink of the sandbox as the operation's subscriber.
+func subscribe(op *v1.SideEffectOperation, sink string) *v1.SideEffectOperation {
+	op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: toolURL + "/sink/" + sink}}
+	return op
+}
+
+// sinkOf reads what a sandbox sink saw.
+func sinkOf(name string) sandbox.SinkState {
+	GinkgoHelper()
+	st, err := ledger.Sink(ctx, name)
+	Expect(err).NotTo(HaveOccurred())
+	return st
+}
+
+// settledEntry waits until the operation's one outbox entry is no longer
+// Pending and returns the operation.
+func settledEntry(ns, name string) *v1.SideEffectOperation {
+	GinkgoHelper()
+	Eventually(func() v1.DeliveryState {
+		op := get(ns, name)
+		if len(op.Status.Outbox) != 1 {
+			return ""
+		}
+		return op.Status.Outbox[0].State
+	}, 30*time.Second, 100*time.Millisecond).ShouldNot(Or(BeEmpty(), Equal(v1.DeliveryPending)),
+		func() string { return describe(get(ns, name)) })
+	return get(ns, name)
+}
+
+var _ = Describe("Outbox", func() {
+	var ns string
+	BeforeEach(func() {
+		ns = newNamespace()
+		DeferCleanup(startManager(managerOptions{
+			outbox: outbox.Budget{MaxAttempts: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}}))
+		newTool(ns, "pay", v1.IdempotencyNative)
+	})
+
+	It("delivers the outcome once, as a CloudEvent with the recorded id, and records the delivery", func() {
+		sink := ns + "-ok"
+		create(subscribe(newOp(ns, "charge", "pay", map[string]any{"amount": 10}), sink))
+		op := waitFor(ns, "charge", v1.StateCommitted)
+		// The commit write itself carries the announcement.
+		Expect(op.Status.Outbox).To(HaveLen(1))
+		id := outbox.EventID(op.UID, v1.StateCommitted, "audit")
+		Expect(op.Status.Outbox[0].EventID).To(Equal(id))
+
+		op = settledEntry(ns, "charge")
+		e := op.Status.Outbox[0]
+		Expect(e.State).To(Equal(v1.DeliveryDelivered))
+		Expect(e.Attempts).To(BeEquivalentTo(1))
+		Expect(e.HTTPStatus).To(BeEquivalentTo(202))
+		Expect(e.DeliveredTime).NotTo(BeNil())
+
+		st := sinkOf(sink)
+		Expect(st.Events).To(HaveLen(1))
+		ev := st.Events[0]
+		Expect(ev.ID).To(Equal(id))
+		Expect(ev.Type).To(Equal("dev.once.operation.committed"))
+		Expect(ev.Source).To(Equal("/apis/effects.once.dev/v1alpha1/namespaces/" + ns + "/sideeffectoperations/charge"))
+		Expect(ev.Deliveries).To(Equal(1))
+		var data outbox.Data
+		Expect(json.Unmarshal(ev.Data, &data)).To(Succeed())
+		Expect(data.State).To(Equal(v1.StateCommitted))
+		Expect(data.ExternalObjectID).To(Equal(op.Status.ExternalObjectID))
+		Expect(data.IdempotencyKey).To(Equal("charge"))
+	})
+
+	It("redelivers the same event after a refusal and a lost answer", func() {
+		sink := ns + "-flaky"
+		Expect(ledger.SetSinkFaults(ctx, sink, sandbox.SinkFaults{Unavailable: 1, DropAnswer: 1})).To(Succeed())
+		create(subscribe(newOp(ns, "charge", "pay", map[string]any{"amount": 11}), sink))
+		op := settledEntry(ns, "charge")
+		e := op.Status.Outbox[0]
+		Expect(e.State).To(Equal(v1.DeliveryDelivered), describe(op))
+		Expect(e.Attempts).To(BeEquivalentTo(3))
+		Expect(e.HTTPStatus).To(BeEquivalentTo(200), "the third delivery finds the event consumed")
+
+		st := sinkOf(sink)
+		Expect(st.Unavailable).To(Equal(1))
+		Expect(st.Dropped).To(Equal(1))
+		Expect(st.Events).To(HaveLen(1), "one id across every delivery")
+		Expect(st.Events[0].ID).To(Equal(e.EventID))
+		Expect(st.Events[0].Deliveries).To(Equal(2), "the dropped answer's delivery and the acknowledged one")
+		Expect(st.Events[0].Consumed).To(Equal(1))
+		Expect(st.Events[0].DataDigests).To(HaveLen(1), "every delivery carries the same event")
+	})
+
+	It("gives up when the budget is spent, with a Warning event", func() {
+		sink := ns + "-down"
+		Expect(ledger.SetSinkFaults(ctx, sink, sandbox.SinkFaults{Unavailable: 100})).To(Succeed())
+		create(subscribe(newOp(ns, "charge", "pay", map[string]any{"amount": 12}), sink))
+		op := settledEntry(ns, "charge")
+		e := op.Status.Outbox[0]
+		Expect(e.State).To(Equal(v1.DeliveryFailed))
+		Expect(e.Attempts).To(BeEquivalentTo(3))
+		Expect(e.HTTPStatus).To(BeEquivalentTo(503))
+		Expect(e.Message).To(Equal("Subscriber answered HTTP 503"))
+		Expect(op.Status.State).To(Equal(v1.StateCommitted), "a delivery never changes the outcome")
+		Expect(sinkOf(sink).Unavailable).To(Equal(3))
+		Eventually(func() []string { return eventReasons(ns) }, 10*time.Second).Should(ContainElement(v1.EventDeliveryFailed))
+	})
+
+	It("refuses a subscriber at an address the egress policy refuses, without dialling", func() {
+		op := newOp(ns, "charge", "pay", map[string]any{"amount": 13})
+		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "http://169.254.169.254/latest"}}
+		create(op)
+		e := settledEntry(ns, "charge").Status.Outbox[0]
+		Expect(e.State).To(Equal(v1.DeliveryFailed))
+		Expect(e.Attempts).To(BeEquivalentTo(1))
+		Expect(e.HTTPStatus).To(BeZero())
+		Expect(e.Message).To(ContainSubstring("never left"))
+	})
+
+	It("costs an operation without subscribers no write, and one with a subscriber one write", func() {
+		sink := ns + "-count"
+		wc, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		w, err := wc.Watch(ctx, &v1.SideEffectOperationList{}, client.InNamespace(ns))
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		create(newOp(ns, "plain", "pay", map[string]any{"amount": 14}))
+		create(subscribe(newOp(ns, "told", "pay", map[string]any{"amount": 15}), sink))
+		waitFor(ns, "plain", v1.StateCommitted)
+		settledEntry(ns, "told")
+		// Every write, until none came for two seconds.
+		writes := map[string]int{}
+	drain:
+		for {
+			select {
+			case ev := <-w.ResultChan():
+				if op, ok := ev.Object.(*v1.SideEffectOperation); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+					writes[op.Name]++
+				}
+			case <-time.After(2 * time.Second):
+				break drain
+			}
+		}
+		AddReportEntry("writes per operation", writes)
+		Expect(writes["plain"]).To(BeNumerically(">", 0))
+		Expect(writes["told"]).To(Equal(writes["plain"]+1),
+			"the relay's record is the only write an announcement adds: %v", writes)
+		Expect(get(ns, "plain").Status.Outbox).To(BeNil())
+	})
+
+	It("delivers a saga's outcome", func() {
+		newDesk(ns)
+		sink := ns + "-saga"
+		s := newSaga(ns, "scale", changeSteps())
+		s.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: toolURL + "/sink/" + sink}}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		waitSaga(ns, "scale", v1.StateCommitted)
+		Eventually(func() v1.DeliveryState {
+			s := getSaga(ns, "scale")
+			if len(s.Status.Outbox) != 1 {
+				return ""
+			}
+			return s.Status.Outbox[0].State
+		}, 30*time.Second, 100*time.Millisecond).Should(Equal(v1.DeliveryDelivered))
+		s = getSaga(ns, "scale")
+		st := sinkOf(sink)
+		Expect(st.Events).To(HaveLen(1))
+		Expect(st.Events[0].ID).To(Equal(outbox.EventID(s.UID, v1.StateCommitted, "audit")))
+		Expect(st.Events[0].Type).To(Equal("dev.once.saga.committed"))
+		// The saga's steps named no subscriber: their operations announce nothing.
+		for _, name := range operationsOf(ns, "scale") {
+			Expect(get(ns, name).Status.Outbox).To(BeNil())
+		}
+	})
+})
+
+var _ = Describe("Subscribers admission", func() {
+	var ns string
+	BeforeEach(func() {
+		ns = newNamespace()
+	})
+
+	refused := func(op *v1.SideEffectOperation, msg string) {
+		GinkgoHelper()
+		err := k8sClient.Create(ctx, op)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring(msg))
+	}
+
+	It("refuses a URL that is not http or https", func() {
+		op := newOp(ns, "a", "pay", nil)
+		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "ftp://sink.example/x"}}
+		refused(op, "url must be an absolute http or https URL with a host")
+	})
+
+	It("refuses credentials in the URL", func() {
+		op := newOp(ns, "b", "pay", nil)
+		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "https://user:secret@sink.example/x"}}
+		refused(op, "url must not hold credentials")
+	})
+
+	It("refuses more than four subscribers, and two of one name", func() {
+		op := newOp(ns, "c", "pay", nil)
+		for _, n := range []string{"a", "b", "c", "d", "e"} {
+			op.Spec.Subscribers = append(op.Spec.Subscribers, v1.Subscriber{Name: n, URL: "https://sink.example/" + n})
+		}
+		refused(op, "spec.subscribers: Too many")
+		op.Spec.Subscribers = []v1.Subscriber{{Name: "a", URL: "https://x.example/"}, {Name: "a", URL: "https://y.example/"}}
+		refused(op, "Duplicate value")
+	})
+
+	It("keeps subscribers immutable", func() {
+		op := create(subscribe(newOp(ns, "d", "pay", nil), "x"))
+		op.Spec.Subscribers[0].URL = "https://elsewhere.example/"
+		err := k8sClient.Update(ctx, op)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.subscribers are immutable"))
+
+		plain := create(newOp(ns, "e", "pay", nil))
+		plain.Spec.Subscribers = []v1.Subscriber{{Name: "late", URL: "https://sink.example/"}}
+		err = k8sClient.Update(ctx, plain)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.subscribers are immutable"))
+	})
+})

@@ -1,0 +1,364 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package ingress turns messages into SideEffectOperations: an idempotent
+// consumer whose inbox is the API server. Each message, a CloudEvent or a
+// plain JSON webhook, becomes an operation whose name is derived from the
+// message's id, so a message delivered twice names one object, and the
+// API server's AlreadyExists is the dedupe. The second delivery is
+// answered with the first one's operation and its state; a second message
+// with the same id and a different payload is refused.
+//
+// The Handler is an http.Handler serving POST /{route}; mount it under a
+// prefix with http.StripPrefix.
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
+)
+
+// Headers of plain webhooks. A webhook names its message by
+// Idempotency-Key (the IETF httpapi draft's header, as Stripe and others
+// send it) or, if it has none, by Message-Id.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderMessageID      = "Message-Id"
+)
+
+// Annotations the ingress puts on the operations it makes, so that a
+// person can find the message an operation came from.
+const (
+	AnnotationMessageID = "ingress.once.dev/message-id"
+	AnnotationSource    = "ingress.once.dev/source"
+	// LabelRoute names the route an operation came through.
+	LabelRoute = "ingress.once.dev/route"
+)
+
+// Limits on messages.
+const (
+	// MaxIDLength bounds a message id, in bytes.
+	MaxIDLength = 1024
+	// MaxBodyBytes bounds a message's body; its data must also fit in
+	// v1alpha1.MaxParametersBytes of canonical JSON to become parameters.
+	MaxBodyBytes = 256 * 1024
+	// maxRouteName keeps "<route>-<hash>" within a DNS label.
+	maxRouteName = 40
+	// hashChars of hex name the message within its route: 96 bits.
+	hashChars = 24
+)
+
+// Route says what the messages posted to one route become.
+type Route struct {
+	// Namespace the operations are made in.
+	Namespace string
+	// ToolRef and Operation are the effect each message asks for; its data
+	// (a JSON object) are the operation's parameters.
+	ToolRef   v1.ToolReference
+	Operation string
+	// Subscribers, if any, are told each operation's outcome.
+	Subscribers []v1.Subscriber
+}
+
+// Handler is the ingress endpoint.
+type Handler struct {
+	// Client creates and reads operations. Reads after AlreadyExists must
+	// see the object that exists: use a client that reads from the API
+	// server, not a cache.
+	Client client.Client
+	// Routes by name; a name is a DNS label of at most 40 characters.
+	Routes map[string]Route
+}
+
+// Answer is the JSON body of every answer.
+type Answer struct {
+	// Name and Namespace of the operation the message is.
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	// MessageID is the id the message was known by.
+	MessageID string `json:"messageID,omitempty"`
+	// State is the operation's state; Duplicate is true when an earlier
+	// delivery made the operation.
+	State     v1.OperationState `json:"state,omitempty"`
+	Duplicate bool              `json:"duplicate,omitempty"`
+	// ExternalObjectID is the committed effect's id.
+	ExternalObjectID string `json:"externalObjectID,omitempty"`
+	// Error and Message say why a message was refused.
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Error codes of refused messages.
+const (
+	CodeUnknownRoute = "UnknownRoute"
+	CodeInvalid      = "InvalidMessage"
+	CodeTooLarge     = "MessageTooLarge"
+	CodeMismatch     = v1.ReasonIdempotencyParameterMismatch
+	CodeUnavailable  = "Unavailable"
+)
+
+// Validate checks the routes, as a gateway should at start.
+func (h *Handler) Validate() error {
+	for name, r := range h.Routes {
+		if len(name) > maxRouteName || len(validation.IsDNS1123Label(name)) > 0 {
+			return fmt.Errorf("ingress route %q: the name must be a DNS label of at most %d characters", name, maxRouteName)
+		}
+		if r.Namespace == "" || r.ToolRef.Name == "" || r.Operation == "" {
+			return fmt.Errorf("ingress route %q: namespace, tool and operation are required", name)
+		}
+	}
+	return nil
+}
+
+// ServeHTTP takes one message.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		answer(w, http.StatusMethodNotAllowed, Answer{Error: CodeInvalid, Message: "Messages are POSTed"})
+		return
+	}
+	name := strings.Trim(r.URL.Path, "/")
+	route, ok := h.Routes[name]
+	if !ok {
+		answer(w, http.StatusNotFound, Answer{Error: CodeUnknownRoute, Message: fmt.Sprintf("No route %q", name)})
+		return
+	}
+	msg, status, err := read(r)
+	if err != nil {
+		code := CodeInvalid
+		if status == http.StatusRequestEntityTooLarge {
+			code = CodeTooLarge
+		}
+		answer(w, status, Answer{Error: code, Message: sentence(err.Error())})
+		return
+	}
+	status, a := h.take(r.Context(), name, route, msg)
+	answer(w, status, a)
+}
+
+// message is what the ingress reads of a request.
+type message struct {
+	// id and source name the message: a CloudEvent's id and source, a
+	// webhook's key and an empty source.
+	id, source string
+	// params is the data, a JSON object.
+	params []byte
+}
+
+// read parses a CloudEvent (binary or structured content mode, through the
+// CloudEvents SDK) or a plain JSON webhook.
+func read(r *http.Request) (message, int, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	if err != nil {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			return message{}, http.StatusRequestEntityTooLarge, fmt.Errorf("the body exceeds %d bytes", MaxBodyBytes)
+		}
+		return message{}, http.StatusBadRequest, fmt.Errorf("the body cannot be read: %w", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var m message
+	if isCloudEvent(r) {
+		ev, err := cehttp.NewEventFromHTTPRequest(r)
+		if err == nil {
+			err = ev.Validate()
+		}
+		if err != nil {
+			return message{}, http.StatusBadRequest, fmt.Errorf("not a valid CloudEvent: %w", err)
+		}
+		if ct := ev.DataContentType(); ct != "" && !isJSON(ct) {
+			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("the event's data must be JSON, not %s", ct)
+		}
+		m = message{id: ev.ID(), source: ev.Source(), params: ev.Data()}
+	} else {
+		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
+			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("a webhook's body must be JSON, not %s", ct)
+		}
+		m = message{id: r.Header.Get(HeaderIdempotencyKey), params: body}
+		if m.id == "" {
+			m.id = r.Header.Get(HeaderMessageID)
+		}
+		if m.id == "" {
+			return message{}, http.StatusBadRequest, fmt.Errorf(
+				"a webhook needs an %s or %s header naming the message", HeaderIdempotencyKey, HeaderMessageID)
+		}
+	}
+	if len(m.id) > MaxIDLength {
+		return message{}, http.StatusBadRequest, fmt.Errorf("the message id exceeds %d bytes", MaxIDLength)
+	}
+	if len(bytes.TrimSpace(m.params)) == 0 {
+		m.params = []byte("{}")
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(m.params, &obj); err != nil || obj == nil {
+		return message{}, http.StatusBadRequest, errors.New("the message's data must be a JSON object")
+	}
+	return m, 0, nil
+}
+
+// isCloudEvent reports whether the request is a CloudEvent: binary mode
+// carries ce-specversion, structured mode its own media type.
+func isCloudEvent(r *http.Request) bool {
+	if r.Header.Get("Ce-Specversion") != "" {
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return strings.HasPrefix(mt, "application/cloudevents")
+}
+
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// Name is the operation a message on route becomes: "<route>-" and 24 hex
+// of the SHA-256 of the route, the source and the id. It is a DNS label,
+// the same for every delivery of the message, and different for messages
+// of different sources or routes.
+func Name(route, source, id string) string {
+	sum := sha256.Sum256([]byte(route + "\x00" + source + "\x00" + id))
+	return route + "-" + hex.EncodeToString(sum[:])[:hashChars]
+}
+
+// take makes the message's operation, or finds the one an earlier delivery
+// made.
+func (h *Handler) take(ctx context.Context, routeName string, route Route, m message) (int, Answer) {
+	log := logf.FromContext(ctx)
+	op := &v1.SideEffectOperation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: route.Namespace, Name: Name(routeName, m.source, m.id),
+			Labels:      map[string]string{LabelRoute: routeName},
+			Annotations: map[string]string{AnnotationMessageID: m.id}},
+		Spec: v1.SideEffectOperationSpec{ToolRef: route.ToolRef, Operation: route.Operation,
+			Parameters: &runtime.RawExtension{Raw: m.params}, Subscribers: route.Subscribers},
+	}
+	if m.source != "" {
+		op.Annotations[AnnotationSource] = m.source
+	}
+	err := h.Client.Create(ctx, op)
+	switch {
+	case err == nil:
+		log.V(1).Info("Made an operation of a message", "route", routeName, "operation", op.Name)
+		return http.StatusAccepted, answerOf(op, m.id, false)
+	case apierrors.IsAlreadyExists(err):
+		return h.existing(ctx, op, m)
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return http.StatusUnprocessableEntity, Answer{MessageID: m.id, Error: CodeInvalid,
+			Message: "The operation was refused: " + statusMessage(err)}
+	default:
+		log.Error(err, "Cannot make the operation of a message", "route", routeName, "operation", op.Name)
+		return http.StatusServiceUnavailable, Answer{MessageID: m.id, Error: CodeUnavailable,
+			Message: "The operation cannot be made now; send the message again"}
+	}
+}
+
+// existing answers a message whose operation exists: the same message
+// again gets its state, a different one with the same id is refused.
+func (h *Handler) existing(ctx context.Context, want *v1.SideEffectOperation, m message) (int, Answer) {
+	got := &v1.SideEffectOperation{}
+	if err := h.Client.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		// Deleted in between, or unreadable: the sender retries.
+		return http.StatusServiceUnavailable, Answer{MessageID: m.id, Error: CodeUnavailable,
+			Message: "The message's operation cannot be read now; send the message again"}
+	}
+	if !sameMessage(want, got) {
+		return http.StatusConflict, Answer{Name: got.Name, Namespace: got.Namespace, MessageID: m.id,
+			Error: CodeMismatch, Message: fmt.Sprintf(
+				"Message %q was taken before with a different payload or route; the first one stands", m.id)}
+	}
+	a := answerOf(got, m.id, true)
+	if got.Status.State.IsTerminal() {
+		return http.StatusOK, a
+	}
+	return http.StatusAccepted, a
+}
+
+// sameMessage reports whether got is the operation want describes: the
+// same route, tool, operation and parameters (as canonical JSON).
+func sameMessage(want, got *v1.SideEffectOperation) bool {
+	// The API server defaults toolRef.kind: compare what the references
+	// mean.
+	if got.Labels[LabelRoute] != want.Labels[LabelRoute] || got.Spec.ToolRef.Name != want.Spec.ToolRef.Name ||
+		got.Spec.ToolRef.EffectiveKind() != want.Spec.ToolRef.EffectiveKind() || got.Spec.Operation != want.Spec.Operation {
+		return false
+	}
+	if got.Spec.Parameters == nil {
+		return false
+	}
+	a, err := protocol.Canonical(want.Spec.Parameters.Raw)
+	if err != nil {
+		return false
+	}
+	b, err := protocol.Canonical(got.Spec.Parameters.Raw)
+	return err == nil && bytes.Equal(a, b)
+}
+
+func answerOf(op *v1.SideEffectOperation, id string, duplicate bool) Answer {
+	return Answer{Name: op.Name, Namespace: op.Namespace, MessageID: id, State: stateOf(op.Status.State),
+		Duplicate: duplicate, ExternalObjectID: op.Status.ExternalObjectID}
+}
+
+// stateOf is the state, Planned when not yet observed.
+func stateOf(s v1.OperationState) v1.OperationState {
+	if s == "" {
+		return v1.StatePlanned
+	}
+	return s
+}
+
+// sentence capitalises an error's text for an answer's message.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func statusMessage(err error) string {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		return se.Status().Message
+	}
+	return err.Error()
+}
+
+func answer(w http.ResponseWriter, status int, a Answer) {
+	b, err := json.Marshal(a)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
