@@ -38,7 +38,10 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/yaml"
 
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/ingress"
 	"github.com/once-dev/once/internal/mcpgateway"
 )
 
@@ -71,6 +74,9 @@ func run() error {
 		"(an HTTP caller may choose another with the Once-Namespace header)")
 	callTimeout := flag.Duration("call-timeout", time.Minute,
 		"how long a tools/call waits for the outcome before it answers Pending")
+	routesFile := flag.String("ingress-routes", "",
+		"a YAML or JSON file of ingress routes; with it, messages POSTed to http://ADDR/ingress/<route> "+
+			"become operations, made as their sender (docs/outbox.md)")
 	flag.Parse() // also --kubeconfig, registered by controller-runtime
 	if (*listen == "") == !*stdio {
 		return errors.New("give exactly one of --listen ADDR and --stdio")
@@ -91,6 +97,18 @@ func run() error {
 	})
 	if err != nil {
 		return err
+	}
+	if *routesFile != "" {
+		if *stdio {
+			return errors.New("--ingress-routes needs --listen: the ingress is served over HTTP")
+		}
+		routes, err := readRoutes(*routesFile)
+		if err != nil {
+			return err
+		}
+		if err := g.MountIngress(routes); err != nil {
+			return fmt.Errorf("%s: %w", *routesFile, err)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -113,4 +131,42 @@ func run() error {
 		return err
 	}
 	return nil
+}
+
+// routesFile is the file --ingress-routes names:
+//
+//	routes:
+//	  orders:
+//	    namespace: shop
+//	    toolRef: {name: payments}
+//	    operation: charge.create
+//	    subscribers: [{name: ledger, url: "http://ledger.shop/events"}]
+type routesFile struct {
+	Routes map[string]struct {
+		Namespace   string           `json:"namespace"`
+		ToolRef     v1.ToolReference `json:"toolRef"`
+		Operation   string           `json:"operation"`
+		Subscribers []v1.Subscriber  `json:"subscribers,omitempty"`
+	} `json:"routes"`
+}
+
+// readRoutes reads the ingress's routes, refusing fields it does not know.
+func readRoutes(path string) (map[string]ingress.Route, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f routesFile
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(f.Routes) == 0 {
+		return nil, fmt.Errorf("%s names no routes", path)
+	}
+	routes := make(map[string]ingress.Route, len(f.Routes))
+	for name, r := range f.Routes {
+		routes[name] = ingress.Route{Namespace: r.Namespace, ToolRef: r.ToolRef, Operation: r.Operation,
+			Subscribers: r.Subscribers}
+	}
+	return routes, nil
 }

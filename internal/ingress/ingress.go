@@ -123,6 +123,7 @@ type Answer struct {
 
 // Error codes of refused messages.
 const (
+	CodeForbidden    = "Forbidden"
 	CodeUnknownRoute = "UnknownRoute"
 	CodeInvalid      = "InvalidMessage"
 	CodeTooLarge     = "MessageTooLarge"
@@ -276,6 +277,8 @@ func (h *Handler) take(ctx context.Context, routeName string, route Route, m mes
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return http.StatusUnprocessableEntity, Answer{MessageID: m.id, Error: CodeInvalid,
 			Message: "The operation was refused: " + statusMessage(err)}
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return http.StatusForbidden, forbidden(m.id, "create", op.Namespace)
 	default:
 		log.Error(err, "Cannot make the operation of a message", "route", routeName, "operation", op.Name)
 		return http.StatusServiceUnavailable, Answer{MessageID: m.id, Error: CodeUnavailable,
@@ -288,6 +291,9 @@ func (h *Handler) take(ctx context.Context, routeName string, route Route, m mes
 func (h *Handler) existing(ctx context.Context, want *v1.SideEffectOperation, m message) (int, Answer) {
 	got := &v1.SideEffectOperation{}
 	if err := h.Client.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return http.StatusForbidden, forbidden(m.id, "get", want.Namespace)
+		}
 		// Deleted in between, or unreadable: the sender retries.
 		return http.StatusServiceUnavailable, Answer{MessageID: m.id, Error: CodeUnavailable,
 			Message: "The message's operation cannot be read now; send the message again"}
@@ -361,4 +367,11 @@ func answer(w http.ResponseWriter, status int, a Answer) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// forbidden answers a sender whose Kubernetes rights do not cover the
+// route: the operation is made as the sender, so RBAC decides.
+func forbidden(id, verb, namespace string) Answer {
+	return Answer{MessageID: id, Error: CodeForbidden, Message: fmt.Sprintf(
+		"The sender may not %s sideeffectoperations.effects.once.dev in namespace %s", verb, namespace)}
 }

@@ -23,8 +23,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -32,13 +32,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/failpoint"
 	"github.com/once-dev/once/internal/ingress"
+	"github.com/once-dev/once/test/harness"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -182,48 +179,69 @@ func pct(sorted []time.Duration, p int) time.Duration {
 	return sorted[max(0, min(len(sorted)-1, i-1))].Round(time.Millisecond)
 }
 
-var _ = Describe("The ingress", func() {
-	It("turns a message delivered twice into one operation and one effect", func() {
+var _ = Describe("The ingress of the gateway", func() {
+	It("turns a message delivered twice into one operation and one effect, made as its sender", func() {
 		ns := newNamespace("ingress")
 		startManager(ns, manager{holder: "ingress"})
 		apply(ns, toolYAML("pay", "Native"))
+		apply(ns, agentRBAC("sender"))
+		token := serviceAccountToken(ns, "sender")
+		kubectl("", "create", "serviceaccount", "stranger", "-n", ns)
+		stranger := serviceAccountToken(ns, "stranger")
 
-		cfg, err := clientcmd.BuildConfigFromFlags("", cp.Kubeconfig)
+		routes := filepath.Join(GinkgoT().TempDir(), "routes.yaml")
+		Expect(os.WriteFile(routes, []byte(fmt.Sprintf(`routes:
+  orders:
+    namespace: %s
+    toolRef: {name: pay}
+    operation: charge.create
+`, ns)), 0o600)).To(Succeed())
+		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
-		scheme := runtime.NewScheme()
-		Expect(v1.AddToScheme(scheme)).To(Succeed())
-		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		p, mcpURL, err := cp.StartGateway(addr, logFile(ns+"-gateway"), "--namespace", ns, "--ingress-routes", routes)
 		Expect(err).NotTo(HaveOccurred())
-		h := &ingress.Handler{Client: c, Routes: map[string]ingress.Route{
-			"orders": {Namespace: ns, ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create"}}}
-		Expect(h.Validate()).To(Succeed())
-		srv := httptest.NewServer(http.StripPrefix("/ingress", h))
-		DeferCleanup(srv.Close)
+		DeferCleanup(func() { p.Stop(10 * time.Second) })
+		url := strings.TrimSuffix(mcpURL, "/mcp") + "/ingress/orders"
 
-		send := func() (int, ingress.Answer) {
+		send := func(token string) (int, ingress.Answer) {
 			GinkgoHelper()
-			req, err := http.NewRequest(http.MethodPost, srv.URL+"/ingress/orders", strings.NewReader(`{"amount": 77}`))
+			req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"amount": 77}`))
 			Expect(err).NotTo(HaveOccurred())
 			for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "order-77", "Ce-Source": "/shop",
 				"Ce-Type": "com.example.order.placed", "Content-Type": "application/json"} {
 				req.Header.Set(k, v)
 			}
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			Expect(err).NotTo(HaveOccurred())
 			defer func() { _ = resp.Body.Close() }()
 			var a ingress.Answer
-			Expect(json.NewDecoder(resp.Body).Decode(&a)).To(Succeed())
+			if resp.StatusCode != http.StatusUnauthorized {
+				Expect(json.NewDecoder(resp.Body).Decode(&a)).To(Succeed())
+			}
 			return resp.StatusCode, a
 		}
-		status, first := send()
+		By("refusing a sender without a token, and one whose rights do not cover the route")
+		status, _ := send("")
+		Expect(status).To(Equal(http.StatusUnauthorized))
+		status, refused := send(stranger)
+		Expect(status).To(Equal(http.StatusForbidden))
+		Expect(refused.Error).To(Equal(ingress.CodeForbidden))
+		Expect(refused.Message).To(Equal("The sender may not create sideeffectoperations.effects.once.dev in namespace " + ns))
+		Expect(kubectl("", "get", "seo", "-n", ns, "-o", "name")).To(BeEmpty())
+
+		By("delivering the same message three times")
+		status, first := send(token)
 		Expect(status).To(Equal(http.StatusAccepted))
-		status, again := send()
+		status, again := send(token)
 		Expect(status).To(BeElementOf(http.StatusAccepted, http.StatusOK))
 		Expect(again.Name).To(Equal(first.Name))
 		Expect(again.Duplicate).To(BeTrue())
 
 		waitState(ns, first.Name, "Committed")
-		status, third := send()
+		status, third := send(token)
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(third.State).To(Equal(v1.StateCommitted))
 		Expect(third.ExternalObjectID).To(Equal(jsonpath(ns, "seo/"+first.Name, "{.status.externalObjectID}")))
