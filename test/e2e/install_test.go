@@ -305,6 +305,7 @@ spec:
 
 	It("serves every metric the Grafana dashboard and the alert rules name, and is ready once its caches synced", func() {
 		ns := newNamespace("metrics")
+		DeferCleanup(discard, ns) // a retrying operation would commit under the next test's manager
 		metricsAddr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		probeAddr, err := harness.FreeAddr()
