@@ -73,7 +73,10 @@ func run() error {
 	namespace := flag.String("namespace", "", "namespace of the operations; by default the kubeconfig context's "+
 		"(an HTTP caller may choose another with the Once-Namespace header)")
 	callTimeout := flag.Duration("call-timeout", time.Minute,
-		"how long a tools/call waits for the outcome before it answers Pending")
+		"how long a tools/call waits for the outcome before it answers Pending (at most 10m)")
+	maxCalls := flag.Int("max-calls", 256, "how many tools/calls may wait at once, in all; more are answered Busy")
+	maxCallsPerCaller := flag.Int("max-calls-per-caller", 16,
+		"how many tools/calls of one caller may wait at once; more are answered Busy")
 	routesFile := flag.String("ingress-routes", "",
 		"a YAML or JSON file of ingress routes; with it, messages POSTed to http://ADDR/ingress/<route> "+
 			"become operations, made as their sender (docs/outbox.md)")
@@ -94,6 +97,7 @@ func run() error {
 	}
 	g, err := mcpgateway.New(mcpgateway.Config{
 		REST: cfg, Namespace: *namespace, CallTimeout: *callTimeout, Logger: logger,
+		MaxCalls: *maxCalls, MaxCallsPerCaller: *maxCallsPerCaller,
 	})
 	if err != nil {
 		return err

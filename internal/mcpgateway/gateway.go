@@ -17,6 +17,7 @@ limitations under the License.
 package mcpgateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,8 +57,13 @@ type Config struct {
 	// for another with the Once-Namespace header.
 	Namespace string
 	// CallTimeout bounds how long a tools/call waits for the outcome before
-	// it answers that the operation is still running.
+	// it answers that the operation is still running; at most
+	// MaxCallTimeout.
 	CallTimeout time.Duration
+	// MaxCalls and MaxCallsPerCaller bound the tools/calls that wait at
+	// once, in all and per caller (256 and 16 by default); a call beyond
+	// them is answered Busy at once, having done nothing.
+	MaxCalls, MaxCallsPerCaller int
 	// Logger logs the gateway's work; never tokens or parameters.
 	Logger *slog.Logger
 	// SDKLogger receives the MCP SDK's own logs; by default only its
@@ -73,7 +79,12 @@ type Gateway struct {
 	server  *mcp.Server
 	mux     *http.ServeMux
 	self    *caller // the stdio caller, once known
+	limit   *limiter
 }
+
+// MaxCallTimeout bounds Config.CallTimeout: a call that waits longer holds
+// a goroutine for nothing the agent could not get by calling again.
+const MaxCallTimeout = 10 * time.Minute
 
 // Version is the gateway's version, as MCP clients see it.
 var Version = "v0.1.0"
@@ -89,6 +100,11 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = time.Minute
 	}
+	if cfg.CallTimeout > MaxCallTimeout {
+		return nil, fmt.Errorf("mcpgateway: the call timeout %s is over the most, %s: an agent that needs longer "+
+			"calls again with the same key", cfg.CallTimeout, MaxCallTimeout)
+	}
+	cfg.MaxCalls, cfg.MaxCallsPerCaller = cmp.Or(cfg.MaxCalls, 256), cmp.Or(cfg.MaxCallsPerCaller, 16)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -99,7 +115,8 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, callers: &callers{base: cfg.REST, ttl: time.Minute}, schemas: compiler}
+	g := &Gateway{cfg: cfg, callers: &callers{base: cfg.REST, ttl: time.Minute}, schemas: compiler,
+		limit: &limiter{total: cfg.MaxCalls, perCaller: cfg.MaxCallsPerCaller}}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "once-mcp", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Each tool here has a side effect that Once makes effectively once. Give every call an " +
 			"idempotencyKey that names the request, and retry a call that timed out or failed with the same key: " +
@@ -110,7 +127,9 @@ func New(cfg Config) (*Gateway, error) {
 	g.server.AddReceivingMiddleware(g.middleware)
 	g.mux = http.NewServeMux()
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.SDKLogger})
+		// A caller that hangs up ends its call's wait (for the protocol
+		// versions where the POST is the whole call).
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.SDKLogger, PropagateRequestCancellation: true})
 	g.mux.Handle("/mcp", requireBearer(streamable))
 	g.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return g, nil
@@ -176,6 +195,15 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case *mcp.ListToolsRequest:
 			return g.listTools(ctx, r)
 		case *mcp.CallToolRequest:
+			c, _, err := g.callerOf(ctx, r.Extra)
+			if err != nil {
+				return nil, err
+			}
+			if !g.limit.acquire(c.user) {
+				return toolError(codeBusy, "the gateway waits for too many calls now (of yours, or in all); "+
+					"nothing was done for this call: call again later with the same idempotency key", nil), nil
+			}
+			defer g.limit.release(c.user)
 			return g.callTool(ctx, r)
 		}
 		return next(ctx, method, req)
@@ -423,6 +451,7 @@ const (
 	codeFailed             = "FailedFinal"
 	codeNeedsReview        = "NeedsReview"
 	codePending            = "Pending"
+	codeBusy               = "Busy"
 	codeWaitingForApproval = "WaitingForApproval"
 	codeForbidden          = "Forbidden"
 	codeUnknownTool        = "UnknownTool"
@@ -487,6 +516,11 @@ func errorAnswer(err error) *mcp.CallToolResult {
 		return toolError(codeMismatch, fmt.Sprintf("this idempotency key was already used for a request with other "+
 			"arguments (%s %s); nothing was done for this call. Use a new key for a new request: %s",
 			kind(mismatch.Kind), mismatch.Name, mismatch.Message), map[string]any{kind(mismatch.Kind): mismatch.Name})
+	case errors.As(err, &failed) && failed.Decided:
+		return toolError(codeFailed, fmt.Sprintf("a person decided that the %s %s must not be done (%s): %s. "+
+			"Whether an earlier attempt took effect was not established: do not make this request again under a new "+
+			"key; the same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),
+			map[string]any{kind(failed.Kind): failed.Name, "reason": failed.Reason})
 	case errors.As(err, &failed):
 		return toolError(codeFailed, fmt.Sprintf("the %s %s failed for good and had no lasting effect (%s): %s; "+
 			"the same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),

@@ -67,11 +67,13 @@ func ToolName(ref v1.ToolReference, operation string) (string, bool) {
 // ParseToolName reverses ToolName.
 func ParseToolName(name string) (ref v1.ToolReference, operation string, ok bool) {
 	ref.Kind = v1.ToolKindTool
-	if rest, found := strings.CutPrefix(name, clusterPrefix); found {
+	// "cluster__op" is the Tool named cluster: a ClusterTool's name after
+	// the prefix never begins with "_".
+	if rest, found := strings.CutPrefix(name, clusterPrefix); found && !strings.HasPrefix(rest, "_") {
 		ref.Kind, name = v1.ToolKindClusterTool, rest
 	}
 	tool, op, found := strings.Cut(name, toolSep)
-	if !found || tool == "" || op == "" || strings.Contains(tool, "_") {
+	if !found || tool == "" || op == "" || strings.Contains(tool, "_") || strings.HasPrefix(op, "_") {
 		return v1.ToolReference{}, "", false
 	}
 	ref.Name = tool
@@ -92,7 +94,7 @@ func CallerID(user string) string {
 
 // guarantees says, in one sentence, what Once promises for a tool's mode.
 var guarantees = map[v1.IdempotencyMode]string{
-	v1.IdempotencyNative: "Once sends your idempotency key to the tool, which dedupes on it: " +
+	v1.IdempotencyNative: "Once sends the tool a key derived from yours, and the tool dedupes on it: " +
 		"a retry with the same key gets the first result and makes no second effect.",
 	v1.IdempotencyLookup: "If the tool's answer is lost, Once asks the tool by key whether the effect exists " +
 		"before any retry, so a retry with the same key makes no second effect.",
@@ -102,7 +104,8 @@ var guarantees = map[v1.IdempotencyMode]string{
 
 // keyRule is what every description tells the agent about keys.
 const keyRule = "Send an idempotencyKey that names this request, and send the same key again when you retry it " +
-	"(after a timeout or a lost answer); use a new key for a new request. The same key with other arguments is refused."
+	"(after a timeout or a lost answer); use a new key for a new request. The same key with other arguments is refused. " +
+	"A key holds for this tool and operation, for the operation's retention (24 hours unless its spec says otherwise)."
 
 // Description is the MCP description of an operation of a tool.
 func Description(ref v1.ToolReference, spec *v1.ToolSpec, op *v1.ToolOperation) string {

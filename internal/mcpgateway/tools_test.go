@@ -37,10 +37,11 @@ func TestToolNames(t *testing.T) {
 		name string
 		ok   bool
 	}{
-		"Tool":          {ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"}, op: "charge.create", name: "payments__charge.create", ok: true},
-		"ClusterTool":   {ref: v1.ToolReference{Kind: v1.ToolKindClusterTool, Name: "github.com"}, op: "issue_create", name: "cluster_github.com__issue_create", ok: true},
-		"OperationWith": {ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: "t"}, op: "a__b", name: "t__a__b", ok: true},
-		"TooLong":       {ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: strings.Repeat("a", 125)}, op: "create", name: strings.Repeat("a", 125) + "__create"},
+		"Tool":             {ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"}, op: "charge.create", name: "payments__charge.create", ok: true},
+		"ClusterTool":      {ref: v1.ToolReference{Kind: v1.ToolKindClusterTool, Name: "github.com"}, op: "issue_create", name: "cluster_github.com__issue_create", ok: true},
+		"ToolNamedCluster": {ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: "cluster"}, op: "charge.create", name: "cluster__charge.create", ok: true},
+		"OperationWith":    {ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: "t"}, op: "a__b", name: "t__a__b", ok: true},
+		"TooLong":          {ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: strings.Repeat("a", 125)}, op: "create", name: strings.Repeat("a", 125) + "__create"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

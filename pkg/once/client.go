@@ -137,7 +137,11 @@ func (e *MismatchError) Error() string {
 		e.Key, kindOf(e.Kind), e.Namespace, e.Name, e.Message)
 }
 
-// FailedError: the operation failed for good, with no effect.
+// FailedError: the operation failed for good. Either the tool refused it,
+// with no effect, or (Decided) a person resolved it with Fail: the
+// operation must not run, and whether an earlier attempt took effect was
+// not established. In neither case may the request be made again under a
+// new key without finding out.
 type FailedError struct {
 	// Kind is "operation" or "saga"; empty means operation.
 	Kind            string
@@ -146,6 +150,9 @@ type FailedError struct {
 	// Rejected); Message is the tool's or Once's explanation.
 	Class           v1.ErrorClass
 	Reason, Message string
+	// Decided: a person's Fail resolution ended it, after an outcome Once
+	// could not tell.
+	Decided bool
 }
 
 func (e *FailedError) Error() string {
@@ -396,7 +403,7 @@ func outcome(op *v1.SideEffectOperation) (Result, error, bool) {
 				Message: cmpOr(st.ErrorMessage, msg)}, true
 		}
 		return Result{}, &FailedError{Namespace: op.Namespace, Name: op.Name, Class: st.ErrorClass,
-			Reason: reason, Message: cmpOr(st.ErrorMessage, msg)}, true
+			Reason: reason, Message: cmpOr(st.ErrorMessage, msg), Decided: reason == v1.ReasonResolvedFailed}, true
 	case v1.StateNeedsReview:
 		return Result{}, &NeedsReviewError{Namespace: op.Namespace, Name: op.Name, Message: msg}, true
 	}

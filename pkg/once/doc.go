@@ -50,6 +50,8 @@ limitations under the License.
 //
 // Transient answers of the API server (timeouts, 429, 5xx, a refused or
 // reset connection) are retried with capped exponential backoff. A create
-// that timed out is retried with the same name, so that it either creates
-// the object or finds the one the first try created.
+// the API server answered with a timeout is retried with the same name, so
+// that it either creates the object or finds the one the first try
+// created; a create whose answer never came is returned as an error, and
+// calling Do again with the same request is safe for the same reason.
 package once

@@ -103,7 +103,7 @@ func SagaName(key string) string {
 // exists for it, waits until every step committed, the saga failed or was
 // compensated, needs review or waits for an approval (or ctx ends), and
 // returns the outcome. A compensated saga is a *FailedError with reason
-// Compensated: it had no lasting effect.
+// Compensated: its committed steps were undone.
 func (c *Client) DoSaga(ctx context.Context, req SagaRequest) (SagaResult, error) {
 	if req.Key == "" || strings.Contains(req.Key, "/") {
 		return SagaResult{}, errors.New("once: SagaRequest.Key is required and holds no \"/\"")
