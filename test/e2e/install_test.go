@@ -608,7 +608,7 @@ func served(families map[string]*dto.MetricFamily, name string) bool {
 func discard(namespaces ...string) {
 	for _, ns := range namespaces {
 		_, _ = runKubectl("", "delete", "seo", "--all", "-n", ns, "--wait=false")
-		for _, name := range strings.Fields(kubectl("", "get", "seo", "-n", ns, "-o", "name")) {
+		for name := range strings.FieldsSeq(kubectl("", "get", "seo", "-n", ns, "-o", "name")) {
 			_, _ = runKubectl("", "patch", "-n", ns, name, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
 		}
 		Eventually(func() string { return kubectl("", "get", "seo", "-n", ns, "-o", "name") }).Should(BeEmpty())
