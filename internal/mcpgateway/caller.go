@@ -177,16 +177,20 @@ func (c *caller) canCreate(ctx context.Context, namespace, resource string) (boo
 }
 
 // operationExists reports whether the caller's namespace holds an
-// operation of that name. A caller that may not read it is answered as if
-// there were none: its create is then refused with the API server's
-// message.
+// operation of that name. A caller that may not read it gets a Forbidden
+// error, not "none": the operation may exist and may have run, so the
+// gateway cannot say that nothing was done under the key.
 func (c *caller) operationExists(ctx context.Context, namespace, name string) (bool, error) {
 	err := c.kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &v1.SideEffectOperation{})
 	switch {
 	case err == nil:
 		return true, nil
-	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+	case apierrors.IsNotFound(err):
 		return false, nil
+	case apierrors.IsForbidden(err):
+		return false, fmt.Errorf("%s may not get sideeffectoperations.%s in namespace %s, so the gateway cannot tell "+
+			"whether this key was used before; it did nothing for this call: %w", c.user, v1.GroupVersion.Group,
+			namespace, err)
 	}
 	return false, fmt.Errorf("reading operation %s/%s: %w", namespace, name, err)
 }

@@ -24,6 +24,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -155,58 +158,148 @@ func newSaga(req SagaRequest) *v1.Saga {
 	return s
 }
 
-// sagaRequest is what binds a saga's key: its inputs, and each step's
-// name, tool, operation and parameters. Fields the API server defaults are
-// left out, so that a saga read back compares equal to its request.
-type sagaRequest struct {
-	Inputs json.RawMessage `json:"inputs"`
-	Steps  []stepRequest   `json:"steps"`
-}
-
-type stepRequest struct {
-	Name           string                   `json:"name"`
-	Tool           string                   `json:"tool"`
-	Operation      string                   `json:"operation"`
-	Parameters     json.RawMessage          `json:"parameters"`
-	ParametersFrom []v1.ParameterExpression `json:"parametersFrom"`
-}
-
-func sagaDigest(s *v1.Saga) (string, error) {
-	r := sagaRequest{Inputs: raw(s.Spec.Inputs)}
-	for _, st := range s.Spec.Steps {
-		r.Steps = append(r.Steps, stepRequest{Name: st.Name, Tool: string(st.ToolRef.EffectiveKind()) + ":" + st.ToolRef.Name,
-			Operation: st.Operation, Parameters: raw(st.Parameters), ParametersFrom: st.ParametersFrom})
-	}
-	for i := range r.Steps {
-		if len(r.Steps[i].Parameters) == 0 {
-			r.Steps[i].Parameters = json.RawMessage("null")
-		}
-	}
-	if len(r.Inputs) == 0 {
-		r.Inputs = json.RawMessage("null")
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return "", err
-	}
-	canonical, err := protocol.Canonical(b)
-	if err != nil {
-		return "", err
-	}
-	return protocol.Digest(canonical), nil
-}
-
-// sameSaga says how got differs from the request want stands for.
+// sameSaga says how got differs from the request want stands for, or ""
+// when it is the same request. The key binds the whole spec but the
+// approvals and resolutions people write later: every field of every step,
+// the inputs and the subscribers, compared as the API server stores them.
 func sameSaga(want, got *v1.Saga) string {
 	if k := cmpOr(got.Spec.IdempotencyKey, got.Name); k != want.Spec.IdempotencyKey {
 		return fmt.Sprintf("the saga %s holds key %q", got.Name, k)
 	}
-	a, errA := sagaDigest(want)
-	b, errB := sagaDigest(got)
-	if errA != nil || errB != nil || a != b {
-		return fmt.Sprintf("the saga %s holds other inputs or steps", got.Name)
+	if a, b := stepNames(got), stepNames(want); a != b {
+		return fmt.Sprintf("the saga %s has steps %s; this request has %s", got.Name, a, b)
 	}
-	return ""
+	a, errA := boundSpec(want)
+	b, errB := boundSpec(got)
+	if err := errors.Join(errA, errB); err != nil {
+		return fmt.Sprintf("the saga %s cannot be compared with this request: %v", got.Name, err)
+	}
+	var paths []string
+	diffJSON("", a, b, &paths)
+	if len(paths) == 0 {
+		return ""
+	}
+	const shown = 4
+	list := strings.Join(paths[:min(len(paths), shown)], ", ")
+	if len(paths) > shown {
+		list += fmt.Sprintf(" and %d more", len(paths)-shown)
+	}
+	return fmt.Sprintf("the saga %s differs from this request in %s", got.Name, list)
+}
+
+func stepNames(s *v1.Saga) string {
+	names := make([]string, 0, len(s.Spec.Steps))
+	for _, st := range s.Spec.Steps {
+		names = append(names, st.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// boundSpec is the part of a saga's spec that its key binds, as canonical
+// JSON decoded, the way the API server stores it: defaults filled in,
+// parameters without a null, lists keyed by name in name order (their CEL
+// equality ignores order; steps keep theirs). The key, which sameSaga
+// compares first, and approvals and resolutions are left out.
+func boundSpec(s *v1.Saga) (map[string]any, error) {
+	spec := s.Spec.DeepCopy()
+	spec.IdempotencyKey, spec.Approvals, spec.Resolutions = "", nil, nil
+	spec.Inputs = nonNull(spec.Inputs)
+	slices.SortFunc(spec.Subscribers, func(a, b v1.Subscriber) int { return strings.Compare(a.Name, b.Name) })
+	for i := range spec.Steps {
+		st := &spec.Steps[i]
+		st.ToolRef.Kind = st.ToolRef.EffectiveKind()
+		st.Parameters = nonNull(st.Parameters)
+		sortExpressions(st.ParametersFrom)
+		defaultRetryPolicy(st.RetryPolicy)
+		if c := st.Compensation; c != nil {
+			if c.ToolRef != nil {
+				c.ToolRef.Kind = c.ToolRef.EffectiveKind()
+			}
+			c.Parameters = nonNull(c.Parameters)
+			sortExpressions(c.ParametersFrom)
+			defaultRetryPolicy(c.RetryPolicy)
+		}
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	canonical, err := protocol.Canonical(b)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(canonical))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if steps, ok := m["steps"].([]any); ok {
+		byName := map[string]any{}
+		for i, st := range steps {
+			byName[spec.Steps[i].Name] = st
+		}
+		m["steps"] = byName
+	}
+	return m, nil
+}
+
+// nonNull drops a JSON null, which the API server does not store.
+func nonNull(r *runtime.RawExtension) *runtime.RawExtension {
+	if r == nil || len(bytes.TrimSpace(r.Raw)) == 0 || bytes.Equal(bytes.TrimSpace(r.Raw), []byte("null")) {
+		return nil
+	}
+	return r
+}
+
+func sortExpressions(e []v1.ParameterExpression) {
+	slices.SortFunc(e, func(a, b v1.ParameterExpression) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// defaultRetryPolicy fills in what the API server defaults in a retry
+// policy that is set.
+func defaultRetryPolicy(p *v1.RetryPolicy) {
+	if p == nil {
+		return
+	}
+	p.MaxAttempts = cmpOr(p.MaxAttempts, v1.DefaultMaxAttempts)
+	if p.InitialBackoff == nil {
+		p.InitialBackoff = &metav1.Duration{Duration: v1.DefaultInitialBackoff}
+	}
+	if p.MaxBackoff == nil {
+		p.MaxBackoff = &metav1.Duration{Duration: v1.DefaultMaxBackoff}
+	}
+}
+
+// diffJSON appends to paths where a and b differ: into objects, but not
+// into parameters and inputs, whose values are the caller's. Steps, keyed
+// by name, read steps[<name>].
+func diffJSON(path string, a, b any, paths *[]string) {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if !aok || !bok || path == "inputs" || strings.HasSuffix(path, ".parameters") {
+		if !reflect.DeepEqual(a, b) {
+			*paths = append(*paths, path)
+		}
+		return
+	}
+	keys := slices.Collect(maps.Keys(am))
+	for k := range bm {
+		if _, ok := am[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p := k
+		switch {
+		case path == "steps":
+			p = "steps[" + k + "]"
+		case path != "":
+			p = path + "." + k
+		}
+		diffJSON(p, am[k], bm[k], paths)
+	}
 }
 
 // waitSaga reads saga until it ends, needs a person or ctx ends.

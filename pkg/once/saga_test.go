@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,33 +57,134 @@ func saga(params string, mut ...func(*v1.Saga)) *v1.Saga {
 	return s
 }
 
+// request is a saga as DoSaga would create it: its steps set every field a
+// step has.
+func request(mut ...func(*v1.Saga)) *v1.Saga {
+	s := newSaga(SagaRequest{Namespace: "ns", Key: "k", Inputs: json.RawMessage(`{"order":"o-1"}`), Steps: []v1.SagaStep{{
+		Name: "charge", ToolRef: v1.ToolReference{Name: "payments"}, Operation: "charge.create",
+		Parameters: &runtime.RawExtension{Raw: []byte(`{"amount":5,"currency":"EUR"}`)},
+		ParametersFrom: []v1.ParameterExpression{{Name: "order", Expression: "inputs.order"},
+			{Name: "customer", Expression: "inputs.customer"}},
+		Timeout:     &metav1.Duration{Duration: 5 * time.Minute},
+		RetryPolicy: &v1.RetryPolicy{MaxAttempts: 3},
+		Compensation: &v1.Compensation{Operation: "refund.create",
+			Parameters:     &runtime.RawExtension{Raw: []byte(`{"reason":"saga"}`)},
+			ParametersFrom: []v1.ParameterExpression{{Name: "charge", Expression: "steps.charge.externalObjectID"}},
+			RetryPolicy:    &v1.RetryPolicy{}},
+	}, {
+		Name: "notify", ToolRef: v1.ToolReference{Kind: v1.ToolKindClusterTool, Name: "mail"}, Operation: "send",
+		Irreversible: true,
+	}}})
+	for _, m := range mut {
+		m(s)
+	}
+	return s
+}
+
+// stored is the saga of request as the API server stores it: defaults
+// filled in, parameters in another form, and fields written later.
+func stored(mut ...func(*v1.Saga)) *v1.Saga {
+	s := request(func(s *v1.Saga) {
+		s.Name, s.ResourceVersion, s.Generation = "x", "7", 2
+		charge := &s.Spec.Steps[0]
+		charge.ToolRef.Kind = v1.ToolKindTool
+		charge.Parameters.Raw = []byte(`{ "currency": "EUR", "amount": 5.0 }`)
+		charge.Timeout = &metav1.Duration{Duration: 300 * time.Second}
+		charge.RetryPolicy = &v1.RetryPolicy{MaxAttempts: 3, InitialBackoff: &metav1.Duration{Duration: time.Second},
+			MaxBackoff: &metav1.Duration{Duration: 5 * time.Minute}}
+		charge.Compensation.RetryPolicy = &v1.RetryPolicy{MaxAttempts: 5,
+			InitialBackoff: &metav1.Duration{Duration: time.Second}, MaxBackoff: &metav1.Duration{Duration: 5 * time.Minute}}
+		s.Spec.Approvals = []v1.SagaApproval{{Step: "charge", By: "alice"}}
+		s.Spec.Resolutions = []v1.SagaResolution{{Step: "charge", Action: v1.SagaRetry, By: "bob"}}
+		s.Status.State = v1.StateCommitted
+	})
+	for _, m := range mut {
+		m(s)
+	}
+	return s
+}
+
 func TestSameSaga(t *testing.T) {
+	charge := func(m func(*v1.SagaStep)) func(*v1.Saga) { return func(s *v1.Saga) { m(&s.Spec.Steps[0]) } }
+	notify := func(m func(*v1.SagaStep)) func(*v1.Saga) { return func(s *v1.Saga) { m(&s.Spec.Steps[1]) } }
 	cases := map[string]struct {
 		reason    string
 		want, got *v1.Saga
-		differs   bool
+		msg       string
 	}{
-		"Same": {reason: "the same request", want: saga(`{"x":1}`), got: saga(`{ "x": 1 }`)},
-		"Defaulted": {reason: "fields the API server defaults do not count", want: saga(`{"x":1}`),
-			got: saga(`{"x":1}`, func(s *v1.Saga) {
-				s.Spec.Steps[0].ToolRef.Kind = v1.ToolKindTool
-				s.Spec.Steps[0].RetryPolicy = &v1.RetryPolicy{MaxAttempts: 5}
-				s.Spec.Approvals = []v1.SagaApproval{{Step: "s1", By: "alice"}}
-			})},
-		"OtherParameters": {reason: "a step's parameters", want: saga(`{"x":1}`), got: saga(`{"x":2}`), differs: true},
-		"OtherInputs": {reason: "the inputs", want: saga(`{"x":1}`), differs: true,
-			got: saga(`{"x":1}`, func(s *v1.Saga) { s.Spec.Inputs = &runtime.RawExtension{Raw: []byte(`{"a":2}`)} })},
-		"OtherTool": {reason: "a step's tool", want: saga(`{"x":1}`), differs: true,
-			got: saga(`{"x":1}`, func(s *v1.Saga) { s.Spec.Steps[0].ToolRef.Kind = v1.ToolKindClusterTool })},
-		"MoreSteps": {reason: "another step", want: saga(`{"x":1}`), differs: true,
-			got: saga(`{"x":1}`, func(s *v1.Saga) { s.Spec.Steps = append(s.Spec.Steps, v1.SagaStep{Name: "s2"}) })},
-		"OtherKey": {reason: "the key", want: saga(`{"x":1}`), differs: true,
-			got: saga(`{"x":1}`, func(s *v1.Saga) { s.Spec.IdempotencyKey = "z" })},
+		"Same": {reason: "the saga DoSaga created", want: request(), got: request()},
+		"Defaulted": {reason: "defaults, parameters in another form, approvals, resolutions, metadata and status " +
+			"do not count", want: request(), got: stored()},
+		"ParametersFromOrder": {reason: "parametersFrom is a list keyed by name: its order does not count",
+			want: request(), got: stored(charge(func(st *v1.SagaStep) {
+				st.ParametersFrom[0], st.ParametersFrom[1] = st.ParametersFrom[1], st.ParametersFrom[0]
+			}))},
+		"NullParameters": {reason: "null parameters are not stored", got: stored(),
+			want: request(notify(func(st *v1.SagaStep) { st.Parameters = &runtime.RawExtension{Raw: []byte("null")} }))},
+		"RequiresApproval": {reason: "a step that waits for a person is another request", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) { st.RequiresApproval = true })),
+			msg: "the saga x differs from this request in steps[charge].requiresApproval"},
+		"CompensationOperation": {reason: "the compensation is part of the request", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) { st.Compensation.Operation = "void.create" })),
+			msg: "the saga x differs from this request in steps[charge].compensation.operation"},
+		"CompensationTool": {reason: "the compensation's tool", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) { st.Compensation.ToolRef = &v1.ToolReference{Name: "ledger"} })),
+			msg: "the saga x differs from this request in steps[charge].compensation.toolRef"},
+		"CompensationParameters": {reason: "the compensation's parameters", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) {
+				st.Compensation.Parameters = &runtime.RawExtension{Raw: []byte(`{"reason":"fraud"}`)}
+			})),
+			msg: "the saga x differs from this request in steps[charge].compensation.parameters"},
+		"CompensationParametersFrom": {reason: "the compensation's parametersFrom", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) { st.Compensation.ParametersFrom[0].Expression = "inputs.charge" })),
+			msg: "the saga x differs from this request in steps[charge].compensation.parametersFrom"},
+		"CompensationRetryPolicy": {reason: "the compensation's retry policy, past its defaults", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) { st.Compensation.RetryPolicy.MaxAttempts = 9 })),
+			msg: "the saga x differs from this request in steps[charge].compensation.retryPolicy.maxAttempts"},
+		"Irreversible": {reason: "an irreversible step instead of a compensated one", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) { st.Compensation, st.Irreversible = nil, true })),
+			msg: "the saga x differs from this request in steps[charge].compensation, steps[charge].irreversible"},
+		"RetryUntilDone": {reason: "retryUntilDone", want: request(),
+			got: stored(notify(func(st *v1.SagaStep) { st.RetryUntilDone = true })),
+			msg: "the saga x differs from this request in steps[notify].retryUntilDone"},
+		"Timeout": {reason: "the timeout, by its length", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) { st.Timeout.Duration = 10 * time.Minute })),
+			msg: "the saga x differs from this request in steps[charge].timeout"},
+		"RetryPolicy": {reason: "the step's retry policy", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) { st.RetryPolicy.MaxBackoff.Duration = time.Minute })),
+			msg: "the saga x differs from this request in steps[charge].retryPolicy.maxBackoff"},
+		"NoRetryPolicy": {reason: "no retry policy (the operation's) is not the one asked for", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) { st.RetryPolicy = nil })),
+			msg: "the saga x differs from this request in steps[charge].retryPolicy"},
+		"Parameters": {reason: "a step's parameters", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) { st.Parameters.Raw = []byte(`{"amount":6,"currency":"EUR"}`) })),
+			msg: "the saga x differs from this request in steps[charge].parameters"},
+		"Tool": {reason: "a step's tool", want: request(),
+			got: stored(notify(func(st *v1.SagaStep) { st.ToolRef.Kind = v1.ToolKindTool })),
+			msg: "the saga x differs from this request in steps[notify].toolRef.kind"},
+		"Inputs": {reason: "the inputs", want: request(),
+			got: stored(func(s *v1.Saga) { s.Spec.Inputs = &runtime.RawExtension{Raw: []byte(`{"order":"o-2"}`)} }),
+			msg: "the saga x differs from this request in inputs"},
+		"Subscribers": {reason: "subscribers told of the outcome", want: request(),
+			got: stored(func(s *v1.Saga) { s.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "https://a.example"}} }),
+			msg: "the saga x differs from this request in subscribers"},
+		"ManyFields": {reason: "a long list of differences is cut short", want: request(),
+			got: stored(charge(func(st *v1.SagaStep) {
+				st.Operation, st.RequiresApproval, st.RetryUntilDone = "charge.hold", true, true
+				st.Timeout, st.Parameters = nil, nil
+			})),
+			msg: "the saga x differs from this request in steps[charge].operation, steps[charge].parameters, " +
+				"steps[charge].requiresApproval, steps[charge].retryUntilDone and 1 more"},
+		"Steps": {reason: "another step", want: request(),
+			got: stored(func(s *v1.Saga) { s.Spec.Steps = append(s.Spec.Steps, v1.SagaStep{Name: "ship"}) }),
+			msg: "the saga x has steps charge, notify, ship; this request has charge, notify"},
+		"Key": {reason: "the key", want: request(), got: stored(func(s *v1.Saga) { s.Spec.IdempotencyKey = "z" }),
+			msg: `the saga x holds key "z"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := sameSaga(tc.want, tc.got); (got != "") != tc.differs {
-				t.Errorf("%s\nsameSaga(...) = %q, want a difference: %v", tc.reason, got, tc.differs)
+			if diff := cmp.Diff(tc.msg, sameSaga(tc.want, tc.got)); diff != "" {
+				t.Errorf("%s\nsameSaga(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}
