@@ -186,7 +186,6 @@ var _ = Describe("The ingress of the gateway", func() {
 		apply(ns, toolYAML("pay", "Native"))
 		apply(ns, agentRBAC("sender"))
 		token := serviceAccountToken(ns, "sender")
-		kubectl("", "create", "serviceaccount", "stranger", "-n", ns)
 		stranger := serviceAccountToken(ns, "stranger")
 
 		routes := filepath.Join(GinkgoT().TempDir(), "routes.yaml")
