@@ -458,7 +458,9 @@ rules:
 	It("lets RBAC refuse a caller: no tools listed, and a call refused naming the verb and the resource", func() {
 		ns := newNamespace("mcp-rbac")
 		apply(ns, mcpToolYAML("payments", "10s"))
-		// The stranger may read tools, but not create operations.
+		// The stranger may read tools and operations, but not create
+		// operations. (Without get, the gateway answers Forbidden naming
+		// get: TestOperationExists.)
 		apply(ns, `apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
@@ -467,6 +469,9 @@ rules:
 - apiGroups: [effects.once.dev]
   resources: [tools]
   verbs: [get, list]
+- apiGroups: [effects.once.dev]
+  resources: [sideeffectoperations]
+  verbs: [get]
 `)
 		kubectl("", "create", "rolebinding", "stranger", "-n", ns, "--role=tool-reader", "--serviceaccount="+ns+":stranger")
 		addr, err := harness.FreeAddr()
