@@ -251,6 +251,17 @@ var _ = Describe("SideEffectOperation", func() {
 			Expect(effectsIn(ns)).To(BeZero())
 		})
 
+		It("fails a number with more precision than a double without calling the tool (I4)", func() {
+			newTool(ns, "payments", v1.IdempotencyNative)
+			create(newOp(ns, "account", "payments", map[string]any{"account": int64(12345678901234567)}))
+			op := waitFor(ns, "account", v1.StateFailedFinal)
+			Expect(condition(op, v1.ConditionReady).Reason).To(Equal(v1.ReasonParametersInvalid))
+			Expect(condition(op, v1.ConditionReady).Message).To(ContainSubstring("12345678901234567"))
+			Expect(op.Status.ErrorClass).To(Equal(v1.ErrorInvalid))
+			Expect(op.Status.Attempts).To(BeZero())
+			Expect(effectsIn(ns)).To(BeZero())
+		})
+
 		It("fails a retention shorter than the tool's replay window without calling the tool", func() {
 			newTool(ns, "payments", v1.IdempotencyNative, func(s *v1.ToolSpec) {
 				s.Idempotency.ReplayWindow = &metav1.Duration{Duration: 48 * time.Hour}

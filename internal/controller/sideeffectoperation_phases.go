@@ -112,6 +112,9 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		if no := protocol.CheckParameters(p.params); no != nil {
 			return r.refuse(p, no)
 		}
+		if no := protocol.CheckNumbers(rawParameters(p.op)); no != nil {
+			return r.refuse(p, no)
+		}
 	}
 	if !protocol.NeedsTool(p.st, p.op.Spec.Resolution, p.env) {
 		// A person's MarkCommitted or Fail is applied even while the tool

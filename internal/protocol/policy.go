@@ -17,8 +17,13 @@ limitations under the License.
 package protocol
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,4 +115,56 @@ func CheckRetention(p Policy, tool *v1.ToolSpec, toolName string) *Refusal {
 	return &Refusal{v1.ErrorInvalid, v1.ReasonRetentionTooShort, fmt.Sprintf(
 		"spec.retention %s is shorter than the replay window %s of %s: a replay could execute again",
 		p.Retention, w.Duration, toolName)}
+}
+
+// maxExponent bounds the exponent of a number in the parameters, so that
+// checking its exactness stays cheap; a double holds none beyond it.
+const maxExponent = 400
+
+// CheckNumbers refuses parameters with a number whose canonical form is
+// another number. The request hash reads numbers as IEEE doubles and
+// writes each as the shortest decimal that reads back as the same double
+// (RFC 8785), so 12345678901234567 and 12345678901234568 would be one
+// request, and a key bound to one would silently accept the other (I4).
+// 0.1 and 1e2 pass: their canonical forms, 0.1 and 100, are the same
+// numbers. Values beyond a double's precision belong in strings (I-JSON,
+// RFC 7493).
+func CheckNumbers(raw []byte) *Refusal {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			// The end, or JSON the hash refuses on its own.
+			return nil
+		}
+		n, ok := tok.(json.Number)
+		if !ok || exactDouble(string(n)) {
+			continue
+		}
+		return &Refusal{v1.ErrorInvalid, v1.ReasonParametersInvalid, fmt.Sprintf(
+			"spec.parameters hold the number %.40s, which has more precision than a double: the request hash "+
+				"could not tell it from a nearby number; send it as a string", n)}
+	}
+}
+
+// exactDouble reports whether the JSON number s is the same number as its
+// canonical form, the shortest decimal that reads back as its double.
+func exactDouble(s string) bool {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		exp, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil || exp > maxExponent || exp < -maxExponent {
+			return false
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return false
+	}
+	written, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return false
+	}
+	canonical, ok := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+	return ok && written.Cmp(canonical) == 0
 }
