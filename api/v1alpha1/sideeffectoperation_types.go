@@ -264,6 +264,15 @@ func (s OperationState) IsPlanned() bool {
 	return s == "" || s == StatePlanned
 }
 
+// OrPlanned is s, or Planned when s is empty: a record no one has
+// written yet reads as Planned.
+func (s OperationState) OrPlanned() OperationState {
+	if s == "" {
+		return StatePlanned
+	}
+	return s
+}
+
 // IsTerminal reports whether no further transition can leave s.
 func (s OperationState) IsTerminal() bool {
 	return s == StateCommitted || s == StateFailedFinal || s == StateCompensated

@@ -331,16 +331,8 @@ func sameMessage(want, got *v1.SideEffectOperation) bool {
 }
 
 func answerOf(op *v1.SideEffectOperation, id string, duplicate bool) Answer {
-	return Answer{Name: op.Name, Namespace: op.Namespace, MessageID: id, State: stateOf(op.Status.State),
+	return Answer{Name: op.Name, Namespace: op.Namespace, MessageID: id, State: op.Status.State.OrPlanned(),
 		Duplicate: duplicate, ExternalObjectID: op.Status.ExternalObjectID}
-}
-
-// stateOf is the state, Planned when not yet observed.
-func stateOf(s v1.OperationState) v1.OperationState {
-	if s == "" {
-		return v1.StatePlanned
-	}
-	return s
 }
 
 // sentence capitalises an error's text for an answer's message.

@@ -253,11 +253,8 @@ func canResolve(op *v1.SideEffectOperation) error {
 		return fmt.Errorf("%s is a duplicate of %s and makes no call of its own: resolve %s if it needs review",
 			op.Name, op.Status.DuplicateOf, op.Status.DuplicateOf)
 	}
-	if state == "" {
-		state = v1.StatePlanned
-	}
 	return fmt.Errorf("%s is %s: only an operation in NeedsReview can be resolved, and Once is still working on this one",
-		op.Name, state)
+		op.Name, state.OrPlanned())
 }
 
 // resolveSaga writes the entry of spec.resolutions for the step a saga in
@@ -272,10 +269,7 @@ func resolveSaga(ctx context.Context, c client.Client, s *v1.Saga, f resolveFlag
 	case state.IsTerminal():
 		return "", fmt.Errorf("saga %s is %s: there is nothing to resolve", s.Name, state)
 	case state != v1.StateNeedsReview:
-		if state == "" {
-			state = v1.StatePlanned
-		}
-		return "", fmt.Errorf("saga %s is %s: only a saga in NeedsReview can be resolved", s.Name, state)
+		return "", fmt.Errorf("saga %s is %s: only a saga in NeedsReview can be resolved", s.Name, state.OrPlanned())
 	}
 	if err := sagaResolvable(s, action); err != nil {
 		return "", err

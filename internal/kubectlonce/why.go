@@ -130,11 +130,7 @@ func transitionEntry(t v1.Transition, at string) entry {
 	if t.Message != "" {
 		detail += ": " + t.Message
 	}
-	state := t.State
-	if state == "" {
-		state = v1.StatePlanned
-	}
-	return entry{Time: t.Time.Time, What: "-> " + string(state), At: at, Detail: detail}
+	return entry{Time: t.Time.Time, What: "-> " + string(t.State.OrPlanned()), At: at, Detail: detail}
 }
 
 // observationWhat names the kinds of observation in a story.
@@ -229,10 +225,7 @@ func writeFields(out io.Writer, fields []field) {
 // who decided what, and its transitions and observations by time.
 func writeOperation(out io.Writer, op *v1.SideEffectOperation, now time.Time) error {
 	st := &op.Status
-	state := st.State
-	if state == "" {
-		state = v1.StatePlanned
-	}
+	state := st.State.OrPlanned()
 	_, _ = fmt.Fprintf(out, "SideEffectOperation %s/%s\n", op.Namespace, op.Name)
 	key := st.IdempotencyKey
 	if key == "" {
@@ -348,10 +341,7 @@ func when(t, now time.Time) string {
 // operation, approval and compensation, and its transitions.
 func writeSaga(out io.Writer, s *v1.Saga, now time.Time) error {
 	st := &s.Status
-	state := st.State
-	if state == "" {
-		state = v1.StatePlanned
-	}
+	state := st.State.OrPlanned()
 	_, _ = fmt.Fprintf(out, "Saga %s/%s\n", s.Namespace, s.Name)
 	key := st.IdempotencyKey
 	if key == "" {
@@ -395,11 +385,7 @@ func stepLines(s *v1.Saga) []string {
 		line := step.Name + ": "
 		switch {
 		case ss != nil && ss.Operation != "":
-			state := ss.State
-			if state == "" {
-				state = v1.StatePlanned
-			}
-			line += fmt.Sprintf("%s, operation %s", state, ss.Operation)
+			line += fmt.Sprintf("%s, operation %s", ss.State.OrPlanned(), ss.Operation)
 			if ss.ExternalObjectID != "" {
 				line += ", external id " + ss.ExternalObjectID
 			}

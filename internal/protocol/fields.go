@@ -78,10 +78,7 @@ var stateFields = []stateField{
 
 // enforceFields clears every field the record's state does not allow.
 func enforceFields(st *v1.SideEffectOperationStatus) {
-	state := st.State
-	if state == "" {
-		state = v1.StatePlanned
-	}
+	state := st.State.OrPlanned()
 	for _, f := range stateFields {
 		if !slices.Contains(f.in, state) {
 			f.clear(st)

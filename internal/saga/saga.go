@@ -309,7 +309,7 @@ func (d *decider) forward() Decision {
 			default:
 				d.st.StepsDone = done
 				return d.run(v1.StateStarted, step.Name, ReasonRunning,
-					fmt.Sprintf("step %s (%d of %d) is %s", step.Name, i+1, len(d.Spec.Steps), stateOr(c.State)))
+					fmt.Sprintf("step %s (%d of %d) is %s", step.Name, i+1, len(d.Spec.Steps), c.State.OrPlanned()))
 			}
 		}
 		d.st.StepsDone = done
@@ -323,13 +323,6 @@ func (d *decider) forward() Decision {
 	d.st.StepsDone = done
 	d.st.CurrentStep = ""
 	return d.end(v1.StateCommitted, v1.ReasonCommitted, fmt.Sprintf("all %d steps committed", len(d.Spec.Steps)))
-}
-
-func stateOr(s v1.OperationState) v1.OperationState {
-	if s == "" {
-		return v1.StatePlanned
-	}
-	return s
 }
 
 // validateAll validates, before the first step, every step whose

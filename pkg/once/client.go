@@ -18,6 +18,7 @@ package once
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -196,7 +197,7 @@ type PendingError struct {
 
 func (e *PendingError) Error() string {
 	msg := fmt.Sprintf("%s %s/%s has not ended yet (state %s",
-		kindOf(e.Kind), e.Namespace, e.Name, cmpOr(e.State, "Planned"))
+		kindOf(e.Kind), e.Namespace, e.Name, cmp.Or(e.State, "Planned"))
 	if e.Message != "" {
 		msg += ": " + e.Message
 	}
@@ -209,7 +210,7 @@ func (e *PendingError) Unwrap() error { return e.Err }
 const KindSaga = "saga"
 
 func kindOf(kind string) string {
-	return cmpOr(kind, "operation")
+	return cmp.Or(kind, "operation")
 }
 
 // ObjectName is the name Do gives an operation when the request names
@@ -315,8 +316,8 @@ func sameRequest(want, got *v1.SideEffectOperation) string {
 		return fmt.Sprintf("it names %s %s", got.Spec.ToolRef.EffectiveKind(), got.Spec.ToolRef.Name)
 	case got.Spec.Operation != want.Spec.Operation:
 		return fmt.Sprintf("it is operation %s", got.Spec.Operation)
-	case effectiveKey(got) != want.Spec.IdempotencyKey:
-		return fmt.Sprintf("the object %s holds key %q", got.Name, effectiveKey(got))
+	case protocol.OperationScope(got).Key != want.Spec.IdempotencyKey:
+		return fmt.Sprintf("the object %s holds key %q", got.Name, protocol.OperationScope(got).Key)
 	}
 	a, errA := protocol.Canonical(raw(want.Spec.Parameters))
 	b, errB := protocol.Canonical(raw(got.Spec.Parameters))
@@ -325,10 +326,6 @@ func sameRequest(want, got *v1.SideEffectOperation) string {
 			got.Name, shortDigest(b), shortDigest(a))
 	}
 	return ""
-}
-
-func effectiveKey(op *v1.SideEffectOperation) string {
-	return cmpOr(op.Spec.IdempotencyKey, op.Name)
 }
 
 func raw(r *runtime.RawExtension) []byte {
@@ -351,7 +348,7 @@ func (c *Client) wait(ctx context.Context, op *v1.SideEffectOperation, progress 
 			return res, err
 		}
 		ready := meta.FindStatusCondition(op.Status.Conditions, v1.ConditionReady)
-		p := Progress{Name: op.Name, State: string(cmpOr(op.Status.State, v1.StatePlanned))}
+		p := Progress{Name: op.Name, State: string(op.Status.State.OrPlanned())}
 		if ready != nil {
 			p.Message = ready.Message
 		}
@@ -387,7 +384,7 @@ func outcome(op *v1.SideEffectOperation) (Result, error, bool) {
 	reason, msg := "", st.ErrorMessage
 	if ready != nil {
 		reason = ready.Reason
-		msg = cmpOr(ready.Message, msg)
+		msg = cmp.Or(ready.Message, msg)
 	}
 	switch st.State {
 	case v1.StateCommitted, v1.StateCompensated:
@@ -399,11 +396,11 @@ func outcome(op *v1.SideEffectOperation) (Result, error, bool) {
 		return res, nil, true
 	case v1.StateFailedFinal:
 		if st.ErrorClass == v1.ErrorConflict || reason == v1.ReasonIdempotencyParameterMismatch {
-			return Result{}, &MismatchError{Namespace: op.Namespace, Name: op.Name, Key: effectiveKey(op),
-				Message: cmpOr(st.ErrorMessage, msg)}, true
+			return Result{}, &MismatchError{Namespace: op.Namespace, Name: op.Name, Key: protocol.OperationScope(op).Key,
+				Message: cmp.Or(st.ErrorMessage, msg)}, true
 		}
 		return Result{}, &FailedError{Namespace: op.Namespace, Name: op.Name, Class: st.ErrorClass,
-			Reason: reason, Message: cmpOr(st.ErrorMessage, msg), Decided: reason == v1.ReasonResolvedFailed}, true
+			Reason: reason, Message: cmp.Or(st.ErrorMessage, msg), Decided: reason == v1.ReasonResolvedFailed}, true
 	case v1.StateNeedsReview:
 		return Result{}, &NeedsReviewError{Namespace: op.Namespace, Name: op.Name, Message: msg}, true
 	}
@@ -449,14 +446,4 @@ func Transient(err error) bool {
 		return true
 	}
 	return false
-}
-
-func cmpOr[T comparable](vals ...T) T {
-	var zero T
-	for _, v := range vals {
-		if v != zero {
-			return v
-		}
-	}
-	return zero
 }

@@ -18,6 +18,7 @@ package once
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -163,7 +164,7 @@ func newSaga(req SagaRequest) *v1.Saga {
 // approvals and resolutions people write later: every field of every step,
 // the inputs and the subscribers, compared as the API server stores them.
 func sameSaga(want, got *v1.Saga) string {
-	if k := cmpOr(got.Spec.IdempotencyKey, got.Name); k != want.Spec.IdempotencyKey {
+	if k := sagacore.Key(got.Name, &got.Spec); k != want.Spec.IdempotencyKey {
 		return fmt.Sprintf("the saga %s holds key %q", got.Name, k)
 	}
 	if a, b := stepNames(got), stepNames(want); a != b {
@@ -262,7 +263,7 @@ func defaultRetryPolicy(p *v1.RetryPolicy) {
 	if p == nil {
 		return
 	}
-	p.MaxAttempts = cmpOr(p.MaxAttempts, v1.DefaultMaxAttempts)
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, v1.DefaultMaxAttempts)
 	if p.InitialBackoff == nil {
 		p.InitialBackoff = &metav1.Duration{Duration: v1.DefaultInitialBackoff}
 	}
@@ -310,7 +311,7 @@ func (c *Client) waitSaga(ctx context.Context, saga *v1.Saga, progress func(Prog
 		if res, err, done := sagaOutcome(saga); done {
 			return res, err
 		}
-		p := Progress{Name: saga.Name, State: string(cmpOr(saga.Status.State, v1.StatePlanned)),
+		p := Progress{Name: saga.Name, State: string(saga.Status.State.OrPlanned()),
 			Message: saga.Status.CurrentStep, Done: int(saga.Status.StepsDone), Total: len(saga.Spec.Steps)}
 		if progress != nil && p != last {
 			progress(p)

@@ -628,7 +628,7 @@ func unsettledSagas(sagas []plannedSaga, snap snapshot, d *driver) (int, map[str
 			s := snap.found[name]
 			state := stateMissing
 			if s != nil {
-				state = string(stateOr(s.Status.State))
+				state = string(s.Status.State.OrPlanned())
 			}
 			states[state]++
 			if !sagaSettled(ps, s, waiting) {

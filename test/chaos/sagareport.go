@@ -270,14 +270,7 @@ func (c *sagaCheck) settled() (string, bool) {
 			}
 		}
 	}
-	return string(stateOr(st.State)), false
-}
-
-func stateOr(s v1.OperationState) v1.OperationState {
-	if s == "" {
-		return v1.StatePlanned
-	}
-	return s
+	return string(st.State.OrPlanned()), false
 }
 
 func describeSaga(st v1.SagaStatus) string {
