@@ -108,7 +108,7 @@ func installPolicies() {
 // certificate), not as envtest's admin.
 func userClient(name string, groups ...string) client.Client {
 	GinkgoHelper()
-	u, err := testEnv.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	u, err := apiServer.Env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	Expect(err).NotTo(HaveOccurred())
 	c, err := client.New(u.Config(), client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())

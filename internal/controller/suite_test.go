@@ -21,10 +21,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,21 +31,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/once-dev/once/api/v1alpha1"
 	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/metrics"
 	"github.com/once-dev/once/internal/outbox"
+	"github.com/once-dev/once/test/apiserver"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -61,10 +54,10 @@ import (
 var (
 	ctx       context.Context
 	cancel    context.CancelFunc
-	testEnv   *envtest.Environment
+	apiServer *apiserver.Server
 	cfg       *rest.Config
 	k8sClient client.Client
-	scheme    = runtime.NewScheme()
+	scheme    *runtime.Scheme
 
 	// tool is the sandbox tool every test calls, and ledger its ledger.
 	toolURL string
@@ -79,20 +72,12 @@ func TestControllers(t *testing.T) {
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1.AddToScheme(scheme))
 
 	By("starting a real API server")
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: controlPlaneAssets(),
-	}
 	var err error
-	cfg, err = testEnv.Start()
+	apiServer, err = apiserver.Start()
 	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	cfg, k8sClient, scheme = apiServer.Config, apiServer.Client, apiServer.Scheme
 	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "once-system"}})).To(Succeed())
 	installPolicies()
 
@@ -108,21 +93,10 @@ var _ = BeforeSuite(func() {
 
 var _ = AfterSuite(func() {
 	cancel()
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
+	if apiServer != nil {
+		Expect(apiServer.Stop()).To(Succeed())
 	}
 })
-
-// controlPlaneAssets is KUBEBUILDER_ASSETS, or the folder that
-// hack/controlplane-binaries.sh builds (once per machine) and prints.
-func controlPlaneAssets() string {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir
-	}
-	out, err := exec.Command(filepath.Join("..", "..", "hack", "controlplane-binaries.sh")).Output()
-	Expect(err).NotTo(HaveOccurred(), "building the control plane binaries")
-	return strings.TrimSpace(string(out))
-}
 
 // managerOptions shape a test manager. Claims are short so that takeovers
 // happen within a test.

@@ -23,8 +23,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,12 +32,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/test/apiserver"
 )
 
 // The tests run the handler against a real API server (envtest, with the
@@ -48,35 +44,14 @@ import (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		// The folder hack/controlplane-binaries.sh builds (once per
-		// machine) and prints, as the controller suite does.
-		out, err := exec.Command(filepath.Join("..", "..", "hack", "controlplane-binaries.sh")).Output()
-		if err != nil {
-			fmt.Println("building the control plane binaries:", err)
-			os.Exit(1)
-		}
-		assets = strings.TrimSpace(string(out))
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
+	server, err := apiserver.Start()
 	if err != nil {
-		fmt.Println("starting the API server:", err)
+		fmt.Println(err)
 		os.Exit(1)
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1.AddToScheme(scheme)
-	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
-	code := 1
-	if err == nil {
-		code = m.Run()
-	} else {
-		fmt.Println("client:", err)
-	}
-	_ = env.Stop()
+	k8s = server.Client
+	code := m.Run()
+	_ = server.Stop()
 	os.Exit(code)
 }
 
