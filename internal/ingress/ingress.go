@@ -311,23 +311,23 @@ func (h *Handler) existing(ctx context.Context, want *v1.SideEffectOperation, m 
 }
 
 // sameMessage reports whether got is the operation want describes: the
-// same route, tool, operation and parameters (as canonical JSON).
+// same route, and the same request as the operator binds a key to (scope
+// and request hash: tool, operation and canonical parameters).
 func sameMessage(want, got *v1.SideEffectOperation) bool {
-	// The API server defaults toolRef.kind: compare what the references
-	// mean.
-	if got.Labels[LabelRoute] != want.Labels[LabelRoute] || got.Spec.ToolRef.Name != want.Spec.ToolRef.Name ||
-		got.Spec.ToolRef.EffectiveKind() != want.Spec.ToolRef.EffectiveKind() || got.Spec.Operation != want.Spec.Operation {
+	scope := protocol.OperationScope(want)
+	if got.Labels[LabelRoute] != want.Labels[LabelRoute] || protocol.OperationScope(got) != scope {
 		return false
 	}
-	if got.Spec.Parameters == nil {
-		return false
+	a, _, errA := protocol.RequestHash(scope.Tool, scope.Operation, parameters(want))
+	b, _, errB := protocol.RequestHash(scope.Tool, scope.Operation, parameters(got))
+	return errA == nil && errB == nil && a == b
+}
+
+func parameters(op *v1.SideEffectOperation) []byte {
+	if op.Spec.Parameters == nil {
+		return nil
 	}
-	a, err := protocol.Canonical(want.Spec.Parameters.Raw)
-	if err != nil {
-		return false
-	}
-	b, err := protocol.Canonical(got.Spec.Parameters.Raw)
-	return err == nil && bytes.Equal(a, b)
+	return op.Spec.Parameters.Raw
 }
 
 func answerOf(op *v1.SideEffectOperation, id string, duplicate bool) Answer {
