@@ -57,6 +57,9 @@ func setConditions(st *v1.SideEffectOperationStatus, reason, msg string, blocked
 func SetConditions(conds *[]metav1.Condition, state v1.OperationState, blocked bool, generation int64, now time.Time,
 	reason, msg string) {
 	ready, succeeded, reconciling, stalled := conditionStatuses(state, blocked)
+	// A new array, as AddHistory makes: the status being decided may share
+	// the old one with the caller's record, which must not change.
+	*conds = slices.Clone(*conds)
 	for typ, status := range map[string]metav1.ConditionStatus{
 		v1.ConditionReady:       ready,
 		v1.ConditionSucceeded:   succeeded,

@@ -709,3 +709,39 @@ func TestRoutineEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestDecisionsLeaveTheirInputAlone: the decision core takes a status and
+// returns a new one; the status it was given, which the controller may
+// still hold as the record it read, must come back as it went in. Each
+// step starts from the last one's decision, so every one of them gets a
+// status whose slices are shared with an earlier status.
+func TestDecisionsLeaveTheirInputAlone(t *testing.T) {
+	p, e := policy(v1.IdempotencyNative), env()
+	steps := []struct {
+		name   string
+		decide func(v1.SideEffectOperationStatus) v1.SideEffectOperationStatus
+	}{
+		{"Next claims", func(st v1.SideEffectOperationStatus) v1.SideEffectOperationStatus {
+			return Next(st, nil, p, e).Status
+		}},
+		{"AfterCall commits", func(st v1.SideEffectOperationStatus) v1.SideEffectOperationStatus {
+			return AfterCall(st, p, e, CallResult{Outcome: v1.OutcomeSucceeded, HTTPStatus: 201,
+				ExternalObjectID: "ch_1"}).Status
+		}},
+		{"Blocked", func(st v1.SideEffectOperationStatus) v1.SideEffectOperationStatus {
+			return Blocked(st, e, v1.ReasonToolNotFound, "tool payments is missing")
+		}},
+		{"Fail", func(st v1.SideEffectOperationStatus) v1.SideEffectOperationStatus {
+			return Fail(st, p, e, v1.ErrorInvalid, v1.ReasonParametersInvalid, "no").Status
+		}},
+	}
+	st := v1.SideEffectOperationStatus{}
+	for _, s := range steps {
+		before := st.DeepCopy()
+		next := s.decide(st)
+		if diff := cmp.Diff(*before, st); diff != "" {
+			t.Errorf("%s changed the status it was given (-before +after):\n%s", s.name, diff)
+		}
+		st = next
+	}
+}
