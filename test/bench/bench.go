@@ -102,6 +102,12 @@ type Config struct {
 	// MemoryManagers are the manager binaries the memory benchmark
 	// compares; bin/manager if empty.
 	MemoryManagers []string
+	// ToolLatency, if above zero, is how long the sandbox takes to answer
+	// every call of the Once phases (its delay-before-commit fault): a
+	// tool that waits on something slow, such as a payment on the card
+	// network or a model's answer. It shows how throughput grows with
+	// managers while their workers, not the API server, are the limit.
+	ToolLatency time.Duration
 }
 
 // operation, resources: what the phases create and count.
@@ -381,6 +387,13 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 		return Phase{}, err
 	}
 	sb := &sandbox.Client{BaseURL: sbProc.URL}
+	if b.cfg.ToolLatency > 0 {
+		slow := sandbox.FaultRule{Action: sandbox.ActionCreate,
+			Fault: sandbox.FaultDelayBeforeCommit + "=" + b.cfg.ToolLatency.String()}
+		if err := sb.SetFaults(ctx, 1, []sandbox.FaultRule{slow}); err != nil {
+			return Phase{}, fmt.Errorf("giving the sandbox a latency of %s: %w", b.cfg.ToolLatency, err)
+		}
+	}
 
 	prof := &profiler{e: e}
 	procs, metricsAddrs, err := b.startManagers(e, managers, run, prof)

@@ -285,8 +285,14 @@ func retainedOperation(ns string, i int) (*v1.SideEffectOperation, error) {
 		ResultDigest:       protocol.Digest(result),
 		IdempotencyMode:    v1.IdempotencyNative,
 		Observations: []v1.Observation{{Time: done, Kind: v1.ObservationCall, Attempt: 1,
-			Holder: "once-manager-7d9f8c6b5-x2x4q-1a2b3c4d", Outcome: "Committed", HTTPStatus: 200,
+			Holder: "once-manager-7d9f8c6b5-x2x4q-1a2b3c4d", Outcome: string(v1.OutcomeSucceeded), HTTPStatus: 200,
+			Request:          "POST /v1/charges",
 			ExternalObjectID: id}},
+		// The story the manager tells of a first attempt that committed.
+		History: []v1.Transition{
+			{Time: started, State: v1.StateStarted, Reason: v1.ReasonExecuting, Message: "Attempt 1 claimed", Attempt: 1},
+			{Time: done, State: v1.StateCommitted, Reason: v1.ReasonCommitted, Message: "Committed as " + id, Attempt: 1},
+		},
 		StartedTime:        &started,
 		CommittedTime:      &done,
 		CompletionTime:     &done,
@@ -294,7 +300,7 @@ func retainedOperation(ns string, i int) (*v1.SideEffectOperation, error) {
 		ObservedGeneration: 1,
 	}
 	protocol.SetConditions(&st.Conditions, v1.StateCommitted, false, 1, done.Time, v1.ReasonCommitted,
-		fmt.Sprintf("Executed %s on tool %s", operation, memoryTool))
+		"Committed as "+id)
 	op.Status = st
 	return op, nil
 }

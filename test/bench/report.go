@@ -79,6 +79,8 @@ type Report struct {
 	Workers    int   `json:"workers"`
 	Runs       int   `json:"runs"`
 	Managers   []int `json:"managers"`
+	// ToolLatencyMs is the sandbox's answer time in the Once phases.
+	ToolLatencyMs float64 `json:"tool_latency_ms,omitempty"`
 
 	CeilingOpsPerS     float64 `json:"ceiling_ops_per_s"`
 	OnceOpsPerS        float64 `json:"once_ops_per_s"`
@@ -116,7 +118,7 @@ type Report struct {
 // Summarize computes the medians of runs.
 func Summarize(cfg Config, runs []RunResult) Report {
 	rep := Report{Operations: cfg.Operations, Workers: cfg.Workers, Runs: len(runs), Managers: cfg.Managers,
-		Medians: map[string]Phase{}, Results: runs}
+		ToolLatencyMs: float64(cfg.ToolLatency.Microseconds()) / 1000, Medians: map[string]Phase{}, Results: runs}
 	byName := map[string][]Phase{}
 	var names []string
 	ratios, speedups, statusRatios := []float64{}, []float64{}, []float64{}
@@ -217,7 +219,11 @@ func (r Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") 
 // Table renders the medians for a person.
 func (r Report) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d operations per phase, %d workers, median of %d run(s)\n\n", r.Operations, r.Workers, r.Runs)
+	fmt.Fprintf(&b, "%d operations per phase, %d workers, median of %d run(s)", r.Operations, r.Workers, r.Runs)
+	if r.ToolLatencyMs > 0 {
+		fmt.Fprintf(&b, ", the tool answering in %.0f ms", r.ToolLatencyMs)
+	}
+	b.WriteString("\n\n")
 	names := make([]string, 0, 1+len(r.Managers))
 	names = append(names, "ceiling", "ceiling-status")
 	for _, m := range r.Managers {
