@@ -531,6 +531,10 @@ func (b *bench) sandboxTool(ctx context.Context, e *env, managers int) (string, 
 		return "", nil, nil, err
 	}
 	tool := chaos.NativeTool(ns, sbProc.URL)
+	if b.cfg.ToolLatency > 0 {
+		// A slow tool, not a lost answer: the call's timeout leaves room.
+		tool.Spec.Timeout = &metav1.Duration{Duration: b.cfg.ToolLatency + tool.Spec.Timeout.Duration}
+	}
 	if err := e.c.Create(ctx, tool); err != nil {
 		return "", sbProc, nil, fmt.Errorf("creating tool %s: %w", tool.Name, err)
 	}
