@@ -71,7 +71,8 @@ func run() int {
 		"add a phase with one manager in which every two operations share an explicit key")
 	flag.IntVar(&c.Shards, "shards", 16, "every Once manager's --shards; 0 runs them without sharding")
 	flag.DurationVar(&c.ToolLatency, "tool-latency", 0,
-		"how long the sandbox takes to answer every call of the Once phases (default: at once)")
+		"how long the sandbox takes to answer every create call (the effect) of the Once phases (default: at once); "+
+			"raise -settle-timeout with it")
 	retained := flag.String("retained", "",
 		"comma-separated numbers of committed operations, e.g. 0,10000,25000,50000: run the memory benchmark "+
 			"(a manager's memory per retained operation) instead of the throughput phases")

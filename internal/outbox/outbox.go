@@ -27,6 +27,7 @@ package outbox
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,6 +76,8 @@ func Announce(entries []v1.OutboxEntry, kind Kind, uid types.UID, state v1.Opera
 	if !Announced(state) {
 		return entries
 	}
+	// An append never writes into the caller's array.
+	entries = slices.Clip(entries)
 	for _, s := range subscribers {
 		id := EventID(uid, state, s.Name)
 		if hasEvent(entries, id) || len(entries) >= v1.MaxSubscribers {

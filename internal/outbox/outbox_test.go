@@ -230,3 +230,18 @@ func TestDue(t *testing.T) {
 		})
 	}
 }
+
+// TestAnnounceLeavesItsInputAlone: two announcements decided from the same
+// entries, whose array has room to spare, must not write into one array.
+func TestAnnounceLeavesItsInputAlone(t *testing.T) {
+	entries := make([]v1.OutboxEntry, 0, 4)
+	uid := types.UID("u-1")
+	a := Announce(entries, KindOperation, uid, v1.StateCommitted, []v1.Subscriber{{Name: "audit"}})
+	b := Announce(entries, KindOperation, uid, v1.StateCommitted, []v1.Subscriber{{Name: "billing"}})
+	if len(a) != 1 || a[0].Subscriber != "audit" {
+		t.Errorf("the first announcement was overwritten by the second: %+v", a)
+	}
+	if len(b) != 1 || b[0].Subscriber != "billing" {
+		t.Errorf("the second announcement: %+v", b)
+	}
+}

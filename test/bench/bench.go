@@ -103,7 +103,8 @@ type Config struct {
 	// compares; bin/manager if empty.
 	MemoryManagers []string
 	// ToolLatency, if above zero, is how long the sandbox takes to answer
-	// every call of the Once phases (its delay-before-commit fault): a
+	// every create call (the effect) of the Once phases, re-sends with the
+	// same key included (its delay-before-commit fault): a
 	// tool that waits on something slow, such as a payment on the card
 	// network or a model's answer. It shows how throughput grows with
 	// managers while their workers, not the API server, are the limit.

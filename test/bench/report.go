@@ -246,7 +246,11 @@ func (r Report) Table() string {
 			p.OpsPerSecond, ratio, p.LatencyP50ms, p.LatencyP95ms, p.LatencyP99ms, p.WritesPerOperation,
 			p.EventsPerOperation, p.Conflicts, p.ManagerCPUSecondsPer1000, p.ManagerPeakRSSMB, p.DuplicateEffects)
 	}
-	fmt.Fprintf(&b, "\nOnce/ceiling (1 manager, median of the runs' ratios): %.3f\n", r.Ratio)
+	fmt.Fprintf(&b, "\nOnce/ceiling (1 manager, median of the runs' ratios): %.3f", r.Ratio)
+	if r.ToolLatencyMs > 0 {
+		b.WriteString(" (the tool's latency, not the API server, bounds Once here)")
+	}
+	b.WriteString("\n")
 	if r.RatioToStatusCeiling > 0 {
 		fmt.Fprintf(&b, "Once/ceiling-status (the same, against a ceiling that writes Once's statuses): %.3f\n",
 			r.RatioToStatusCeiling)
