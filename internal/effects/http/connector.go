@@ -19,6 +19,7 @@ package http
 import (
 	"context"
 	"errors"
+	"fmt"
 	nethttp "net/http"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,7 +71,11 @@ func (c *Connector) CheckParameters(spec *v1.ToolSpec, operation string, params 
 // Validate checks a tool's definition: its expressions and paths (the
 // Compiler's Validate), and its URL under the egress policy.
 func (c *Connector) Validate(spec *v1.ToolSpec) error {
-	return errors.Join(c.Compiler.Validate(spec), c.Egress.CheckURL(spec.HTTP.URL))
+	var badURL error
+	if err := c.Egress.CheckURL(spec.HTTP.URL); err != nil {
+		badURL = fmt.Errorf("spec.http.url: %w", err)
+	}
+	return errors.Join(c.Compiler.Validate(spec), badURL)
 }
 
 // Headers resolves the tool's credentials, reading the Secrets they name:

@@ -111,26 +111,24 @@ func (e *Egress) refusal(ip netip.Addr) string {
 	return ""
 }
 
-// CheckURL reports what is wrong with a tool's URL before any call: user
-// information (credentials) in it, or a host that is a literal address the
-// policy refuses. Host names are checked when they are dialled.
+// CheckURL reports what is wrong with a URL before anything is sent to it
+// (a tool's, a subscriber's): user information (credentials) in it, or a
+// host that is a literal address the policy refuses. Host names are
+// checked when they are dialled.
 func (e *Egress) CheckURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("spec.http.url: %w", redact(err))
+		return redact(err)
 	}
 	if u.User != nil {
-		return errors.New("spec.http.url: credentials in the URL are refused; send them in a header from a Secret")
+		return errors.New("credentials in the URL are refused")
 	}
 	ip, err := netip.ParseAddr(u.Hostname())
 	if err != nil {
 		// A host name: its addresses are checked when they are dialled.
 		return nil
 	}
-	if err := e.Check(ip); err != nil {
-		return fmt.Errorf("spec.http.url: %w", err)
-	}
-	return nil
+	return e.Check(ip)
 }
 
 // control is a net.Dialer Control function: it runs on the address actually

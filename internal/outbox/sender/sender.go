@@ -26,8 +26,6 @@ import (
 	"errors"
 	"fmt"
 	nethttp "net/http"
-	"net/netip"
-	neturl "net/url"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	ceclient "github.com/cloudevents/sdk-go/v2/client"
@@ -66,7 +64,7 @@ func New(rt nethttp.RoundTripper, egress *httpeffects.Egress) (*Sender, error) {
 // Send delivers e to url once and says what came of it. ctx bounds the
 // delivery.
 func (s *Sender) Send(ctx context.Context, url string, e outbox.Event) outbox.Answer {
-	if err := s.checkURL(url); err != nil {
+	if err := s.egress.CheckURL(url); err != nil {
 		return outbox.Answer{Refused: true, Message: "Delivery never left: " + err.Error()}
 	}
 	ev := cloudevents.NewEvent()
@@ -98,22 +96,4 @@ func (s *Sender) Send(ctx context.Context, url string, e outbox.Event) outbox.An
 	default:
 		return outbox.Answer{Message: fmt.Sprintf("No answer: %v", res)}
 	}
-}
-
-// checkURL refuses, before any dial, a URL that cannot be parsed or holds
-// credentials, and a host that is a literal address the egress policy
-// refuses. Host names are checked on the address dialled, by the
-// transport.
-func (s *Sender) checkURL(raw string) error {
-	u, err := neturl.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("subscriber url cannot be parsed")
-	}
-	if u.User != nil {
-		return errors.New("subscriber url holds credentials")
-	}
-	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
-		return s.egress.Check(ip)
-	}
-	return nil
 }
