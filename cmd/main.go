@@ -175,7 +175,7 @@ func run(o options) error {
 		MaxClaim:                 o.maxClaim,
 		ClaimGrace:               o.claimGrace,
 		Shards:                   o.shards,
-		ShardNamespace:           cmp.Or(o.shardNamespace, ownNamespace(), o.clusterResourceNamespace),
+		ShardNamespace:           cmp.Or(o.shardNamespace, ownNamespace()),
 		ShardLeaseDuration:       o.shardLease,
 		ShardRenewPeriod:         o.shardRenew,
 		WatchNamespaces:          splitList(o.watchNamespaces),

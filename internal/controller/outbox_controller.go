@@ -172,13 +172,14 @@ func (r *OutboxReconciler) deliver(ctx context.Context, obj client.Object,
 	for i := range entries {
 		e := *entries[i].DeepCopy()
 		next[i] = e
-		if e.State != v1.DeliveryPending || e.NextAttemptTime != nil && e.NextAttemptTime.After(now) {
+		if !outbox.EntryDue(e, now) {
 			continue
 		}
+		ev := r.kind.event(obj, e)
 		a := outbox.Answer{Refused: true, Message: "Subscriber " + e.Subscriber + " is not in spec.subscribers"}
 		if url, ok := subscriberURL(r.kind.subscribers(obj), e.Subscriber); ok {
 			dctx, cancel := context.WithTimeout(ctx, max(r.Timeout, time.Second))
-			a = r.Sender.Send(dctx, url, r.kind.event(obj, e))
+			a = r.Sender.Send(dctx, url, ev)
 			cancel()
 		}
 		after, failed := outbox.After(e, r.Budget, r.Clock.Now(), jitter, a)
@@ -186,7 +187,7 @@ func (r *OutboxReconciler) deliver(ctx context.Context, obj client.Object,
 		switch {
 		case after.State == v1.DeliveryDelivered:
 			metrics.OutboxDeliveries.WithLabelValues(string(r.kind.name), string(v1.DeliveryDelivered)).Inc()
-			if t := r.kind.event(obj, e).Time; !t.IsZero() {
+			if t := ev.Time; !t.IsZero() {
 				metrics.OutboxDelay.WithLabelValues(string(r.kind.name)).Observe(r.Clock.Since(t).Seconds())
 			}
 			log.V(1).Info("Delivered the outcome", "eventID", e.EventID, "subscriber", e.Subscriber,

@@ -159,8 +159,5 @@ func (r *SideEffectOperationReconciler) observe(p *pass, from v1.OperationState,
 }
 
 func stateLabel(s v1.OperationState) string {
-	if s == "" {
-		return string(v1.StatePlanned)
-	}
-	return string(s)
+	return string(s.OrPlanned())
 }

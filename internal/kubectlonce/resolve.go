@@ -301,7 +301,7 @@ func resolveSaga(ctx context.Context, c client.Client, s *v1.Saga, f resolveFlag
 	j := slices.IndexFunc(patched.Spec.Resolutions, func(r v1.SagaResolution) bool { return r.Step == step })
 	if j >= 0 {
 		old := patched.Spec.Resolutions[j]
-		if old.Action == entry.Action && old.By == entry.By && old.Reason == entry.Reason {
+		if saga.SameResolution(&entry, &old) {
 			return "", fmt.Errorf("saga %s already holds this resolution of step %s; to apply it again, "+
 				"write it with another --reason", s.Name, step)
 		}

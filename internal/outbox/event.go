@@ -71,7 +71,7 @@ type Data struct {
 	CompensationsDone int32  `json:"compensationsDone,omitempty"`
 }
 
-const apiPath = "/apis/" + "effects.once.dev/v1alpha1"
+var apiPath = "/apis/" + v1.GroupVersion.String()
 
 // OperationEvent is the event of entry e of op.
 func OperationEvent(op *v1.SideEffectOperation, e v1.OutboxEntry) Event {

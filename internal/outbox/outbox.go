@@ -98,6 +98,11 @@ func hasEvent(entries []v1.OutboxEntry, id string) bool {
 	return false
 }
 
+// EntryDue reports whether e is to be delivered now.
+func EntryDue(e v1.OutboxEntry, now time.Time) bool {
+	return e.State == v1.DeliveryPending && (e.NextAttemptTime == nil || !e.NextAttemptTime.After(now))
+}
+
 // Due reports whether some entry is to be delivered now, and otherwise how
 // long until the first one is (zero: none is pending).
 func Due(entries []v1.OutboxEntry, now time.Time) (bool, time.Duration) {
@@ -106,7 +111,7 @@ func Due(entries []v1.OutboxEntry, now time.Time) (bool, time.Duration) {
 		if e.State != v1.DeliveryPending {
 			continue
 		}
-		if e.NextAttemptTime == nil || !e.NextAttemptTime.After(now) {
+		if EntryDue(e, now) {
 			return true, 0
 		}
 		if w := e.NextAttemptTime.Sub(now); wait == 0 || w < wait {

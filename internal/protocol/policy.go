@@ -152,7 +152,7 @@ func CheckNumbers(raw []byte) *Refusal {
 // canonical form, the shortest decimal that reads back as its double.
 func exactDouble(s string) bool {
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		exp, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		exp, err := strconv.Atoi(s[i+1:])
 		if err != nil || exp > maxExponent || exp < -maxExponent {
 			return false
 		}

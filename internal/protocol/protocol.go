@@ -588,9 +588,7 @@ func Fail(st v1.SideEffectOperationStatus, p Policy, env Env, class v1.ErrorClas
 // Blocked records that the operation waits for something outside it (a
 // missing or broken tool): the state does not change, Stalled is True.
 func Blocked(st v1.SideEffectOperationStatus, env Env, reason, msg string) v1.SideEffectOperationStatus {
-	if st.State == "" {
-		st.State = v1.StatePlanned
-	}
+	st.State = st.State.OrPlanned()
 	setConditions(&st, reason, msg, true, env)
 	return st
 }

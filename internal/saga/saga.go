@@ -434,7 +434,7 @@ func (d *decider) resolution(step string) *v1.SagaResolution {
 		return nil
 	}
 	r := d.entry(step)
-	if ss := d.stepStatus(step); r == nil || ss != nil && sameResolution(r, ss.Disregarded) {
+	if ss := d.stepStatus(step); r == nil || ss != nil && SameResolution(r, ss.Disregarded) {
 		return nil
 	}
 	return r
@@ -454,7 +454,7 @@ func (d *decider) entry(step string) *v1.SagaResolution {
 // cannot be compensated past, so a person decides; a Retry runs it again.
 func (d *decider) retryUntilDone(i int) Decision {
 	step, ss := d.Spec.Steps[i], &d.st.Steps[i]
-	if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaRetry && !sameResolution(r, ss.Resolution) {
+	if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaRetry && !SameResolution(r, ss.Resolution) {
 		applied := *r
 		ss.Resolution = &applied
 		ss.Round++
@@ -470,10 +470,10 @@ func (d *decider) retryUntilDone(i int) Decision {
 		step.Name, ss.Message, step.Name))
 }
 
-// sameResolution reports whether b is the decision a: the same step,
+// SameResolution reports whether b is the decision a: the same step,
 // action, person and reason. The user is left out: admission writes it,
 // and a GitOps controller re-applying the entry changes it.
-func sameResolution(a, b *v1.SagaResolution) bool {
+func SameResolution(a, b *v1.SagaResolution) bool {
 	return b != nil && a.Step == b.Step && a.Action == b.Action && a.By == b.By && a.Reason == b.Reason
 }
 
@@ -560,7 +560,7 @@ func (d *decider) compensate() Decision {
 				done++
 				continue
 			}
-			if r := d.resolution(step.Name); r != nil && !sameResolution(r, cs.Resolution) && !sameResolution(r, ss.Resolution) {
+			if r := d.resolution(step.Name); r != nil && !SameResolution(r, cs.Resolution) && !SameResolution(r, ss.Resolution) {
 				applied := *r
 				cs.Resolution = &applied
 				cs.Round++
@@ -628,7 +628,7 @@ func (d *decider) cannotCompensate(j int) (reason, msg string, blocked bool) {
 func (d *decider) markedCompensated(j int) bool {
 	ss := &d.st.Steps[j]
 	r := d.resolution(ss.Name)
-	if r == nil || r.Action != v1.SagaMarkCompensated || sameResolution(r, ss.Compensation.Resolution) {
+	if r == nil || r.Action != v1.SagaMarkCompensated || SameResolution(r, ss.Compensation.Resolution) {
 		return false
 	}
 	applied := *r
