@@ -24,7 +24,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,6 +34,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/saga"
+	"github.com/once-dev/once/internal/text"
 )
 
 // Waits are what a row of review waits for, in its STATE column.
@@ -187,10 +187,7 @@ func why(conds []metav1.Condition) string {
 func oneLine(s string) string {
 	s, _, cut := strings.Cut(strings.TrimSpace(s), "\n")
 	if len(s) > maxWhy {
-		s, cut = s[:maxWhy-3], true
-		for !utf8.ValidString(s) {
-			s = s[:len(s)-1]
-		}
+		return text.Shorten(s, maxWhy)
 	}
 	if cut {
 		s += "..."

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/text"
 )
 
 // Kind is what an announcement is about.
@@ -208,8 +209,5 @@ func backoff(b Budget, n int32) time.Duration {
 const maxMessage = 512
 
 func capMessage(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	return strings.ToValidUTF8(s[:maxMessage-3], "") + "..."
+	return text.Shorten(s, maxMessage)
 }

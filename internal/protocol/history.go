@@ -17,9 +17,8 @@ limitations under the License.
 package protocol
 
 import (
-	"strings"
-
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/text"
 )
 
 // maxHistoryMessage caps a transition's message; the conditions carry the
@@ -38,9 +37,7 @@ func AddHistory(history *[]v1.Transition, t v1.Transition) {
 			return
 		}
 	}
-	if len(t.Message) > maxHistoryMessage {
-		t.Message = strings.ToValidUTF8(t.Message[:maxHistoryMessage-3], "") + "..."
-	}
+	t.Message = text.Shorten(t.Message, maxHistoryMessage)
 	// A new array: the status being decided may share the old one with the
 	// caller's record, which the decision core never changes.
 	out := make([]v1.Transition, 0, min(len(h)+1, v1.MaxHistory))

@@ -18,7 +18,6 @@ package protocol
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/text"
 )
 
 // Policy is what a decision needs to know about the tool and the
@@ -700,8 +700,5 @@ func timePtr(t time.Time) *metav1.Time {
 const maxMessage = 512
 
 func capMessage(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	return strings.ToValidUTF8(s[:maxMessage-3], "") + "..."
+	return text.Shorten(s, maxMessage)
 }

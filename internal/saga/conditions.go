@@ -17,7 +17,6 @@ limitations under the License.
 package saga
 
 import (
-	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -26,6 +25,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/protocol"
+	"github.com/once-dev/once/internal/text"
 )
 
 // maxMessage caps condition messages, which carry tools' answers.
@@ -41,9 +41,7 @@ func setConditions(st *v1.SagaStatus, reason, msg string, waiting bool, now time
 	if r, size := utf8.DecodeRuneInString(msg); r != utf8.RuneError {
 		msg = string(unicode.ToUpper(r)) + msg[size:]
 	}
-	if len(msg) > maxMessage {
-		msg = strings.ToValidUTF8(msg[:maxMessage-3], "") + "..."
-	}
+	msg = text.Shorten(msg, maxMessage)
 	protocol.SetConditions(&st.Conditions, st.State, waiting, st.ObservedGeneration, now, reason, msg)
 	protocol.AddHistory(&st.History, v1.Transition{
 		Time: metav1.NewTime(now), State: st.State, Reason: reason, Message: msg, Step: st.CurrentStep,
