@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -195,7 +196,7 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case *mcp.ListToolsRequest:
 			return g.listTools(ctx, r)
 		case *mcp.CallToolRequest:
-			c, _, err := g.callerOf(ctx, r.Extra)
+			c, ns, err := g.callerOf(ctx, r.Extra)
 			if err != nil {
 				return nil, err
 			}
@@ -204,7 +205,7 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 					"nothing was done for this call: call again later with the same idempotency key", nil), nil
 			}
 			defer g.limit.release(c.user)
-			return g.callTool(ctx, r)
+			return g.callTool(ctx, r, c, ns)
 		}
 		return next(ctx, method, req)
 	}
@@ -266,14 +267,14 @@ func (g *Gateway) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 	if err := c.kube.List(ctx, &cluster); err != nil && !apierrors.IsForbidden(err) {
 		return nil, fmt.Errorf("listing cluster tools: %w", err)
 	}
+	nsLabels := namespaceLabels(ctx, c, ns)
 	for i := range cluster.Items {
-		if g.serves(ctx, c, &cluster.Items[i], ns) {
+		if serves(&cluster.Items[i], nsLabels) {
 			tools = append(tools, &cluster.Items[i])
 		}
 	}
 	for _, t := range tools {
-		if ready := meta.FindStatusCondition(t.GetStatus().Conditions, v1.ConditionReady); ready != nil &&
-			ready.Status == metav1.ConditionFalse {
+		if notReady(t) != nil {
 			continue
 		}
 		ref := refOf(t)
@@ -301,10 +302,10 @@ func (g *Gateway) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 	return res, nil
 }
 
-// serves reports whether a ClusterTool serves namespace, as the manager
-// decides it; when the caller may not read the namespace, it is listed and
-// the manager decides at call time.
-func (g *Gateway) serves(ctx context.Context, c *caller, ct *v1.ClusterTool, namespace string) bool {
+// serves reports whether a ClusterTool serves the namespace whose labels
+// nsLabels reads, as the manager decides it; when the caller may not read
+// the namespace, it is listed and the manager decides at call time.
+func serves(ct *v1.ClusterTool, nsLabels func() (labels.Set, bool)) bool {
 	if ct.Spec.NamespaceSelector == nil {
 		return true
 	}
@@ -312,30 +313,50 @@ func (g *Gateway) serves(ctx context.Context, c *caller, ct *v1.ClusterTool, nam
 	if err != nil {
 		return false
 	}
-	ns := &corev1.Namespace{}
-	if err := c.kube.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+	set, ok := nsLabels()
+	if !ok {
 		return true
 	}
-	return sel.Matches(labels.Set(ns.Labels))
+	return sel.Matches(set)
+}
+
+// namespaceLabels reads the labels of namespace as the caller, once, on
+// the first call of what it returns; ok is false when it cannot be read.
+func namespaceLabels(ctx context.Context, c *caller, namespace string) func() (labels.Set, bool) {
+	return sync.OnceValues(func() (labels.Set, bool) {
+		ns := &corev1.Namespace{}
+		if err := c.kube.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+			return nil, false
+		}
+		return labels.Set(ns.Labels), true
+	})
+}
+
+// notReady is a tool's Ready condition when it is False: its definition
+// is not valid.
+func notReady(t v1.GenericTool) *metav1.Condition {
+	if ready := meta.FindStatusCondition(t.GetStatus().Conditions, v1.ConditionReady); ready != nil &&
+		ready.Status == metav1.ConditionFalse {
+		return ready
+	}
+	return nil
 }
 
 func refOf(t v1.GenericTool) v1.ToolReference {
 	return v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}
 }
 
-// callTool makes or finds the operation of a call and answers its outcome.
-func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// callTool makes or finds the operation of a call by caller c in
+// namespace ns, and answers its outcome.
+func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *caller, ns string) (
+	*mcp.CallToolResult, error) {
 	if req.Params.Name == SagaToolName {
-		return g.callSaga(ctx, req)
+		return g.callSaga(ctx, req, c, ns)
 	}
 	ref, operation, ok := ParseToolName(req.Params.Name)
 	if !ok {
 		return nil, fmt.Errorf("unknown tool %q: tools are named <tool>__<operation> or cluster_<tool>__<operation>",
 			req.Params.Name)
-	}
-	c, ns, err := g.callerOf(ctx, req.Extra)
-	if err != nil {
-		return nil, err
 	}
 	key, params, err := SplitArguments(req.Params.Arguments, req.Params.Meta)
 	if err != nil {
@@ -399,12 +420,11 @@ func (g *Gateway) usableTool(ctx context.Context, c *caller, ref v1.ToolReferenc
 	if tool.GetSpec().Operation(operation) == nil {
 		return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s offers no operation %q", ref.Kind, ref.Name, operation), nil)
 	}
-	if ready := meta.FindStatusCondition(tool.GetStatus().Conditions, v1.ConditionReady); ready != nil &&
-		ready.Status == metav1.ConditionFalse {
+	if ready := notReady(tool); ready != nil {
 		return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s is not usable: %s; nothing was done", ref.Kind, ref.Name,
 			ready.Message), nil)
 	}
-	if ct, ok := tool.(*v1.ClusterTool); ok && !g.serves(ctx, c, ct, ns) {
+	if ct, ok := tool.(*v1.ClusterTool); ok && !serves(ct, namespaceLabels(ctx, c, ns)) {
 		return nil, toolError(codeUnknownTool, fmt.Sprintf("ClusterTool %s does not serve namespace %s; nothing was done",
 			ref.Name, ns), nil)
 	}

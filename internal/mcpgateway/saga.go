@@ -100,12 +100,10 @@ type sagaArguments struct {
 	Steps  []v1.SagaStep   `json:"steps"`
 }
 
-// callSaga makes or finds the saga of a call and answers its outcome.
-func (g *Gateway) callSaga(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	c, ns, err := g.callerOf(ctx, req.Extra)
-	if err != nil {
-		return nil, err
-	}
+// callSaga makes or finds the saga of a call by caller c in namespace ns,
+// and answers its outcome.
+func (g *Gateway) callSaga(ctx context.Context, req *mcp.CallToolRequest, c *caller, ns string) (
+	*mcp.CallToolResult, error) {
 	key, params, err := SplitArguments(req.Params.Arguments, req.Params.Meta)
 	if err != nil {
 		return toolError(codeInvalidArguments, err.Error(), nil), nil
