@@ -33,6 +33,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -194,7 +195,7 @@ func writeField(w *bytes.Buffer, path string, s apiextensionsv1.JSONSchemaProps,
 		}
 	}
 
-	for _, name := range sortedKeys(s.Properties) {
+	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
 		if err := writeField(w, path+"."+name, s.Properties[name], slices.Contains(s.Required, name)); err != nil {
 			return err
 		}
@@ -204,7 +205,7 @@ func writeField(w *bytes.Buffer, path string, s apiextensionsv1.JSONSchemaProps,
 			return fmt.Errorf("%s: a list of several schemas is not supported", path)
 		}
 		if len(s.Items.Schema.Properties) > 0 {
-			for _, name := range sortedKeys(s.Items.Schema.Properties) {
+			for _, name := range slices.Sorted(maps.Keys(s.Items.Schema.Properties)) {
 				if err := writeField(w, path+"[]."+name, s.Items.Schema.Properties[name],
 					slices.Contains(s.Items.Schema.Required, name)); err != nil {
 					return err
@@ -218,7 +219,7 @@ func writeField(w *bytes.Buffer, path string, s apiextensionsv1.JSONSchemaProps,
 	}
 	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil &&
 		len(s.AdditionalProperties.Schema.Properties) > 0 {
-		for _, name := range sortedKeys(s.AdditionalProperties.Schema.Properties) {
+		for _, name := range slices.Sorted(maps.Keys(s.AdditionalProperties.Schema.Properties)) {
 			if err := writeField(w, path+"{}."+name, s.AdditionalProperties.Schema.Properties[name],
 				slices.Contains(s.AdditionalProperties.Schema.Required, name)); err != nil {
 				return err
@@ -320,15 +321,6 @@ func validationsList(s *apiextensionsv1.JSONSchemaProps) []string {
 // validations joins validationsList.
 func validations(s *apiextensionsv1.JSONSchemaProps) string {
 	return strings.Join(validationsList(s), "; ")
-}
-
-func sortedKeys(m map[string]apiextensionsv1.JSONSchemaProps) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func codeList(items []string) string {

@@ -242,15 +242,13 @@ func (op logicalOp) scopeKey(ns, toolKey string) string {
 	return sandbox.SummaryKey(op.tool.sandboxMode(), op.tool.collection, sandbox.ActionCreate, toolKey)
 }
 
-// ref is the operation's tool reference.
 // ref is the reference to the tool in its run's namespace.
 func (t toolDef) ref() v1.ToolReference {
 	return v1.ToolReference{Kind: v1.ToolKindTool, Name: t.name}
 }
 
-func (op logicalOp) ref() v1.ToolReference {
-	return v1.ToolReference{Kind: v1.ToolKindTool, Name: op.tool.name}
-}
+// ref is the operation's tool reference.
+func (op logicalOp) ref() v1.ToolReference { return op.tool.ref() }
 
 // bodySHA is the hex SHA-256 of a JSON object canonicalised the way the
 // sandbox does it (sorted keys, numbers as written, no spaces): what its

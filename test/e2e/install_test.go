@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -104,7 +105,7 @@ var _ = Describe("The install", func() {
 				delete(cluster, rule)
 			}
 		}
-		Expect(sortedKeys(tenant)).To(Equal(sortedKeys(cluster)),
+		Expect(slices.Sorted(maps.Keys(tenant))).To(Equal(slices.Sorted(maps.Keys(cluster))),
 			"config/namespaced/tenant/role.yaml must follow config/rbac/role.yaml (make manifests)")
 	})
 
@@ -366,7 +367,7 @@ spec:
 			}
 		}
 		Expect(names).To(HaveKey("once_operations_needs_review"))
-		_, _ = fmt.Fprintf(GinkgoWriter, "Metrics named by the dashboard and the alerts: %s\n", strings.Join(sortedKeys(names), " "))
+		_, _ = fmt.Fprintf(GinkgoWriter, "Metrics named by the dashboard and the alerts: %s\n", strings.Join(slices.Sorted(maps.Keys(names)), " "))
 
 		By("scraping the manager until it serves every one of them")
 		Eventually(func() ([]string, error) {
@@ -510,15 +511,6 @@ func ruleSet(rules []rbacv1.PolicyRule) map[string]bool {
 		}
 	}
 	return set
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // collectExprs returns every string under a key "expr" in a decoded JSON

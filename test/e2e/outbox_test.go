@@ -35,6 +35,7 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/failpoint"
 	"github.com/once-dev/once/internal/ingress"
+	"github.com/once-dev/once/test/chaos"
 	"github.com/once-dev/once/test/harness"
 	"github.com/once-dev/once/test/sandbox"
 )
@@ -155,7 +156,8 @@ var _ = Describe("The outbox under kill -9", func() {
 `, outboxOps, committedAtFirstKill, committedAtSecondKill, len(st.Events), outboxOps, outboxOps-len(st.Events),
 			st.Deliveries, perEvent[0], perEvent[len(perEvent)-1], float64(sum)/float64(len(perEvent)),
 			st.Deliveries-outboxOps, st.Consumed,
-			pct(delays, 50), pct(delays, 95), delays[len(delays)-1].Round(time.Millisecond))
+			chaos.Percentile(delays, 50).Round(time.Millisecond), chaos.Percentile(delays, 95).Round(time.Millisecond),
+			delays[len(delays)-1].Round(time.Millisecond))
 		_, _ = fmt.Fprint(GinkgoWriter, figures)
 		_, _ = fmt.Fprintf(GinkgoWriter, "  commit to first delivery, every operation, sorted: %v\n", delays)
 		AddReportEntry("outbox figures", figures)
@@ -171,12 +173,6 @@ func countState(records []outboxRecord, state string) int {
 		}
 	}
 	return n
-}
-
-// pct is the p-th percentile of sorted durations, rounded to milliseconds.
-func pct(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
-	return sorted[max(0, min(len(sorted)-1, i-1))].Round(time.Millisecond)
 }
 
 var _ = Describe("The ingress of the gateway", func() {

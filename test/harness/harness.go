@@ -204,18 +204,11 @@ func StartSandbox(root, addr, ledgerPath, logPath string, args ...string) (*Sand
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if url := p.listening(); url != "" {
-			return &Sandbox{Process: p, URL: url}, nil
-		}
-		if p.Exited() {
-			return nil, fmt.Errorf("sandbox-tool exited: %v; log: %s", p.err, readFile(logPath))
-		}
-		time.Sleep(50 * time.Millisecond)
+	url, err := p.waitListening("sandbox-tool")
+	if err != nil {
+		return nil, err
 	}
-	p.Kill()
-	return nil, fmt.Errorf("sandbox-tool did not say where it listens; log: %s", readFile(logPath))
+	return &Sandbox{Process: p, URL: url}, nil
 }
 
 // StartGateway runs the MCP gateway (bin/once-mcp) against the control
@@ -227,18 +220,29 @@ func (c *ControlPlane) StartGateway(addr, logPath string, args ...string) (*Proc
 	if err != nil {
 		return nil, "", err
 	}
+	url, err := p.waitListening("once-mcp")
+	if err != nil {
+		return nil, "", err
+	}
+	return p, url, nil
+}
+
+// waitListening waits up to 30 s for the program name to print where it
+// listens ("<name> listening on <url>"), and returns the URL; it kills a
+// process that does not say.
+func (p *Process) waitListening(name string) (string, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if url := p.printed("once-mcp listening on "); url != "" {
-			return p, url, nil
+		if url := p.printed(name + " listening on "); url != "" {
+			return url, nil
 		}
 		if p.Exited() {
-			return nil, "", fmt.Errorf("once-mcp exited: %v; log: %s", p.err, readFile(logPath))
+			return "", fmt.Errorf("%s exited: %v; log: %s", name, p.err, readFile(p.Log))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	p.Kill()
-	return nil, "", fmt.Errorf("once-mcp did not say where it listens; log: %s", readFile(logPath))
+	return "", fmt.Errorf("%s did not say where it listens; log: %s", name, readFile(p.Log))
 }
 
 func start(bin string, args, env []string, logPath string) (*Process, error) {
@@ -264,11 +268,6 @@ func start(bin string, args, env []string, logPath string) (*Process, error) {
 		close(p.done)
 	}()
 	return p, nil
-}
-
-// listening is the URL the sandbox printed, once it did.
-func (p *Process) listening() string {
-	return p.printed("sandbox-tool listening on ")
 }
 
 // printed is the rest of the first line of the log that starts with
