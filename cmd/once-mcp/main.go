@@ -40,7 +40,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/ingress"
 	"github.com/once-dev/once/internal/mcpgateway"
 )
@@ -146,12 +145,7 @@ func run() error {
 //	    operation: charge.create
 //	    subscribers: [{name: ledger, url: "http://ledger.shop/events"}]
 type routesFile struct {
-	Routes map[string]struct {
-		Namespace   string           `json:"namespace"`
-		ToolRef     v1.ToolReference `json:"toolRef"`
-		Operation   string           `json:"operation"`
-		Subscribers []v1.Subscriber  `json:"subscribers,omitempty"`
-	} `json:"routes"`
+	Routes map[string]ingress.Route `json:"routes"`
 }
 
 // readRoutes reads the ingress's routes, refusing fields it does not know.
@@ -167,10 +161,5 @@ func readRoutes(path string) (map[string]ingress.Route, error) {
 	if len(f.Routes) == 0 {
 		return nil, fmt.Errorf("%s names no routes", path)
 	}
-	routes := make(map[string]ingress.Route, len(f.Routes))
-	for name, r := range f.Routes {
-		routes[name] = ingress.Route{Namespace: r.Namespace, ToolRef: r.ToolRef, Operation: r.Operation,
-			Subscribers: r.Subscribers}
-	}
-	return routes, nil
+	return f.Routes, nil
 }

@@ -84,13 +84,13 @@ const (
 // Route says what the messages posted to one route become.
 type Route struct {
 	// Namespace the operations are made in.
-	Namespace string
+	Namespace string `json:"namespace"`
 	// ToolRef and Operation are the effect each message asks for; its data
 	// (a JSON object) are the operation's parameters.
-	ToolRef   v1.ToolReference
-	Operation string
+	ToolRef   v1.ToolReference `json:"toolRef"`
+	Operation string           `json:"operation"`
 	// Subscribers, if any, are told each operation's outcome.
-	Subscribers []v1.Subscriber
+	Subscribers []v1.Subscriber `json:"subscribers,omitempty"`
 }
 
 // Handler is the ingress endpoint.
