@@ -140,7 +140,7 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.sinks = newSinks(s.now)
+	s.sinks = newSinks(s.now, func(w http.ResponseWriter) { s.abort(w, false) })
 	s.mux = s.routes()
 	return s, nil
 }

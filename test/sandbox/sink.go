@@ -108,11 +108,13 @@ type sink struct {
 type sinks struct {
 	mu  sync.Mutex
 	now func() time.Time
-	by  map[string]*sink
+	// abort closes a connection without answering.
+	abort func(http.ResponseWriter)
+	by    map[string]*sink
 }
 
-func newSinks(now func() time.Time) *sinks {
-	return &sinks{now: now, by: map[string]*sink{}}
+func newSinks(now func() time.Time, abort func(http.ResponseWriter)) *sinks {
+	return &sinks{now: now, abort: abort, by: map[string]*sink{}}
 }
 
 // get returns the named sink, creating it; the caller holds mu.
@@ -196,7 +198,7 @@ func (ss *sinks) handleDeliver(w http.ResponseWriter, r *http.Request) {
 	}
 	ss.mu.Unlock()
 	if fault == sinkDrop {
-		abortConn(w)
+		ss.abort(w)
 		return
 	}
 	if seen {
@@ -205,15 +207,6 @@ func (ss *sinks) handleDeliver(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
-}
-
-// abortConn closes the connection without answering.
-func abortConn(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	_ = conn.Close()
 }
 
 func (ss *sinks) handleGet(w http.ResponseWriter, r *http.Request) {
