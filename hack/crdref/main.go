@@ -195,21 +195,16 @@ func writeField(w *bytes.Buffer, path string, s apiextensionsv1.JSONSchemaProps,
 		}
 	}
 
-	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
-		if err := writeField(w, path+"."+name, s.Properties[name], slices.Contains(s.Required, name)); err != nil {
-			return err
-		}
+	if err := writeChildren(w, path+".", &s); err != nil {
+		return err
 	}
 	if s.Items != nil {
 		if s.Items.Schema == nil {
 			return fmt.Errorf("%s: a list of several schemas is not supported", path)
 		}
 		if len(s.Items.Schema.Properties) > 0 {
-			for _, name := range slices.Sorted(maps.Keys(s.Items.Schema.Properties)) {
-				if err := writeField(w, path+"[]."+name, s.Items.Schema.Properties[name],
-					slices.Contains(s.Items.Schema.Required, name)); err != nil {
-					return err
-				}
+			if err := writeChildren(w, path+"[].", s.Items.Schema); err != nil {
+				return err
 			}
 		} else if item := *s.Items.Schema; len(limits(item)) > 0 || len(item.XValidations) > 0 || len(item.Enum) > 0 {
 			if err := writeField(w, path+"[]", *s.Items.Schema, false); err != nil {
@@ -217,13 +212,18 @@ func writeField(w *bytes.Buffer, path string, s apiextensionsv1.JSONSchemaProps,
 			}
 		}
 	}
-	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil &&
-		len(s.AdditionalProperties.Schema.Properties) > 0 {
-		for _, name := range slices.Sorted(maps.Keys(s.AdditionalProperties.Schema.Properties)) {
-			if err := writeField(w, path+"{}."+name, s.AdditionalProperties.Schema.Properties[name],
-				slices.Contains(s.AdditionalProperties.Schema.Required, name)); err != nil {
-				return err
-			}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		return writeChildren(w, path+"{}.", s.AdditionalProperties.Schema)
+	}
+	return nil
+}
+
+// writeChildren writes the fields of s, each path prefix + its name, in
+// the order of their names.
+func writeChildren(w *bytes.Buffer, prefix string, s *apiextensionsv1.JSONSchemaProps) error {
+	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
+		if err := writeField(w, prefix+name, s.Properties[name], slices.Contains(s.Required, name)); err != nil {
+			return err
 		}
 	}
 	return nil
