@@ -22,9 +22,7 @@ package apiserver
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -56,11 +54,9 @@ func Start() (*Server, error) {
 	}
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		out, err := exec.Command(filepath.Join(root, "hack", "controlplane-binaries.sh")).Output()
-		if err != nil {
-			return nil, fmt.Errorf("building the control plane binaries: %w", err)
+		if assets, err = harness.Assets(root); err != nil {
+			return nil, err
 		}
-		assets = strings.TrimSpace(string(out))
 	}
 	s := &Server{Scheme: runtime.NewScheme(), Env: &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},

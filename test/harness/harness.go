@@ -67,15 +67,15 @@ type ControlPlane struct {
 // StartControlPlane starts a control plane in dir (building its binaries
 // if this machine has none yet).
 func StartControlPlane(root, dir string) (*ControlPlane, error) {
-	assets, err := run(root, nil, filepath.Join(root, "hack", "controlplane-binaries.sh"))
+	assets, err := Assets(root)
 	if err != nil {
-		return nil, fmt.Errorf("building the control plane binaries: %w", err)
+		return nil, err
 	}
 	out, err := run(root, []string{"ONCE_CONTROLPLANE_DIR=" + dir}, controlPlaneScript(root), "start")
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
-	c := &ControlPlane{Root: root, Dir: dir, Kubeconfig: lastLine(out), Assets: lastLine(assets)}
+	c := &ControlPlane{Root: root, Dir: dir, Kubeconfig: lastLine(out), Assets: assets}
 	if err := c.installPolicies(); err != nil {
 		_ = c.Stop()
 		return nil, err
@@ -345,6 +345,16 @@ func FreeAddr() (string, error) {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().String(), nil
+}
+
+// Assets is the folder of this machine's kube-apiserver, etcd and kubectl,
+// which hack/controlplane-binaries.sh builds if there are none yet.
+func Assets(root string) (string, error) {
+	out, err := run(root, nil, filepath.Join(root, "hack", "controlplane-binaries.sh"))
+	if err != nil {
+		return "", fmt.Errorf("building the control plane binaries: %w", err)
+	}
+	return lastLine(out), nil
 }
 
 func run(dir string, env []string, name string, args ...string) (string, error) {
