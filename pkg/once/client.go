@@ -261,29 +261,40 @@ func (c *Client) ensure(ctx context.Context, req Request) (op *v1.SideEffectOper
 		return nil, false, errors.New("once: Request needs Namespace, Tool.Name and Operation")
 	}
 	want := newOperation(req)
-	var created bool
-	err = c.retry(ctx, func() error {
-		op := want.DeepCopy()
-		err := c.kube.Create(ctx, op)
-		if err == nil {
-			created, want = true, op
-		}
-		return err
-	})
-	if err == nil && created {
-		return want, false, nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return nil, false, fmt.Errorf("creating operation %s/%s: %w", want.Namespace, want.Name, err)
-	}
-	got := &v1.SideEffectOperation{}
-	if err := c.get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
-		return nil, false, err
+	got, found, err := createOrFind(ctx, c, "operation", want, &v1.SideEffectOperation{})
+	if err != nil || !found {
+		return got, false, err
 	}
 	if msg := sameRequest(want, got); msg != "" {
 		return nil, false, &MismatchError{Namespace: got.Namespace, Name: got.Name, Key: req.Key, Message: msg}
 	}
 	return got, true, nil
+}
+
+// createOrFind creates a copy of want (a kind of object), retrying what
+// may pass, and returns it; or, when an object of its name exists, reads
+// it into existing and returns that (found).
+func createOrFind[T client.Object](ctx context.Context, c *Client, kind string, want, existing T) (T, bool, error) {
+	created := want
+	err := c.retry(ctx, func() error {
+		obj := want.DeepCopyObject().(T)
+		err := c.kube.Create(ctx, obj)
+		if err == nil {
+			created = obj
+		}
+		return err
+	})
+	var none T
+	if err == nil {
+		return created, false, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return none, false, fmt.Errorf("creating %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
+	}
+	if err := c.get(ctx, client.ObjectKeyFromObject(want), existing); err != nil {
+		return none, false, err
+	}
+	return existing, true, nil
 }
 
 func newOperation(req Request) *v1.SideEffectOperation {

@@ -31,7 +31,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -116,31 +115,18 @@ func (c *Client) DoSaga(ctx context.Context, req SagaRequest) (SagaResult, error
 		return SagaResult{}, errors.New("once: SagaRequest needs Namespace and Steps")
 	}
 	want := newSaga(req)
-	var created bool
-	err := c.retry(ctx, func() error {
-		s := want.DeepCopy()
-		err := c.kube.Create(ctx, s)
-		if err == nil {
-			created, want = true, s
-		}
-		return err
-	})
-	saga := want
-	if err != nil || !created {
-		if !apierrors.IsAlreadyExists(err) {
-			return SagaResult{}, fmt.Errorf("creating saga %s/%s: %w", want.Namespace, want.Name, err)
-		}
-		saga = &v1.Saga{}
-		if err := c.get(ctx, client.ObjectKeyFromObject(want), saga); err != nil {
-			return SagaResult{}, err
-		}
+	saga, found, err := createOrFind(ctx, c, "saga", want, &v1.Saga{})
+	if err != nil {
+		return SagaResult{}, err
+	}
+	if found {
 		if msg := sameSaga(want, saga); msg != "" {
 			return SagaResult{}, &MismatchError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name,
 				Key: req.Key, Message: msg}
 		}
 	}
 	res, err := c.waitSaga(ctx, saga, req.Progress)
-	res.Found = !created
+	res.Found = found
 	return res, err
 }
 
