@@ -327,6 +327,20 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	undecided := func(format string, args ...any) (v1.StepValidation, bool) {
 		return v1.StepValidation{Message: fmt.Sprintf(format, args...)}, true
 	}
+	// Numbers are checked as written: the plan computes parameters through
+	// doubles, which would round them silently.
+	written := []*runtime.RawExtension{s.Spec.Inputs, step.Parameters}
+	if step.Compensation != nil {
+		written = append(written, step.Compensation.Parameters)
+	}
+	for _, w := range written {
+		if w == nil {
+			continue
+		}
+		if no := protocol.CheckNumbers(w.Raw); no != nil {
+			return failed("%s", no.Message)
+		}
+	}
 	params, err := plan.Parameters(ctx, i, false, inputs(s), stepData(ops, status))
 	if err != nil {
 		return failed("the parameters cannot be computed: %v", err)

@@ -289,6 +289,20 @@ var _ = Describe("Saga", func() {
 		Expect(sagaEffects(ns)).To(BeEmpty())
 	})
 
+	It("refuses, before any effect, a number that has more precision than a double", func() {
+		steps := changeSteps()
+		steps[1].ParametersFrom = nil // known before any step runs
+		steps[1].Parameters = &runtime.RawExtension{Raw: []byte(`{"replicas":4,"account":12345678901234567}`)}
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateFailedFinal)
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal("ValidationFailed"))
+		Expect(stepStatus(s, "config").Validation.Outcome).To(Equal(v1.ValidationFailed))
+		Expect(stepStatus(s, "config").Validation.Message).To(ContainSubstring("more precision than a double"))
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+		Expect(sagaEffects(ns)).To(BeEmpty())
+	})
+
 	It("asks the tool's dry run before the first step, and stops before any effect when it refuses", func() {
 		Expect(k8sClient.Delete(ctx, &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "desk"}})).To(Succeed())
 		newDesk(ns, func(s *v1.ToolSpec) {
