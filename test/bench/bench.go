@@ -205,6 +205,8 @@ type env struct {
 	c       client.WithWatch
 	metrics rest.Interface
 	dir     string
+	// procs are the control plane's kube-apiserver and etcd.
+	procs controlPlaneProcs
 }
 
 // phase runs the ceiling (managers 0) or Once with managers on a control
@@ -258,7 +260,11 @@ func newEnv(cp *harness.ControlPlane, dir string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &env{cp: cp, c: c, metrics: cs.Discovery().RESTClient(), dir: dir}, nil
+	procs, err := findControlPlane(cp.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return &env{cp: cp, c: c, metrics: cs.Discovery().RESTClient(), dir: dir, procs: procs}, nil
 }
 
 func (e *env) namespace(ctx context.Context, prefix string) (string, error) {
@@ -331,6 +337,10 @@ func (b *bench) ceiling(ctx context.Context, e *env, onceStatus bool) (Phase, er
 	if err != nil {
 		return Phase{}, err
 	}
+	meter, err := e.procs.meter()
+	if err != nil {
+		return Phase{}, err
+	}
 	n := b.cfg.Operations
 	lat := make([]float64, n)
 	began := time.Now()
@@ -362,6 +372,10 @@ func (b *bench) ceiling(ctx context.Context, e *env, onceStatus bool) (Phase, er
 	if err != nil {
 		return Phase{}, err
 	}
+	apiCPU, etcdCPU, err := meter.since()
+	if err != nil {
+		return Phase{}, err
+	}
 	after, err := chaos.APIWrites(ctx, e.metrics, budgetResources)
 	if err != nil {
 		return Phase{}, err
@@ -374,6 +388,7 @@ func (b *bench) ceiling(ctx context.Context, e *env, onceStatus bool) (Phase, er
 		OpsPerSecond: float64(n) / elapsed.Seconds()}
 	p.setLatency(lat)
 	p.setWrites(after.Sub(before))
+	p.setControlPlaneCPU(apiCPU, etcdCPU)
 	return p, nil
 }
 
@@ -417,6 +432,10 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 	if err != nil {
 		return Phase{}, err
 	}
+	meter, err := e.procs.meter()
+	if err != nil {
+		return Phase{}, err
+	}
 
 	n := b.cfg.Operations
 	w, err := watchCommits(ctx, e.c, ns, n)
@@ -453,6 +472,10 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 	}
 	last := w.last()
 	cpuAfter, err := managersCPU(ctx, metricsAddrs)
+	if err != nil {
+		return Phase{}, err
+	}
+	apiCPU, etcdCPU, err := meter.since()
 	if err != nil {
 		return Phase{}, err
 	}
@@ -507,6 +530,7 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 		return Phase{}, err
 	}
 	p.setWrites(after.Sub(before))
+	p.setControlPlaneCPU(apiCPU, etcdCPU)
 	return p, nil
 }
 

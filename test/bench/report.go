@@ -58,6 +58,12 @@ type Phase struct {
 	// process_cpu_seconds_total), and the largest peak RSS (VmHWM).
 	ManagerCPUSecondsPer1000 float64 `json:"manager_cpu_s_per_1000,omitempty"`
 	ManagerPeakRSSMB         float64 `json:"manager_peak_rss_mb,omitempty"`
+	// Of the control plane: kube-apiserver's and etcd's CPU seconds per
+	// 1000 operations (their user and system time, from /proc), from just
+	// before the first create to the last commit: what a phase costs the
+	// control plane.
+	APIServerCPUSecondsPer1000 float64 `json:"apiserver_cpu_s_per_1000"`
+	EtcdCPUSecondsPer1000      float64 `json:"etcd_cpu_s_per_1000"`
 	// Effects and DuplicateEffects are the sandbox ledger's.
 	Effects          int `json:"effects,omitempty"`
 	DuplicateEffects int `json:"duplicate_effects"`
@@ -92,6 +98,15 @@ type Report struct {
 	EventsPerOperation float64 `json:"events_per_operation"`
 	ManagerCPUSPer1000 float64 `json:"manager_cpu_s_per_1000"`
 	ManagerPeakRSSMB   float64 `json:"manager_peak_rss_mb"`
+	// APIServerCPUSPer1000 and EtcdCPUSPer1000 are Once's (one manager)
+	// and CeilingAPIServerCPUSPer1000 the ceiling's. CostRatio is Once's
+	// control plane CPU per operation (kube-apiserver and etcd) over the
+	// ceiling's, the median of the runs' ratios: how many times the
+	// ceiling's work the API server does for an operation of Once.
+	APIServerCPUSPer1000        float64 `json:"apiserver_cpu_s_per_1000"`
+	EtcdCPUSPer1000             float64 `json:"etcd_cpu_s_per_1000"`
+	CeilingAPIServerCPUSPer1000 float64 `json:"ceiling_apiserver_cpu_s_per_1000"`
+	CostRatio                   float64 `json:"control_plane_cost_ratio"`
 	// TwoManagerSpeedup is ops/s with two managers over ops/s with one,
 	// the median of the runs' ratios; 0 unless both were run.
 	TwoManagerSpeedup float64 `json:"two_manager_speedup"`
@@ -121,7 +136,7 @@ func Summarize(cfg Config, runs []RunResult) Report {
 		ToolLatencyMs: float64(cfg.ToolLatency.Microseconds()) / 1000, Medians: map[string]Phase{}, Results: runs}
 	byName := map[string][]Phase{}
 	var names []string
-	ratios, speedups, statusRatios := []float64{}, []float64{}, []float64{}
+	ratios, speedups, statusRatios, costs := []float64{}, []float64{}, []float64{}, []float64{}
 	for _, r := range runs {
 		phases := append([]Phase{r.Ceiling}, r.Once...)
 		if r.StatusCeiling != nil {
@@ -139,6 +154,9 @@ func Summarize(cfg Config, runs []RunResult) Report {
 		}
 		if one := find(r.Once, 1); one != nil && r.Ceiling.OpsPerSecond > 0 {
 			ratios = append(ratios, one.OpsPerSecond/r.Ceiling.OpsPerSecond)
+			if c := r.Ceiling.controlPlaneCPU(); c > 0 {
+				costs = append(costs, one.controlPlaneCPU()/c)
+			}
 			if two := find(r.Once, 2); two != nil && one.OpsPerSecond > 0 {
 				speedups = append(speedups, two.OpsPerSecond/one.OpsPerSecond)
 			}
@@ -153,7 +171,10 @@ func Summarize(cfg Config, runs []RunResult) Report {
 		rep.LatencyP50ms, rep.LatencyP95ms, rep.LatencyP99ms = one.LatencyP50ms, one.LatencyP95ms, one.LatencyP99ms
 		rep.WritesPerOperation, rep.EventsPerOperation = one.WritesPerOperation, one.EventsPerOperation
 		rep.ManagerCPUSPer1000, rep.ManagerPeakRSSMB = one.ManagerCPUSecondsPer1000, one.ManagerPeakRSSMB
+		rep.APIServerCPUSPer1000, rep.EtcdCPUSPer1000 = one.APIServerCPUSecondsPer1000, one.EtcdCPUSecondsPer1000
 	}
+	rep.CeilingAPIServerCPUSPer1000 = rep.Medians["ceiling"].APIServerCPUSecondsPer1000
+	rep.CostRatio = Median(costs)
 	if sh, ok := rep.Medians["once-1m-shared"]; ok {
 		rep.SharedKeysOpsPerS, rep.SharedKeysWritesPerOperation = sh.OpsPerSecond, sh.WritesPerOperation
 	}
@@ -162,6 +183,12 @@ func Summarize(cfg Config, runs []RunResult) Report {
 	rep.Ratio = Median(ratios)
 	rep.TwoManagerSpeedup = Median(speedups)
 	return rep
+}
+
+// controlPlaneCPU is p's kube-apiserver and etcd CPU seconds per 1000
+// operations.
+func (p Phase) controlPlaneCPU() float64 {
+	return p.APIServerCPUSecondsPer1000 + p.EtcdCPUSecondsPer1000
 }
 
 // find is the phase with keys equal to names and managers managers.
@@ -185,19 +212,21 @@ func medianPhase(ps []Phase) Phase {
 		return Median(xs)
 	}
 	m := Phase{Name: ps[0].Name, Managers: ps[0].Managers, SharedKeys: ps[0].SharedKeys, Operations: ps[0].Operations,
-		Seconds:                  of(func(p Phase) float64 { return p.Seconds }),
-		OpsPerSecond:             of(func(p Phase) float64 { return p.OpsPerSecond }),
-		LatencyP50ms:             of(func(p Phase) float64 { return p.LatencyP50ms }),
-		LatencyP95ms:             of(func(p Phase) float64 { return p.LatencyP95ms }),
-		LatencyP99ms:             of(func(p Phase) float64 { return p.LatencyP99ms }),
-		ServerLatencyP50ms:       of(func(p Phase) float64 { return p.ServerLatencyP50ms }),
-		ServerLatencyP99ms:       of(func(p Phase) float64 { return p.ServerLatencyP99ms }),
-		Conflicts:                int64(of(func(p Phase) float64 { return float64(p.Conflicts) })),
-		WritesPerOperation:       of(func(p Phase) float64 { return p.WritesPerOperation }),
-		EventsPerOperation:       of(func(p Phase) float64 { return p.EventsPerOperation }),
-		ManagerCPUSecondsPer1000: of(func(p Phase) float64 { return p.ManagerCPUSecondsPer1000 }),
-		ManagerPeakRSSMB:         of(func(p Phase) float64 { return p.ManagerPeakRSSMB }),
-		Effects:                  int(of(func(p Phase) float64 { return float64(p.Effects) })),
+		Seconds:                    of(func(p Phase) float64 { return p.Seconds }),
+		OpsPerSecond:               of(func(p Phase) float64 { return p.OpsPerSecond }),
+		LatencyP50ms:               of(func(p Phase) float64 { return p.LatencyP50ms }),
+		LatencyP95ms:               of(func(p Phase) float64 { return p.LatencyP95ms }),
+		LatencyP99ms:               of(func(p Phase) float64 { return p.LatencyP99ms }),
+		ServerLatencyP50ms:         of(func(p Phase) float64 { return p.ServerLatencyP50ms }),
+		ServerLatencyP99ms:         of(func(p Phase) float64 { return p.ServerLatencyP99ms }),
+		Conflicts:                  int64(of(func(p Phase) float64 { return float64(p.Conflicts) })),
+		WritesPerOperation:         of(func(p Phase) float64 { return p.WritesPerOperation }),
+		EventsPerOperation:         of(func(p Phase) float64 { return p.EventsPerOperation }),
+		ManagerCPUSecondsPer1000:   of(func(p Phase) float64 { return p.ManagerCPUSecondsPer1000 }),
+		ManagerPeakRSSMB:           of(func(p Phase) float64 { return p.ManagerPeakRSSMB }),
+		APIServerCPUSecondsPer1000: of(func(p Phase) float64 { return p.APIServerCPUSecondsPer1000 }),
+		EtcdCPUSecondsPer1000:      of(func(p Phase) float64 { return p.EtcdCPUSecondsPer1000 }),
+		Effects:                    int(of(func(p Phase) float64 { return float64(p.Effects) })),
 	}
 	mid := ps[0]
 	for _, p := range ps {
@@ -230,8 +259,8 @@ func (r Report) Table() string {
 		names = append(names, fmt.Sprintf("once-%dm", m))
 	}
 	names = append(names, "once-1m-shared")
-	fmt.Fprintf(&b, "%-14s %9s %7s %8s %8s %8s %10s %8s %9s %8s %8s %5s\n", "phase", "ops/s", "ratio",
-		"p50 ms", "p95 ms", "p99 ms", "writes/op", "events", "409s", "cpu/1k", "rss MB", "dups")
+	fmt.Fprintf(&b, "%-14s %9s %7s %8s %8s %8s %10s %8s %9s %8s %8s %8s %8s %5s\n", "phase", "ops/s", "ratio",
+		"p50 ms", "p95 ms", "p99 ms", "writes/op", "events", "409s", "api/1k", "etcd/1k", "mgr/1k", "rss MB", "dups")
 	ceiling := r.Medians["ceiling"].OpsPerSecond
 	for _, name := range names {
 		p, ok := r.Medians[name]
@@ -242,9 +271,10 @@ func (r Report) Table() string {
 		if ceiling > 0 {
 			ratio = p.OpsPerSecond / ceiling
 		}
-		fmt.Fprintf(&b, "%-14s %9.1f %7.3f %8.0f %8.0f %8.0f %10.2f %8.2f %9d %8.2f %8.1f %5d\n", name,
+		fmt.Fprintf(&b, "%-14s %9.1f %7.3f %8.0f %8.0f %8.0f %10.2f %8.2f %9d %8.2f %8.2f %8.2f %8.1f %5d\n", name,
 			p.OpsPerSecond, ratio, p.LatencyP50ms, p.LatencyP95ms, p.LatencyP99ms, p.WritesPerOperation,
-			p.EventsPerOperation, p.Conflicts, p.ManagerCPUSecondsPer1000, p.ManagerPeakRSSMB, p.DuplicateEffects)
+			p.EventsPerOperation, p.Conflicts, p.APIServerCPUSecondsPer1000, p.EtcdCPUSecondsPer1000,
+			p.ManagerCPUSecondsPer1000, p.ManagerPeakRSSMB, p.DuplicateEffects)
 	}
 	fmt.Fprintf(&b, "\nOnce/ceiling (1 manager, median of the runs' ratios): %.3f", r.Ratio)
 	if r.ToolLatencyMs > 0 {
@@ -254,6 +284,10 @@ func (r Report) Table() string {
 	if r.RatioToStatusCeiling > 0 {
 		fmt.Fprintf(&b, "Once/ceiling-status (the same, against a ceiling that writes Once's statuses): %.3f\n",
 			r.RatioToStatusCeiling)
+	}
+	if r.CostRatio > 0 {
+		fmt.Fprintf(&b, "control plane CPU per operation (kube-apiserver and etcd), Once over ceiling: %.2f\n",
+			r.CostRatio)
 	}
 	if r.TwoManagerSpeedup > 0 {
 		fmt.Fprintf(&b, "two-manager speedup: %.2f\n", r.TwoManagerSpeedup)

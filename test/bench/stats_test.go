@@ -166,18 +166,44 @@ func TestSetWrites(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	run := func(ceiling, one, two float64) RunResult {
-		return RunResult{Ceiling: Phase{Name: "ceiling", OpsPerSecond: ceiling},
-			Once: []Phase{{Name: "once-1m", Managers: 1, OpsPerSecond: one},
+	// cpu is a phase's kube-apiserver and etcd seconds per 1000 operations.
+	run := func(ceiling, one, two, ceilingCPU, oneCPU float64) RunResult {
+		return RunResult{Ceiling: Phase{Name: "ceiling", OpsPerSecond: ceiling,
+			APIServerCPUSecondsPer1000: ceilingCPU * 3 / 4, EtcdCPUSecondsPer1000: ceilingCPU / 4},
+			Once: []Phase{{Name: "once-1m", Managers: 1, OpsPerSecond: one,
+				APIServerCPUSecondsPer1000: oneCPU * 3 / 4, EtcdCPUSecondsPer1000: oneCPU / 4},
 				{Name: "once-2m", Managers: 2, OpsPerSecond: two}}}
 	}
 	rep := Summarize(Config{Operations: 10, Workers: 2, Managers: []int{1, 2}},
-		[]RunResult{run(100, 50, 75), run(200, 50, 50), run(100, 40, 80)})
+		[]RunResult{run(100, 50, 75, 8, 16), run(200, 50, 50, 4, 12), run(100, 40, 80, 10, 10)})
 	got := map[string]float64{"ceiling": rep.CeilingOpsPerS, "once": rep.OnceOpsPerS, "ratio": rep.Ratio,
-		"speedup": rep.TwoManagerSpeedup}
-	// Ratios 0.5, 0.25, 0.4; speedups 1.5, 1, 2.
-	want := map[string]float64{"ceiling": 100, "once": 50, "ratio": 0.4, "speedup": 1.5}
+		"speedup": rep.TwoManagerSpeedup, "cost": rep.CostRatio, "ceiling api": rep.CeilingAPIServerCPUSPer1000,
+		"once api": rep.APIServerCPUSPer1000, "once etcd": rep.EtcdCPUSPer1000}
+	// Ratios 0.5, 0.25, 0.4; speedups 1.5, 1, 2; costs 2, 3, 1, of which
+	// the median is not the ratio of the medians (12 / 8).
+	want := map[string]float64{"ceiling": 100, "once": 50, "ratio": 0.4, "speedup": 1.5, "cost": 2,
+		"ceiling api": 6, "once api": 9, "once etcd": 3}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Summarize: -want, +got:\n%s", diff)
+	}
+}
+
+func TestHasFlag(t *testing.T) {
+	args := []string{"etcd", "--data-dir=/tmp/cp/etcd", "--cert-dir", "/tmp/cp/certs", "--name"}
+	for _, c := range []struct {
+		flag, value string
+		want        bool
+	}{
+		{"--data-dir", "/tmp/cp/etcd", true},
+		{"--cert-dir", "/tmp/cp/certs", true},
+		{"--data-dir", "/tmp/cp", false},            // another folder's prefix
+		{"--data-dir", "/tmp/cp/etcd/other", false}, // and its child
+		{"--name", "", false},                       // the last argument has no value after it
+		{"--cert-dir", "--name", false},
+		{"--listen", "/tmp/cp/etcd", false},
+	} {
+		if got := hasFlag(args, c.flag, c.value); got != c.want {
+			t.Errorf("hasFlag(%q, %q) = %v, want %v", c.flag, c.value, got, c.want)
+		}
 	}
 }

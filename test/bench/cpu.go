@@ -1,0 +1,129 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package bench
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/prometheus/procfs"
+)
+
+// controlPlaneProcs are a control plane's kube-apiserver and etcd, whose
+// CPU time a phase reads before and after its work. CPU seconds per
+// operation say where a phase's cost goes: to kube-apiserver or to etcd,
+// and how much more of it an operation of Once takes than one of the
+// ceiling. Throughput is the cores the API server gets over its CPU per
+// operation, so the two figures also tell apart an API server that works
+// more per operation from one that gets fewer cores (a manager on the
+// same machine takes some).
+type controlPlaneProcs struct {
+	apiserver, etcd procfs.Proc
+}
+
+// findControlPlane finds the processes of the control plane whose state
+// folder is dir, recognised as hack/controlplane.sh recognises them: by
+// their executable and the folder in their flags (kube-apiserver
+// --cert-dir=DIR/certs, etcd --data-dir=DIR/etcd).
+func findControlPlane(dir string) (controlPlaneProcs, error) {
+	var cp controlPlaneProcs
+	dir, err := filepath.Abs(dir)
+	if err == nil {
+		dir, err = filepath.EvalSymlinks(dir)
+	}
+	if err != nil {
+		return cp, err
+	}
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return cp, fmt.Errorf("listing processes: %w", err)
+	}
+	var apiservers, etcds []procfs.Proc
+	for _, p := range procs {
+		comm, err := p.Comm()
+		if err != nil {
+			continue // gone meanwhile
+		}
+		args, err := p.CmdLine()
+		if err != nil {
+			continue
+		}
+		switch {
+		case comm == "kube-apiserver" && hasFlag(args, "--cert-dir", filepath.Join(dir, "certs")):
+			apiservers = append(apiservers, p)
+		case comm == "etcd" && hasFlag(args, "--data-dir", filepath.Join(dir, "etcd")):
+			etcds = append(etcds, p)
+		}
+	}
+	if len(apiservers) != 1 || len(etcds) != 1 {
+		return cp, fmt.Errorf("the control plane in %s: found %d kube-apiserver and %d etcd processes, want one of each",
+			dir, len(apiservers), len(etcds))
+	}
+	return controlPlaneProcs{apiserver: apiservers[0], etcd: etcds[0]}, nil
+}
+
+// hasFlag says whether args set flag to value, as --flag=value or as
+// --flag value.
+func hasFlag(args []string, flag, value string) bool {
+	for i, a := range args {
+		if a == flag+"="+value || a == flag && i+1 < len(args) && args[i+1] == value {
+			return true
+		}
+	}
+	return false
+}
+
+// cpu reads the CPU seconds (user and system) kube-apiserver and etcd have
+// used since they started.
+func (c controlPlaneProcs) cpu() (apiserver, etcd float64, err error) {
+	a, err := c.apiserver.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading kube-apiserver's CPU time: %w", err)
+	}
+	e, err := c.etcd.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading etcd's CPU time: %w", err)
+	}
+	return a.CPUTime(), e.CPUTime(), nil
+}
+
+// cpuMeter measures the control plane's CPU seconds over a stretch of a
+// phase.
+type cpuMeter struct {
+	procs           controlPlaneProcs
+	apiserver, etcd float64
+}
+
+// meter starts a cpuMeter.
+func (c controlPlaneProcs) meter() (*cpuMeter, error) {
+	a, e, err := c.cpu()
+	return &cpuMeter{procs: c, apiserver: a, etcd: e}, err
+}
+
+// since is the CPU seconds kube-apiserver and etcd have used since the
+// meter started.
+func (m *cpuMeter) since() (apiserver, etcd float64, err error) {
+	a, e, err := m.procs.cpu()
+	return a - m.apiserver, e - m.etcd, err
+}
+
+// setControlPlaneCPU sets p's control plane figures from the CPU seconds
+// its operations cost kube-apiserver and etcd.
+func (p *Phase) setControlPlaneCPU(apiserver, etcd float64) {
+	p.APIServerCPUSecondsPer1000 = apiserver / float64(p.Operations) * 1000
+	p.EtcdCPUSecondsPer1000 = etcd / float64(p.Operations) * 1000
+}
