@@ -337,7 +337,7 @@ func (b *bench) ceiling(ctx context.Context, e *env, onceStatus bool) (Phase, er
 	if err != nil {
 		return Phase{}, err
 	}
-	meter, err := e.procs.meter()
+	cpuBefore, err := e.usage(ctx, nil)
 	if err != nil {
 		return Phase{}, err
 	}
@@ -372,7 +372,7 @@ func (b *bench) ceiling(ctx context.Context, e *env, onceStatus bool) (Phase, er
 	if err != nil {
 		return Phase{}, err
 	}
-	apiCPU, etcdCPU, err := meter.since()
+	cpuAfter, err := e.usage(ctx, nil)
 	if err != nil {
 		return Phase{}, err
 	}
@@ -388,7 +388,7 @@ func (b *bench) ceiling(ctx context.Context, e *env, onceStatus bool) (Phase, er
 		OpsPerSecond: float64(n) / elapsed.Seconds()}
 	p.setLatency(lat)
 	p.setWrites(after.Sub(before))
-	p.setControlPlaneCPU(apiCPU, etcdCPU)
+	p.setCPU(cpuAfter.since(cpuBefore))
 	return p, nil
 }
 
@@ -424,15 +424,11 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 	if err := chaos.WaitToolsReady(ctx, e.c, ns, tool.Name); err != nil {
 		return Phase{}, err
 	}
-	cpuBefore, err := managersCPU(ctx, metricsAddrs)
+	cpuBefore, err := e.usage(ctx, metricsAddrs)
 	if err != nil {
 		return Phase{}, err
 	}
 	before, err := chaos.APIWrites(ctx, e.metrics, budgetResources)
-	if err != nil {
-		return Phase{}, err
-	}
-	meter, err := e.procs.meter()
 	if err != nil {
 		return Phase{}, err
 	}
@@ -471,11 +467,7 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 		return Phase{}, ctx.Err()
 	}
 	last := w.last()
-	cpuAfter, err := managersCPU(ctx, metricsAddrs)
-	if err != nil {
-		return Phase{}, err
-	}
-	apiCPU, etcdCPU, err := meter.since()
+	cpuAfter, err := e.usage(ctx, metricsAddrs)
 	if err != nil {
 		return Phase{}, err
 	}
@@ -515,9 +507,8 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 	elapsed := last.Sub(began)
 	p := Phase{Name: name, Managers: managers, SharedKeys: shared, Operations: n,
 		Seconds: elapsed.Seconds(), OpsPerSecond: float64(n) / elapsed.Seconds(),
-		ManagerCPUSecondsPer1000: (cpuAfter - cpuBefore) / float64(n) * 1000,
-		ManagerPeakRSSMB:         peak / (1 << 20),
-		Effects:                  summary.Effects, DuplicateEffects: summary.Duplicates}
+		ManagerPeakRSSMB: peak / (1 << 20),
+		Effects:          summary.Effects, DuplicateEffects: summary.Duplicates}
 	seen := w.times()
 	lat := make([]float64, 0, n)
 	for i, t0 := range created {
@@ -530,7 +521,7 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 		return Phase{}, err
 	}
 	p.setWrites(after.Sub(before))
-	p.setControlPlaneCPU(apiCPU, etcdCPU)
+	p.setCPU(cpuAfter.since(cpuBefore))
 	return p, nil
 }
 

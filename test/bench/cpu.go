@@ -17,6 +17,7 @@ limitations under the License.
 package bench
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
@@ -101,29 +102,34 @@ func (c controlPlaneProcs) cpu() (apiserver, etcd float64, err error) {
 	return a.CPUTime(), e.CPUTime(), nil
 }
 
-// cpuMeter measures the control plane's CPU seconds over a stretch of a
-// phase.
-type cpuMeter struct {
-	procs           controlPlaneProcs
-	apiserver, etcd float64
+// usage is the CPU seconds a phase's processes have used: its managers'
+// (from their metrics) and its control plane's.
+type usage struct {
+	managers, apiserver, etcd float64
 }
 
-// meter starts a cpuMeter.
-func (c controlPlaneProcs) meter() (*cpuMeter, error) {
-	a, e, err := c.cpu()
-	return &cpuMeter{procs: c, apiserver: a, etcd: e}, err
+// usage reads the CPU seconds of the control plane and of the managers
+// whose metrics are at addrs (none for the ceiling).
+func (e *env) usage(ctx context.Context, addrs []string) (usage, error) {
+	var u usage
+	var err error
+	if u.managers, err = managersCPU(ctx, addrs); err != nil {
+		return u, err
+	}
+	u.apiserver, u.etcd, err = e.procs.cpu()
+	return u, err
 }
 
-// since is the CPU seconds kube-apiserver and etcd have used since the
-// meter started.
-func (m *cpuMeter) since() (apiserver, etcd float64, err error) {
-	a, e, err := m.procs.cpu()
-	return a - m.apiserver, e - m.etcd, err
+// since is the CPU seconds used between before and u.
+func (u usage) since(before usage) usage {
+	return usage{managers: u.managers - before.managers, apiserver: u.apiserver - before.apiserver,
+		etcd: u.etcd - before.etcd}
 }
 
-// setControlPlaneCPU sets p's control plane figures from the CPU seconds
-// its operations cost kube-apiserver and etcd.
-func (p *Phase) setControlPlaneCPU(apiserver, etcd float64) {
-	p.APIServerCPUSecondsPer1000 = apiserver / float64(p.Operations) * 1000
-	p.EtcdCPUSecondsPer1000 = etcd / float64(p.Operations) * 1000
+// setCPU sets p's CPU figures from the CPU seconds its operations cost.
+func (p *Phase) setCPU(u usage) {
+	per1000 := func(s float64) float64 { return s / float64(p.Operations) * 1000 }
+	p.ManagerCPUSecondsPer1000 = per1000(u.managers)
+	p.APIServerCPUSecondsPer1000 = per1000(u.apiserver)
+	p.EtcdCPUSecondsPer1000 = per1000(u.etcd)
 }
