@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,6 +116,11 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			return 2
 		}
+		c.Dir = dir
+	}
+	// Absolute: the control plane's script resolves a relative folder
+	// against the repository's root, the bench against where it runs.
+	if dir, err := filepath.Abs(c.Dir); err == nil {
 		c.Dir = dir
 	}
 	if !*quiet {

@@ -231,6 +231,9 @@ func (b *bench) phase(ctx context.Context, dir string, managers, run int, shared
 	if err != nil {
 		return Phase{}, err
 	}
+	if e.procs, err = findControlPlane(cpDir); err != nil {
+		return Phase{}, err
+	}
 	if managers == 0 {
 		return b.ceiling(ctx, e, shared)
 	}
@@ -260,11 +263,7 @@ func newEnv(cp *harness.ControlPlane, dir string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	procs, err := findControlPlane(cp.Dir)
-	if err != nil {
-		return nil, err
-	}
-	return &env{cp: cp, c: c, metrics: cs.Discovery().RESTClient(), dir: dir, procs: procs}, nil
+	return &env{cp: cp, c: c, metrics: cs.Discovery().RESTClient(), dir: dir}, nil
 }
 
 func (e *env) namespace(ctx context.Context, prefix string) (string, error) {
@@ -424,10 +423,6 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 	if err := chaos.WaitToolsReady(ctx, e.c, ns, tool.Name); err != nil {
 		return Phase{}, err
 	}
-	cpuBefore, err := e.usage(ctx, metricsAddrs)
-	if err != nil {
-		return Phase{}, err
-	}
 	before, err := chaos.APIWrites(ctx, e.metrics, budgetResources)
 	if err != nil {
 		return Phase{}, err
@@ -439,6 +434,10 @@ func (b *bench) once(ctx context.Context, e *env, managers, run int, shared bool
 		return Phase{}, err
 	}
 	defer w.stop()
+	cpuBefore, err := e.usage(ctx, metricsAddrs)
+	if err != nil {
+		return Phase{}, err
+	}
 	created := make([]time.Time, n)
 	if prof.manager != "" {
 		prof.cpu(ctx, b.cfg.Profile)

@@ -28,24 +28,25 @@ import (
 // CPU time a phase reads before and after its work. CPU seconds per
 // operation say where a phase's cost goes: to kube-apiserver or to etcd,
 // and how much more of it an operation of Once takes than one of the
-// ceiling. Throughput is the cores the API server gets over its CPU per
-// operation, so the two figures also tell apart an API server that works
-// more per operation from one that gets fewer cores (a manager on the
-// same machine takes some).
+// ceiling. A phase's throughput is by definition kube-apiserver's cores
+// over its CPU per operation, so the two figures tell apart an API server
+// that works more per operation from one that gets fewer cores (a
+// manager on the same machine takes some).
 type controlPlaneProcs struct {
 	apiserver, etcd procfs.Proc
 }
 
+// Roles of a control plane's processes.
+const (
+	roleAPIServer = "kube-apiserver"
+	roleEtcd      = "etcd"
+)
+
 // findControlPlane finds the processes of the control plane whose state
-// folder is dir, recognised as hack/controlplane.sh recognises them: by
-// their executable and the folder in their flags (kube-apiserver
-// --cert-dir=DIR/certs, etcd --data-dir=DIR/etcd).
+// folder is dir (absolute, as hack/controlplane.sh resolves it).
 func findControlPlane(dir string) (controlPlaneProcs, error) {
 	var cp controlPlaneProcs
-	dir, err := filepath.Abs(dir)
-	if err == nil {
-		dir, err = filepath.EvalSymlinks(dir)
-	}
+	dir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return cp, err
 	}
@@ -63,10 +64,10 @@ func findControlPlane(dir string) (controlPlaneProcs, error) {
 		if err != nil {
 			continue
 		}
-		switch {
-		case comm == "kube-apiserver" && hasFlag(args, "--cert-dir", filepath.Join(dir, "certs")):
+		switch controlPlaneRole(comm, args, dir) {
+		case roleAPIServer:
 			apiservers = append(apiservers, p)
-		case comm == "etcd" && hasFlag(args, "--data-dir", filepath.Join(dir, "etcd")):
+		case roleEtcd:
 			etcds = append(etcds, p)
 		}
 	}
@@ -75,6 +76,21 @@ func findControlPlane(dir string) (controlPlaneProcs, error) {
 			dir, len(apiservers), len(etcds))
 	}
 	return controlPlaneProcs{apiserver: apiservers[0], etcd: etcds[0]}, nil
+}
+
+// controlPlaneRole is the role of the process with executable comm and
+// arguments args in the control plane whose state folder is dir, or ""
+// if it is not one of its processes. It recognises them as
+// hack/controlplane.sh does: kube-apiserver --cert-dir=DIR/certs, etcd
+// --data-dir=DIR/etcd.
+func controlPlaneRole(comm string, args []string, dir string) string {
+	switch {
+	case comm == roleAPIServer && hasFlag(args, "--cert-dir", filepath.Join(dir, "certs")):
+		return roleAPIServer
+	case comm == roleEtcd && hasFlag(args, "--data-dir", filepath.Join(dir, "etcd")):
+		return roleEtcd
+	}
+	return ""
 }
 
 // hasFlag says whether args set flag to value, as --flag=value or as

@@ -166,7 +166,8 @@ func TestSetWrites(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	// cpu is a phase's kube-apiserver and etcd seconds per 1000 operations.
+	// ceilingCPU and oneCPU are the phases' kube-apiserver and etcd CPU
+	// seconds per 1000 operations, three quarters of it kube-apiserver's.
 	run := func(ceiling, one, two, ceilingCPU, oneCPU float64) RunResult {
 		return RunResult{Ceiling: Phase{Name: "ceiling", OpsPerSecond: ceiling,
 			APIServerCPUSecondsPer1000: ceilingCPU * 3 / 4, EtcdCPUSecondsPer1000: ceilingCPU / 4},
@@ -174,36 +175,70 @@ func TestSummarize(t *testing.T) {
 				APIServerCPUSecondsPer1000: oneCPU * 3 / 4, EtcdCPUSecondsPer1000: oneCPU / 4},
 				{Name: "once-2m", Managers: 2, OpsPerSecond: two}}}
 	}
-	rep := Summarize(Config{Operations: 10, Workers: 2, Managers: []int{1, 2}},
-		[]RunResult{run(100, 50, 75, 8, 16), run(200, 50, 50, 4, 12), run(100, 40, 80, 10, 10)})
-	got := map[string]float64{"ceiling": rep.CeilingOpsPerS, "once": rep.OnceOpsPerS, "ratio": rep.Ratio,
-		"speedup": rep.TwoManagerSpeedup, "cost": rep.CostRatio, "ceiling api": rep.CeilingAPIServerCPUSPer1000,
-		"once api": rep.APIServerCPUSPer1000, "once etcd": rep.EtcdCPUSPer1000}
-	// Ratios 0.5, 0.25, 0.4; speedups 1.5, 1, 2; costs 2, 3, 1, of which
-	// the median is not the ratio of the medians (12 / 8).
-	want := map[string]float64{"ceiling": 100, "once": 50, "ratio": 0.4, "speedup": 1.5, "cost": 2,
-		"ceiling api": 6, "once api": 9, "once etcd": 3}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Summarize: -want, +got:\n%s", diff)
+	cases := map[string]struct {
+		reason string
+		runs   []RunResult
+		want   map[string]float64
+	}{
+		"Medians": {
+			reason: "ratios 0.5, 0.25, 0.4; speedups 1.5, 1, 2; costs 2, 3, 1, whose median is not the ratio of the medians (12 / 8)",
+			runs:   []RunResult{run(100, 50, 75, 8, 16), run(200, 50, 50, 4, 12), run(100, 40, 80, 10, 10)},
+			want: map[string]float64{"ceiling": 100, "once": 50, "ratio": 0.4, "speedup": 1.5,
+				"api cost": 2, "cost": 2, "ceiling api": 6, "ceiling etcd": 2, "once api": 9, "once etcd": 3},
+		},
+		"NoCeilingCPU": {
+			reason: "a run whose ceiling has no CPU figure gives no cost ratio rather than an infinite one",
+			runs:   []RunResult{run(100, 50, 75, 8, 16), run(100, 50, 75, 0, 16)},
+			want: map[string]float64{"ceiling": 100, "once": 50, "ratio": 0.5, "speedup": 1.5,
+				"api cost": 2, "cost": 2, "ceiling api": 3, "ceiling etcd": 1, "once api": 12, "once etcd": 4},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rep := Summarize(Config{Operations: 10, Workers: 2, Managers: []int{1, 2}}, tc.runs)
+			got := map[string]float64{"ceiling": rep.CeilingOpsPerS, "once": rep.OnceOpsPerS, "ratio": rep.Ratio,
+				"speedup": rep.TwoManagerSpeedup, "api cost": rep.APIServerCostRatio, "cost": rep.CostRatio,
+				"ceiling api": rep.CeilingAPIServerCPUSPer1000, "ceiling etcd": rep.CeilingEtcdCPUSPer1000,
+				"once api": rep.APIServerCPUSPer1000, "once etcd": rep.EtcdCPUSPer1000}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nSummarize: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }
 
-func TestHasFlag(t *testing.T) {
-	args := []string{"etcd", "--data-dir=/tmp/cp/etcd", "--cert-dir", "/tmp/cp/certs", "--name"}
-	for _, c := range []struct {
-		flag, value string
-		want        bool
+func TestControlPlaneRole(t *testing.T) {
+	const dir = "/tmp/bench/run-1/ceiling/controlplane"
+	cases := map[string]struct {
+		reason string
+		comm   string
+		args   []string
+		want   string
 	}{
-		{"--data-dir", "/tmp/cp/etcd", true},
-		{"--cert-dir", "/tmp/cp/certs", true},
-		{"--data-dir", "/tmp/cp", false},            // another folder's prefix
-		{"--data-dir", "/tmp/cp/etcd/other", false}, // and its child
-		{"--name", "", false},                       // the last argument has no value after it
-		{"--cert-dir", "--name", false},
-		{"--listen", "/tmp/cp/etcd", false},
-	} {
-		if got := hasFlag(args, c.flag, c.value); got != c.want {
-			t.Errorf("hasFlag(%q, %q) = %v, want %v", c.flag, c.value, got, c.want)
-		}
+		"APIServer": {reason: "kube-apiserver with the folder's certs",
+			comm: "kube-apiserver", args: []string{"kube-apiserver", "--cert-dir=" + dir + "/certs", "--secure-port=6443"},
+			want: roleAPIServer},
+		"Etcd": {reason: "etcd with the folder's data",
+			comm: "etcd", args: []string{"etcd", "--data-dir=" + dir + "/etcd", "--listen-client-urls=http://127.0.0.1:2379"},
+			want: roleEtcd},
+		"SeparateValue": {reason: "a flag's value may be the next argument",
+			comm: "etcd", args: []string{"etcd", "--data-dir", dir + "/etcd"}, want: roleEtcd},
+		"OtherFolder": {reason: "another control plane's etcd, in a folder that starts like this one",
+			comm: "etcd", args: []string{"etcd", "--data-dir=" + dir + "2/etcd"}},
+		"Child": {reason: "a folder inside this one's is not this one's",
+			comm: "etcd", args: []string{"etcd", "--data-dir=" + dir + "/etcd/member"}},
+		"OtherExecutable": {reason: "a shell that mentions the folder is not the control plane",
+			comm: "bash", args: []string{"bash", "-c", "etcd --data-dir=" + dir + "/etcd"}},
+		"WrongFlag": {reason: "kube-apiserver recognised by its certs, not by any flag naming the folder",
+			comm: "kube-apiserver", args: []string{"kube-apiserver", "--data-dir=" + dir + "/etcd"}},
+		"LastArgument": {reason: "a flag without a value after it",
+			comm: "etcd", args: []string{"etcd", "--data-dir"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := controlPlaneRole(tc.comm, tc.args, dir); got != tc.want {
+				t.Errorf("%s\ncontrolPlaneRole(%q, %q) = %q, want %q", tc.reason, tc.comm, tc.args, got, tc.want)
+			}
+		})
 	}
 }
