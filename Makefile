@@ -59,6 +59,14 @@ test: manifests generate fmt vet controlplane-binaries ## Run all tests: unit, e
 test-e2e: build controlplane-binaries ## Run the end-to-end tests: manager and sandbox binaries, local control plane, kubectl.
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags e2e ./test/e2e/ -v -timeout 30m -ginkgo.v
 
+# SEEDS and STEPS size a hunt of the deterministic simulator (test/sim).
+SEEDS ?= 1000
+STEPS ?= 2000
+
+.PHONY: sim
+sim: ## Hunt for schedules that break the invariants: the real reconcilers in the simulator over SEEDS random seeds of STEPS steps.
+	go run ./test/sim/cmd/sim -seeds $(SEEDS) -steps $(STEPS) $(SIM_FLAGS)
+
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
 	"$(GOLANGCI_LINT)" run --build-tags failpoints,e2e

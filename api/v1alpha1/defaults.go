@@ -28,6 +28,9 @@ const (
 	// DefaultRetention keeps a record after its operation ends
 	// (SideEffectOperationSpec.retention).
 	DefaultRetention = 24 * time.Hour
+	// DefaultDedupeWindow is how long a Native tool is taken to remember
+	// a key (ToolIdempotency.dedupeWindow), as payment APIs do.
+	DefaultDedupeWindow = 24 * time.Hour
 	// DefaultMaxAttempts bounds attempts (RetryPolicy.maxAttempts).
 	DefaultMaxAttempts = 5
 	// DefaultInitialBackoff is the first backoff ceiling

@@ -507,6 +507,15 @@ type SideEffectOperationStatus struct {
 	// the request again), a person decides.
 	// +optional
 	IdempotencyMode IdempotencyMode `json:"idempotencyMode,omitempty"`
+	// promise is a digest of what the current attempt's reconciliation
+	// rests on, as the tool described it when the attempt was made: where
+	// the request goes and how it carries the key, how a lookup asks and
+	// reads its answer, the declared delays and windows. If the tool's
+	// description changes while the outcome is unknown, a re-send or a
+	// lookup would ask something else: a person decides, as for a change
+	// of mode.
+	// +optional
+	Promise string `json:"promise,omitempty"`
 	// reviewGeneration is the object's generation when it last entered
 	// NeedsReview. Only a spec.resolution written after that is applied.
 	// +optional

@@ -259,6 +259,16 @@ type ToolIdempotency struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="replayWindow must not be negative"
 	ReplayWindow *metav1.Duration `json:"replayWindow,omitempty"`
 
+	// dedupeWindow is, in Native mode, how long the tool remembers a key
+	// after its first request: a re-send within it is answered with the
+	// first request's outcome; after it, the tool takes the request as a
+	// new one (Stripe keeps keys 24 hours). Once re-sends an attempt whose
+	// outcome is unknown only while the re-send arrives within this window
+	// of the key's first request; after it, a person decides. Default 24h.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="dedupeWindow must be positive"
+	DedupeWindow *metav1.Duration `json:"dedupeWindow,omitempty"`
+
 	// lookupDelay is, in Lookup mode, the longest time from the moment a
 	// request is sent until its effect shows in lookups: the time the tool
 	// may take to process a request, plus how far its lookup index may lag

@@ -1247,6 +1247,11 @@ func (in *ToolIdempotency) DeepCopyInto(out *ToolIdempotency) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.DedupeWindow != nil {
+		in, out := &in.DedupeWindow, &out.DedupeWindow
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.LookupDelay != nil {
 		in, out := &in.LookupDelay, &out.LookupDelay
 		*out = new(v1.Duration)

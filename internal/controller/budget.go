@@ -39,9 +39,9 @@ func NewRetryBudgets() *RetryBudgets {
 	return &RetryBudgets{limiters: map[string]*rate.Limiter{}}
 }
 
-// Take takes one retry from the tool's budget. When the budget is spent it
-// returns false and how long until a retry is available.
-func (b *RetryBudgets) Take(tool string, budget *v1.RetryBudget) (time.Duration, bool) {
+// Take takes one retry from the tool's budget at now. When the budget is
+// spent it returns false and how long until a retry is available.
+func (b *RetryBudgets) Take(tool string, budget *v1.RetryBudget, now time.Time) (time.Duration, bool) {
 	perMinute := v1.DefaultRetriesPerMinute
 	if budget != nil && budget.RetriesPerMinute > 0 {
 		perMinute = int(budget.RetriesPerMinute)
@@ -61,9 +61,9 @@ func (b *RetryBudgets) Take(tool string, budget *v1.RetryBudget) (time.Duration,
 	}
 	b.mu.Unlock()
 
-	res := l.Reserve()
-	if d := res.Delay(); d > 0 {
-		res.Cancel()
+	res := l.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
 		return d, false
 	}
 	return 0, true

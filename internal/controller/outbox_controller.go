@@ -182,7 +182,7 @@ func (r *OutboxReconciler) deliver(ctx context.Context, obj client.Object,
 			a = r.Sender.Send(dctx, url, ev)
 			cancel()
 		}
-		after, failed := outbox.After(e, r.Budget, r.Clock.Now(), jitter, a)
+		after, failed := outbox.After(e, r.Budget, r.Clock.Now(), randomJitter, a)
 		next[i] = after
 		switch {
 		case after.State == v1.DeliveryDelivered:

@@ -53,7 +53,7 @@ type Config struct {
 	// nil.
 	Transport nethttp.RoundTripper
 	// Clock is the real clock if nil.
-	Clock clock.Clock
+	Clock clock.WithTickerAndDelayedExecution
 	// OutboxBudget bounds the deliveries of one outcome announcement;
 	// outbox.DefaultBudget if zero. OutboxTimeout bounds one delivery;
 	// DefaultOutboxTimeout if zero.

@@ -19,7 +19,6 @@ package controller
 import (
 	"context"
 	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -138,7 +137,7 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 		cancel()
 		return ctx, cancel
 	}
-	expiry := time.AfterFunc(left, cancel)
+	expiry := r.Clock.AfterFunc(left, cancel)
 	if p.timeout <= r.MaxClaim {
 		return ctx, func() {
 			expiry.Stop()
@@ -149,13 +148,13 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 	latest := p.op.DeepCopy()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(p.policy.ClaimDuration / 3)
+		tick := r.Clock.NewTicker(p.policy.ClaimDuration / 3)
 		defer tick.Stop()
 		for {
 			select {
 			case <-done:
 				return
-			case <-tick.C:
+			case <-tick.C():
 				op, held := r.renew(p, latest, a)
 				if !held {
 					cancel()

@@ -69,7 +69,11 @@ type SideEffectOperationReconciler struct {
 	Connector effects.Connector
 	Validator ToolValidator
 	Budgets   *RetryBudgets
-	Clock     clock.Clock
+	// Clock is the manager's clock; a claim's fence is armed on it.
+	Clock clock.WithTickerAndDelayedExecution
+	// Jitter draws a uniform duration in [0, d] for backoffs (full
+	// jitter); math/rand if nil. The simulator draws from its seed.
+	Jitter func(d time.Duration) time.Duration
 
 	// Holder identifies this manager process in claims; it must differ
 	// between processes, also across restarts.
@@ -122,6 +126,18 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		// scope's record, which outlives it.
 		return r.release(ctx, op)
 	}
+	if settledElsewhere(op) {
+		if _, held := r.pending.Load(op.UID); held {
+			// Another manager moved the operation on while this one could
+			// not write the answer it holds: record it before anything
+			// else, or it is lost (I12).
+			fresh, done, err := r.recordHeldAnswer(ctx, op)
+			if done || err != nil {
+				return ctrl.Result{}, err
+			}
+			op = fresh
+		}
+	}
 	if op.Status.State.IsTerminal() {
 		return ctrl.Result{}, r.keepFinalizer(ctx, op)
 	}
@@ -156,21 +172,26 @@ func (r *SideEffectOperationReconciler) keepFinalizer(ctx context.Context, op *v
 	return err
 }
 
-// SetupWithManager registers the controller, its indexes and its watches.
-func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	idx := mgr.GetFieldIndexer()
+// IndexFields registers the field indexes the reconciler lists by: the
+// manager's cache, or the simulator's.
+func (r *SideEffectOperationReconciler) IndexFields(ctx context.Context, idx client.FieldIndexer) error {
 	if err := idx.IndexField(ctx, &v1.SideEffectOperation{}, indexToolRef, func(o client.Object) []string {
 		op := o.(*v1.SideEffectOperation)
 		return []string{toolKey(op.Spec.ToolRef, op.Namespace)}
 	}); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, &v1.SideEffectOperation{}, indexDuplicateOf, func(o client.Object) []string {
+	return idx.IndexField(ctx, &v1.SideEffectOperation{}, indexDuplicateOf, func(o client.Object) []string {
 		if d := o.(*v1.SideEffectOperation).Status.DuplicateOf; d != "" {
 			return []string{d}
 		}
 		return nil
-	}); err != nil {
+	})
+}
+
+// SetupWithManager registers the controller, its indexes and its watches.
+func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := r.IndexFields(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -239,8 +260,16 @@ func toolKey(ref v1.ToolReference, namespace string) string {
 	return string(kind) + "/" + namespace + "/" + ref.Name
 }
 
-// jitter draws a uniform duration in [0, d]: full jitter.
-func jitter(d time.Duration) time.Duration {
+// jitter is the reconciler's Jitter, or randomJitter.
+func (r *SideEffectOperationReconciler) jitter() func(time.Duration) time.Duration {
+	if r.Jitter != nil {
+		return r.Jitter
+	}
+	return randomJitter
+}
+
+// randomJitter draws a uniform duration in [0, d]: full jitter.
+func randomJitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -65,7 +66,7 @@ func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.Side
 		log:      logf.FromContext(ctx),
 		op:       op,
 		st:       *op.Status.DeepCopy(),
-		env: protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: jitter,
+		env: protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: r.jitter(),
 			UID: op.UID, Subscribers: op.Spec.Subscribers},
 		// Until the tool is loaded, the policy knows what the operation
 		// alone says: enough to apply a person's resolution or to fail.
@@ -164,6 +165,40 @@ func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Re
 	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
 }
 
+// settledElsewhere reports whether an operation no longer waits for a call
+// of any manager: it is terminal, or a person must decide.
+func settledElsewhere(op *v1.SideEffectOperation) bool {
+	return op.Status.State.IsTerminal() || op.Status.State == v1.StateNeedsReview
+}
+
+// recordHeldAnswer records an answer this manager holds for an operation
+// its cache shows settled by someone else, as protocol.Stale decides: as
+// evidence, as the commit a person was about to be asked for, or as a
+// second effect, raised at once. done is false when the API server shows
+// the answer's claim still held (the cache lagged): the pass goes on with
+// fresh, whose drive records the answer as the attempt's outcome.
+func (r *SideEffectOperationReconciler) recordHeldAnswer(ctx context.Context, op *v1.SideEffectOperation) (
+	fresh *v1.SideEffectOperation, done bool, err error) {
+	fresh = &v1.SideEffectOperation{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+		return nil, true, client.IgnoreNotFound(err)
+	}
+	p := r.newPass(ctx, fresh)
+	a := r.takePending(p)
+	if a == nil {
+		return fresh, false, nil
+	}
+	if a.claimHeld(p.st, r.Holder) {
+		r.keepPending(p, a)
+		return fresh, false, nil
+	}
+	if err := r.keepEvidence(p, a); err != nil {
+		r.keepPending(p, a)
+		return nil, true, err
+	}
+	return nil, true, nil
+}
+
 // loadTool reads the operation's tool and derives the policy. ok is false
 // when the operation must wait for the tool to exist or be fixed.
 func (r *SideEffectOperationReconciler) loadTool(p *pass) (reconcile.Result, bool, error) {
@@ -258,7 +293,7 @@ func (r *SideEffectOperationReconciler) prepareCall(p *pass, d protocol.Decision
 		p.client = c
 	}
 	if d.Retry {
-		if wait, ok := r.Budgets.Take(toolKeyOf(p.tool), p.tool.GetSpec().RetryBudget); !ok {
+		if wait, ok := r.Budgets.Take(toolKeyOf(p.tool), p.tool.GetSpec().RetryBudget, p.env.Now); !ok {
 			budgetExhausted(p.tool)
 			p.log.V(1).Info("Retry budget spent; retry deferred", "tool", p.tool.GetName(), "wait", wait)
 			return reconcile.Result{RequeueAfter: wait}, false, nil

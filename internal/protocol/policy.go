@@ -75,8 +75,10 @@ func NewPolicy(tool *v1.ToolSpec, op *v1.SideEffectOperationSpec, l Limits) Poli
 		MaxClaimDuration: l.MaxClaimDuration(),
 		// Required in Lookup mode; a tool stored before it was falls back
 		// to the longest a request of it may take.
-		LookupDelay: durationOr(tool.Idempotency.LookupDelay, timeout),
-		Retention:   Retention(op),
+		LookupDelay:  durationOr(tool.Idempotency.LookupDelay, timeout),
+		Retention:    Retention(op),
+		DedupeWindow: durationOr(tool.Idempotency.DedupeWindow, v1.DefaultDedupeWindow),
+		Promise:      PromiseOf(tool, op.Operation),
 	}
 }
 
@@ -167,4 +169,31 @@ func exactDouble(s string) bool {
 	}
 	canonical, ok := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
 	return ok && written.Cmp(canonical) == 0
+}
+
+// PromiseOf is the digest of what an unknown attempt of one of a tool's
+// operations is reconciled by: the tool's address, where the key travels,
+// the operation's request and lookup, and the declared delays and windows.
+// The mode is pinned on its own (status.idempotencyMode); credentials,
+// static headers and the response mapping change nothing about what is
+// asked, and are left out so that rotating a Secret is not a change.
+func PromiseOf(tool *v1.ToolSpec, operation string) string {
+	promise := struct {
+		URL         string
+		Idempotency v1.ToolIdempotency
+		Operation   *v1.ToolOperation
+	}{URL: tool.HTTP.URL, Idempotency: tool.Idempotency}
+	promise.Idempotency.Mode, promise.Idempotency.ReconcileLimit, promise.Idempotency.ReplayWindow = "", 0, nil
+	for i := range tool.Operations {
+		if o := tool.Operations[i]; o.Name == operation {
+			o.Response = v1.ResponseMapping{}
+			o.Validate, o.ParametersSchema = nil, nil
+			promise.Operation = &o
+		}
+	}
+	b, err := json.Marshal(promise)
+	if err != nil {
+		return ""
+	}
+	return Digest(b)
 }

@@ -51,6 +51,12 @@ type Policy struct {
 	LookupDelay time.Duration
 	// Retention is how long the record is kept after the operation ends.
 	Retention time.Duration
+	// DedupeWindow is, in Native mode, how long the tool remembers a key
+	// after its first request: a re-send later than that is a new request.
+	DedupeWindow time.Duration
+	// Promise is the digest of what an attempt's reconciliation rests on
+	// (PromiseOf), pinned in the status when an attempt is claimed.
+	Promise string
 }
 
 // Env is the world the decision is taken in.
@@ -195,7 +201,7 @@ func Next(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env
 		if wait := until(st.NextAttemptTime, env.Now); wait > 0 {
 			return Decision{Action: ActionWait, RequeueAfter: wait}
 		}
-		if st.ErrorClass == v1.ErrorOutcomeUnknown && p.Mode != v1.IdempotencyNative {
+		if mode, _ := attemptMode(st, p, env); st.ErrorClass == v1.ErrorOutcomeUnknown && mode != v1.IdempotencyNative {
 			// The retry was safe as a same-key re-send to a tool that
 			// dedupes; the tool no longer says it does. Reconcile the
 			// earlier attempt the way its mode allows instead.
@@ -235,14 +241,26 @@ func NeedsTool(st v1.SideEffectOperationStatus, res *v1.Resolution, env Env) boo
 // reconciled: the way the mode it was made under allows, if the tool still
 // promises the same. A tool whose promise changed while the outcome was
 // unknown (None to Native: the first request was never deduped; Native to
-// None: a re-send would no longer be) can only be settled by a person.
-func attemptMode(st v1.SideEffectOperationStatus, p Policy) v1.IdempotencyMode {
-	switch st.IdempotencyMode {
-	case "", p.Mode:
-		return p.Mode
-	default:
-		return v1.IdempotencyNone
+// None: a re-send would no longer be; another endpoint, key header, body or
+// lookup: a re-send or a lookup would ask something else) can only be
+// settled by a person, and so can a Native attempt whose re-send would
+// reach the tool after it forgot the key (docs/design.md, "What a re-send
+// and a lookup rest on"). why says which, when the mode is None for it.
+func attemptMode(st v1.SideEffectOperationStatus, p Policy, env Env) (mode v1.IdempotencyMode, why string) {
+	switch {
+	case st.IdempotencyMode != "" && st.IdempotencyMode != p.Mode:
+		return v1.IdempotencyNone, fmt.Sprintf("the tool's mode changed from %s to %s since it was made", st.IdempotencyMode, p.Mode)
+	case st.Promise != "" && st.Promise != p.Promise:
+		return v1.IdempotencyNone, "the tool's description changed since it was made, so a re-send or a lookup would ask something else"
+	case p.Mode == v1.IdempotencyNative && st.StartedTime != nil &&
+		!env.Now.Add(p.ClaimDuration).Before(st.StartedTime.Add(p.DedupeWindow)):
+		// A re-send leaves before its claim ends, and the tool's window
+		// runs from the key's first request, no earlier than the first
+		// claim.
+		return v1.IdempotencyNone, fmt.Sprintf("a re-send would reach the tool after its dedupe window of %s from the key's first request",
+			p.DedupeWindow)
 	}
+	return p.Mode, ""
 }
 
 // execute claims the next attempt, under the tool's current mode.
@@ -251,6 +269,7 @@ func execute(st v1.SideEffectOperationStatus, p Policy, env Env, retry bool) Dec
 	st.ReconcileAttempts = 0
 	st.NextAttemptTime = nil
 	st.IdempotencyMode = p.Mode
+	st.Promise = p.Promise
 	st.Claim = newClaim(env, p, st.Attempts)
 	if st.StartedTime == nil {
 		st.StartedTime = timePtr(env.Now)
@@ -292,7 +311,7 @@ func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 func unknown(st v1.SideEffectOperationStatus, p Policy, env Env, lastSend time.Time, format string, args ...any) Decision {
 	st.Claim = nil
 	st.NextAttemptTime = nil
-	if attemptMode(st, p) == v1.IdempotencyLookup {
+	if mode, _ := attemptMode(st, p, env); mode == v1.IdempotencyLookup {
 		if at := lastSend.Add(p.LookupDelay); at.After(env.Now) {
 			// Status times keep whole seconds: round up, never down, or
 			// the lookup could come before the delay has passed.
@@ -344,10 +363,13 @@ func observeExpiredClaim(st *v1.SideEffectOperationStatus, env Env, c *v1.Claim,
 // reconcile asks the tool about the unknown attempt, as the attempt's mode
 // allows, or hands the operation to a person.
 func reconcile(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
-	mode := attemptMode(st, p)
+	mode, why := attemptMode(st, p, env)
 	if mode == v1.IdempotencyNone {
+		if why == "" {
+			why = "the tool can neither dedupe nor be asked"
+		}
 		return needsReview(st, env, fmt.Sprintf(
-			"Attempt %d has an unknown outcome and the tool can neither dedupe nor be asked; a person must decide", st.Attempts))
+			"Attempt %d has an unknown outcome and %s; a person must decide", st.Attempts, why))
 	}
 	if st.ReconcileAttempts >= p.ReconcileLimit {
 		return needsReview(st, env, fmt.Sprintf(

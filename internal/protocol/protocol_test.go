@@ -41,7 +41,7 @@ func env() Env {
 func policy(mode v1.IdempotencyMode) Policy {
 	return Policy{Mode: mode, MaxAttempts: 3, ReconcileLimit: 2, InitialBackoff: time.Second,
 		MaxBackoff: 10 * time.Second, ClaimDuration: 40 * time.Second, LookupDelay: 30 * time.Second,
-		Retention: time.Hour}
+		Retention: time.Hour, DedupeWindow: 24 * time.Hour}
 }
 
 func at(d time.Duration) *metav1.Time {

@@ -1,0 +1,232 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
+)
+
+// The invariants the simulator checks after every step, as docs/design.md
+// numbers them ("Invariants").
+const (
+	// InvOneEffect (I1): at most one effect per scope while its record is
+	// kept, for every tool that keeps its contract.
+	InvOneEffect = "I1 at most one effect per scope"
+	// InvCommittedHasEffect (I10): no Committed without an effect at the
+	// tool.
+	InvCommittedHasEffect = "I10 no Committed without an effect"
+	// InvNoFalseNoEffect (I11): nothing reports "no effect" while the tool
+	// holds the effect; a person's decision is reported as a decision.
+	InvNoFalseNoEffect = "I11 no false \"no effect\""
+	// InvAnswerKept (I12): an answer a manager received is recorded, as
+	// the outcome or as evidence, by its next pass that reaches the API
+	// server; it is never dropped.
+	InvAnswerKept = "I12 an answer in hand is never dropped"
+	// InvLiveness (I13): once faults stop, every operation reaches a
+	// terminal state or NeedsReview within ten simulated minutes, longer
+	// only where a declared delay says so.
+	InvLiveness = "I13 liveness"
+)
+
+// fail records a violation once per invariant and subject.
+func (w *World) fail(inv, subject, format string, args ...any) {
+	for _, v := range w.violations {
+		if v.Invariant == inv && strings.HasPrefix(v.Message, subject+":") {
+			return
+		}
+	}
+	v := Violation{Invariant: inv, Step: w.step, Message: subject + ": " + fmt.Sprintf(format, args...)}
+	w.violations = append(w.violations, v)
+	w.story = append(w.story, "    !! "+v.Invariant+": "+v.Message)
+}
+
+// check runs the invariants on the world after a step.
+func (w *World) check() {
+	w.forget()
+	ops := map[string][]*v1.SideEffectOperation{}
+	for _, o := range w.server.List("SideEffectOperation", Namespace) {
+		op := o.(*v1.SideEffectOperation)
+		ops[refOf(op)] = append(ops[refOf(op)], op)
+	}
+	seen := map[string]bool{}
+	for _, e := range w.ledger {
+		if seen[e.Ref] {
+			continue
+		}
+		seen[e.Ref] = true
+		if cur := w.current(e.Ref); len(cur) > 1 {
+			w.fail(InvOneEffect, e.Ref, "%d effects (%s)", len(cur), effectList(cur))
+		}
+	}
+	for ref, list := range ops {
+		effects := w.current(ref)
+		for _, op := range list {
+			st := op.Status
+			switch st.State {
+			case v1.StateCommitted:
+				if len(sortedEffects(w.ledger, ref)) == 0 {
+					w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) with no effect at the tool", reasonOf(st))
+				}
+			case v1.StateFailedFinal:
+				// The failure speaks of this request: an effect of the
+				// same scope with other parameters is another's.
+				effects := sameRequest(effects, op)
+				if len(effects) > 0 && reasonOf(st) != v1.ReasonResolvedFailed && !saysDecision(st) {
+					w.fail(InvNoFalseNoEffect, op.Name, "FailedFinal (%s: %s) while the tool holds %s",
+						reasonOf(st), st.ErrorMessage, effectList(effects))
+				}
+			}
+		}
+	}
+	for _, h := range w.held {
+		if h.m.incarnation != h.incarnation {
+			h.effect = nil // the process that held it is gone
+		}
+	}
+	w.pruneHeld()
+}
+
+// saysDecision reports whether a failure is reported as a person's
+// decision, not as a proof that nothing happened.
+func saysDecision(st v1.SideEffectOperationStatus) bool {
+	return st.Resolution != nil && st.Resolution.Action == v1.ResolutionFail
+}
+
+// sameRequest are the effects made with an operation's parameters.
+func sameRequest(es []*Effect, op *v1.SideEffectOperation) []*Effect {
+	var raw []byte
+	if op.Spec.Parameters != nil {
+		raw = op.Spec.Parameters.Raw
+	}
+	want, err := protocol.Canonical(raw)
+	if err != nil {
+		return nil
+	}
+	var out []*Effect
+	for _, e := range es {
+		if e.Params == string(want) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func reasonOf(st v1.SideEffectOperationStatus) string {
+	if c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+func effectList(es []*Effect) string {
+	var parts []string
+	for _, e := range es {
+		parts = append(parts, fmt.Sprintf("%s at %s by %s on %s", e.ID, e.At.Sub(start).Round(time.Millisecond), e.Holder, e.Endpoint))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// forget starts a new epoch for every scope that nothing remembers: no
+// operation of it knows its outcome and its record's retention has passed
+// (I7: a replay after that executes again, as documented).
+// A later effect of that scope is a new one, not a second one.
+func (w *World) forget() {
+	remembered := map[string]bool{}
+	for _, o := range w.server.List("SideEffectOperation", Namespace) {
+		op := o.(*v1.SideEffectOperation)
+		// An operation remembers its scope once it has made an attempt
+		// or taken an outcome over; a new one knows nothing yet, and one
+		// refused before any call (other parameters) holds nothing.
+		// Its retention bounds that, as it bounds a record's (I7).
+		st := op.Status
+		expired := st.ExpiryTime != nil && !w.clock.Now().Before(st.ExpiryTime.Time)
+		if (st.Attempts > 0 || st.DuplicateOf != "" || st.State == v1.StateCommitted) && !expired {
+			remembered[refOf(op)] = true
+		}
+	}
+	for _, o := range w.server.List("IdempotencyRecord", Namespace) {
+		rec := o.(*v1.IdempotencyRecord)
+		if at, ok := protocol.RecordExpiry(rec.Spec); !ok || w.clock.Now().Before(at) {
+			remembered[rec.Spec.ToolRef.Name+"/"+rec.Spec.IdempotencyKey] = true
+		}
+	}
+	for _, e := range w.ledger {
+		if !remembered[e.Ref] && e.Epoch == w.epochs[e.Ref] {
+			w.epochs[e.Ref]++
+			w.note("nothing remembers %s any more: a new effect of it is a first one", e.Ref)
+		}
+	}
+}
+
+// recordedIn reports whether an operation's status, or an Event about it,
+// names the effect.
+func (w *World) recordedIn(op *v1.SideEffectOperation, e *Effect) bool {
+	st := op.Status
+	if st.ExternalObjectID == e.ID {
+		return true
+	}
+	for _, o := range st.Observations {
+		if o.ExternalObjectID == e.ID {
+			return true
+		}
+	}
+	for _, ev := range w.events {
+		if ev.regarding.Name == op.Name && strings.Contains(ev.note, e.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHeld runs after a pass of an operation that reached the API server
+// throughout: every answer the manager holds for it must now be recorded.
+func (w *World) checkHeld(m *Manager, nn types.NamespacedName) {
+	op := &v1.SideEffectOperation{}
+	if w.server.Get(objKey{Kind: "SideEffectOperation", NamespacedName: nn}, op) != nil {
+		return
+	}
+	for _, h := range w.held {
+		if h.effect == nil || h.m != m || h.incarnation != m.incarnation || h.op != nn || h.uid != op.UID {
+			continue
+		}
+		if w.recordedIn(op, h.effect) {
+			h.effect = nil
+			continue
+		}
+		w.fail(InvAnswerKept, nn.Name, "manager %s received effect %s at step %d, and its pass ended with %s %s without recording it",
+			m.Name, h.effect.ID, h.step, op.Status.State.OrPlanned(), reasonOf(op.Status))
+		h.effect = nil
+	}
+}
+
+func (w *World) pruneHeld() {
+	kept := w.held[:0]
+	for _, h := range w.held {
+		if h.effect != nil {
+			kept = append(kept, h)
+		}
+	}
+	w.held = kept
+}

@@ -1,0 +1,83 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command sim hunts for schedules that break Once's invariants: it runs
+// the real reconcilers in the deterministic simulator (package sim) over
+// many seeds, and tells the shortest story of each failure it finds.
+//
+//	go run ./test/sim/cmd/sim -seeds 1000 -steps 2000     # random seeds
+//	go run ./test/sim/cmd/sim -seed 42 -steps 2000        # one seed, again
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/once-dev/once/test/sim"
+)
+
+func main() {
+	seeds := flag.Int("seeds", 100, "how many seeds to run")
+	steps := flag.Int("steps", 2000, "steps per seed, before the quiet phase")
+	seed := flag.Uint64("seed", 0, "run this seed alone (0: draw -seeds random ones)")
+	first := flag.Uint64("first", 0, "the first of -seeds consecutive seeds (0: random)")
+	kernel := flag.Bool("freeze-in-kernel", false, "also freeze a manager after its last check, with the request's bytes already leaving")
+	keepGoing := flag.Bool("keep-going", false, "count every failing seed instead of stopping at the first")
+	flag.Parse()
+
+	opts := func(s uint64) sim.Options {
+		o := sim.DefaultOptions(s)
+		o.Steps, o.FreezeInKernel = *steps, *kernel
+		return o
+	}
+	list := []uint64{*seed}
+	if *seed == 0 {
+		list = list[:0]
+		base := *first
+		if base == 0 {
+			base = rand.Uint64() >> 1
+		}
+		for i := range uint64(*seeds) {
+			list = append(list, base+i)
+		}
+	}
+	began := time.Now()
+	total, failed := 0, 0
+	for _, s := range list {
+		r := sim.Run(opts(s))
+		total += r.Steps
+		if !r.Failed() {
+			continue
+		}
+		failed++
+		fmt.Printf("seed %d fails at step %d (%d steps into the hunt): %s\n", s, r.Violations[0].Step,
+			total-r.Steps+r.Violations[0].Step, r.Violations[0])
+		short := sim.Shrink(opts(s), r)
+		fmt.Printf("shrunk to %d actions:\n%s\n", len(short.Schedule), short.Tell())
+		if !*keepGoing {
+			break
+		}
+	}
+	d := time.Since(began)
+	fmt.Printf("%d seeds, %d steps in %s: %.0f steps/s; %d failed\n", len(list), total, d.Round(time.Millisecond),
+		float64(total)/d.Seconds(), failed)
+	if failed > 0 {
+		os.Exit(1)
+	}
+}

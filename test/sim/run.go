@@ -1,0 +1,197 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// Result is what a run found.
+type Result struct {
+	Seed       uint64
+	Steps      int
+	Violations []Violation
+	// Schedule is every action the run took, quiet phase included; it
+	// replays the run bit for bit.
+	Schedule []Action
+	// Story is the run told step by step.
+	Story []string
+}
+
+// Failed reports whether an invariant failed.
+func (r Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Run draws and runs the schedule of opts.Seed: opts.Steps actions with
+// faults, then a quiet phase without them (every manager connected and
+// awake, tools answering), which checks liveness.
+func Run(opts Options) Result {
+	w := NewWorld(opts)
+	defer w.Close()
+	rng := rand.New(rand.NewPCG(opts.Seed, 1))
+	var schedule []Action
+	for range opts.Steps {
+		a := w.Plan(rng)
+		schedule = append(schedule, a)
+		w.Apply(a)
+	}
+	schedule = append(schedule, w.quiet(rng)...)
+	return Result{Seed: opts.Seed, Steps: w.step, Violations: w.violations, Schedule: schedule, Story: w.story}
+}
+
+// Replay runs a schedule as it is, skipping actions that no longer apply.
+func Replay(opts Options, schedule []Action) Result {
+	w := NewWorld(opts)
+	defer w.Close()
+	for _, a := range schedule {
+		w.Apply(a)
+	}
+	return Result{Seed: opts.Seed, Steps: w.step, Violations: w.violations, Schedule: schedule, Story: w.story}
+}
+
+// quietLimit is how long the quiet phase may take for every operation to
+// reach a terminal state or NeedsReview: ten minutes, plus the longest
+// declared delay of the workload (the default backoff cap of five
+// minutes, and a lookup delay of at most a minute).
+const quietLimit = 10*time.Minute + v1.DefaultMaxBackoff + time.Minute
+
+// quiet ends the faults: frozen passes go on, managers reach the API
+// server, tools answer, caches catch up; then only reconciles and the
+// clock move, until every operation has settled or quietLimit has passed.
+func (w *World) quiet(rng *rand.Rand) []Action {
+	w.opts.FaultRate, w.opts.FreezeRate = 0, 0
+	var done []Action
+	do := func(a Action) {
+		a.Sub = rng.Uint64()
+		done = append(done, a)
+		w.Apply(a)
+	}
+	for i, m := range w.managers {
+		for _, r := range sortedRequests(m.parked) {
+			do(Action{Kind: Resume, Manager: i, Ctrl: r.ctrl, Name: r.Name})
+		}
+		if m.cutOff {
+			do(Action{Kind: Reconnect, Manager: i})
+		}
+	}
+	deadline := w.clock.Now().Add(quietLimit)
+	for w.clock.Now().Before(deadline) && len(done) < 20000 {
+		progressed := false
+		for i, m := range w.managers {
+			if m.cache.Behind() > 0 {
+				do(Action{Kind: Sync, Manager: i, N: int64(m.cache.Behind())})
+				progressed = true
+			}
+			for _, r := range w.ready(m) {
+				do(Action{Kind: Reconcile, Manager: i, Ctrl: r.ctrl, Name: r.Name})
+				progressed = true
+			}
+		}
+		if progressed {
+			continue
+		}
+		if len(w.unsettled()) == 0 {
+			return done
+		}
+		d := w.untilDue()
+		if d <= 0 || w.clock.Now().Add(d).After(deadline) {
+			d = max(time.Second, deadline.Sub(w.clock.Now()))
+		}
+		do(Action{Kind: Tick, N: int64(d)})
+	}
+	if left := w.unsettled(); len(left) > 0 {
+		w.step++
+		w.fail(InvLiveness, strings.Join(left, ","), "still unsettled %s after the faults stopped", quietLimit)
+	}
+	return done
+}
+
+// unsettled are the operations neither terminal nor in NeedsReview.
+func (w *World) unsettled() []string {
+	var out []string
+	for _, o := range w.server.List("SideEffectOperation", Namespace) {
+		op := o.(*v1.SideEffectOperation)
+		if !op.Status.State.IsTerminal() && op.Status.State != v1.StateNeedsReview {
+			out = append(out, fmt.Sprintf("%s (%s)", op.Name, op.Status.State.OrPlanned()))
+		}
+	}
+	return out
+}
+
+// Close ends the passes that are still frozen, so that no goroutine of
+// the world outlives it.
+func (w *World) Close() {
+	for _, m := range w.managers {
+		parked := m.parked
+		m.incarnation++
+		for _, r := range sortedRequests(parked) {
+			w.resume(parked[r])
+		}
+	}
+}
+
+// Shrink removes actions from a failing schedule while the same invariant
+// still fails, first in large chunks, then one by one, and returns the
+// shortest schedule found and its result.
+func Shrink(opts Options, failing Result) Result {
+	want := failing.Violations[0].Invariant
+	best := failing
+	fails := func(s []Action) (Result, bool) {
+		r := Replay(opts, s)
+		for _, v := range r.Violations {
+			if v.Invariant == want {
+				return r, true
+			}
+		}
+		return r, false
+	}
+	// The run stopped mattering after the step that failed.
+	if cut := failing.Violations[0].Step; cut < len(best.Schedule) {
+		if r, ok := fails(best.Schedule[:cut]); ok {
+			best = r
+		}
+	}
+	for chunk := len(best.Schedule) / 2; chunk >= 1; chunk /= 2 {
+		for i := 0; i+chunk <= len(best.Schedule); {
+			try := append(append([]Action{}, best.Schedule[:i]...), best.Schedule[i+chunk:]...)
+			if r, ok := fails(try); ok {
+				best = r
+				continue
+			}
+			i += chunk
+		}
+	}
+	return best
+}
+
+// Tell is a result as a story a person can read.
+func (r Result) Tell() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d, %d steps\n", r.Seed, r.Steps)
+	for _, line := range r.Story {
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "VIOLATION %s\n", v)
+	}
+	return b.String()
+}

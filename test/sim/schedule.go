@@ -1,0 +1,474 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// Kind is a kind of action of the scheduler.
+type Kind string
+
+// The action alphabet.
+const (
+	// Reconcile: a manager runs one pass of a queued request.
+	Reconcile Kind = "reconcile"
+	// Resume: a frozen pass goes on.
+	Resume Kind = "resume"
+	// Sync: a manager's cache applies some of the changes it lags behind.
+	Sync Kind = "sync"
+	// Tick: the clock moves.
+	Tick Kind = "tick"
+	// Crash: a manager dies and restarts, its memory lost.
+	Crash Kind = "crash"
+	// Cut and Reconnect: a manager loses, and finds again, the API server.
+	Cut       Kind = "cut"
+	Reconnect Kind = "reconnect"
+	// Apply: a person or GitOps applies an operation's manifest (again).
+	Apply Kind = "apply"
+	// Delete: a person or a GitOps prune deletes an operation.
+	Delete Kind = "delete"
+	// EditTool: a person edits a tool, within what the tool really does.
+	EditTool Kind = "edit-tool"
+	// Resolve: a person resolves an operation in NeedsReview, after
+	// looking at the tool.
+	Resolve Kind = "resolve"
+)
+
+// Action is one step of a schedule. Sub seeds the decisions taken inside
+// it (where a pass freezes, what a request meets), so that a schedule
+// replays bit for bit, also with actions left out.
+type Action struct {
+	Kind    Kind
+	Manager int
+	Ctrl    string
+	Name    string
+	N       int64
+	Sub     uint64
+}
+
+// maxFrozen is how many steps a pass stays frozen at most: a freeze ends.
+const maxFrozen = 400
+
+// Plan draws the next action from the world as it is.
+func (w *World) Plan(rng *rand.Rand) Action {
+	a := Action{Sub: rng.Uint64()}
+	// A freeze ends.
+	for _, m := range w.managers {
+		for _, r := range sortedRequests(m.parked) {
+			if w.step-m.parked[r].parkedAt > maxFrozen {
+				a.Kind, a.Manager, a.Ctrl, a.Name = Resume, idx(w, m), r.ctrl, r.Name
+				return a
+			}
+		}
+	}
+	type choice struct {
+		weight int
+		fill   func() bool
+	}
+	choices := []choice{
+		{40, func() bool {
+			m := w.managers[rng.IntN(len(w.managers))]
+			ready := w.ready(m)
+			if len(ready) == 0 {
+				return false
+			}
+			r := ready[rng.IntN(len(ready))]
+			a.Kind, a.Manager, a.Ctrl, a.Name = Reconcile, idx(w, m), r.ctrl, r.Name
+			return true
+		}},
+		{8, func() bool {
+			m := w.managers[rng.IntN(len(w.managers))]
+			ps := sortedRequests(m.parked)
+			if len(ps) == 0 {
+				return false
+			}
+			r := ps[rng.IntN(len(ps))]
+			a.Kind, a.Manager, a.Ctrl, a.Name = Resume, idx(w, m), r.ctrl, r.Name
+			return true
+		}},
+		{20, func() bool {
+			m := w.managers[rng.IntN(len(w.managers))]
+			if m.cache.Behind() == 0 {
+				return false
+			}
+			a.Kind, a.Manager, a.N = Sync, idx(w, m), 1+rng.Int64N(int64(m.cache.Behind()))
+			return true
+		}},
+		{12, func() bool {
+			a.Kind = Tick
+			switch p := rng.IntN(100); {
+			case p < 50:
+				a.N = int64(w.untilDue())
+			case p < 90:
+				a.N = int64(time.Second) * (1 + rng.Int64N(30))
+			case p < 99:
+				a.N = int64(time.Minute) * (1 + rng.Int64N(10))
+			default:
+				a.N = int64(time.Hour) * (1 + rng.Int64N(30))
+			}
+			return a.N > 0
+		}},
+		{1, func() bool {
+			a.Kind, a.Manager = Crash, rng.IntN(len(w.managers))
+			return true
+		}},
+		{2, func() bool {
+			m := rng.IntN(len(w.managers))
+			a.Kind, a.Manager = Cut, m
+			if w.managers[m].cutOff {
+				a.Kind = Reconnect
+			}
+			return true
+		}},
+		{4, func() bool {
+			mf := w.manifests[rng.IntN(len(w.manifests))]
+			if w.exists(mf.Name) {
+				return false
+			}
+			a.Kind, a.Name = Apply, mf.Name
+			return true
+		}},
+		{1, func() bool {
+			mf := w.manifests[rng.IntN(len(w.manifests))]
+			if !w.exists(mf.Name) {
+				return false
+			}
+			a.Kind, a.Name = Delete, mf.Name
+			return true
+		}},
+		{1, func() bool {
+			names := []string{"chat", "desk", "pay"}
+			a.Kind, a.Name, a.N = EditTool, names[rng.IntN(len(names))], rng.Int64N(4)
+			return true
+		}},
+		{3, func() bool {
+			review := w.inReview()
+			if len(review) == 0 {
+				return false
+			}
+			a.Kind, a.Name, a.N = Resolve, review[rng.IntN(len(review))], rng.Int64N(10)
+			return true
+		}},
+	}
+	total := 0
+	for _, c := range choices {
+		total += c.weight
+	}
+	for range 50 {
+		n := rng.IntN(total)
+		for _, c := range choices {
+			if n < c.weight {
+				if c.fill() {
+					return a
+				}
+				break
+			}
+			n -= c.weight
+		}
+	}
+	a.Kind, a.N = Tick, int64(time.Second)
+	return a
+}
+
+func idx(w *World, m *Manager) int {
+	for i, x := range w.managers {
+		if x == m {
+			return i
+		}
+	}
+	return -1
+}
+
+// ready are a manager's queued requests that are due and not in a frozen
+// pass (a queue never hands out an item that is being processed).
+func (w *World) ready(m *Manager) []request {
+	var out []request
+	for _, r := range sortedRequests(m.queue) {
+		if _, busy := m.parked[r]; busy || m.queue[r].After(w.clock.Now()) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// untilDue is how long until the next queued request or timer is due.
+func (w *World) untilDue() time.Duration {
+	var next time.Time
+	for _, m := range w.managers {
+		for _, at := range m.queue {
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+	}
+	if t, ok := w.clock.Next(); ok && (next.IsZero() || t.Before(next)) {
+		next = t
+	}
+	d := next.Sub(w.clock.Now())
+	if next.IsZero() || d <= 0 {
+		return 0
+	}
+	return d.Round(time.Millisecond) + time.Millisecond
+}
+
+func (w *World) exists(name string) bool {
+	_, ok := w.server.objects[opKey(name)]
+	return ok
+}
+
+func opKey(name string) objKey {
+	return objKey{Kind: "SideEffectOperation", NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}
+}
+
+func (w *World) inReview() []string {
+	var out []string
+	for _, o := range w.server.List("SideEffectOperation", Namespace) {
+		op := o.(*v1.SideEffectOperation)
+		if op.Status.State == v1.StateNeedsReview && op.DeletionTimestamp.IsZero() {
+			out = append(out, op.Name)
+		}
+	}
+	return out
+}
+
+// Apply carries out an action, if it still applies (a replay with actions
+// left out may find it does not), and checks the invariants after it.
+func (w *World) Apply(a Action) {
+	w.step++
+	w.sub = rand.New(rand.NewPCG(a.Sub, 0))
+	line := w.describe(a)
+	if line == "" {
+		return
+	}
+	w.story = append(w.story, fmt.Sprintf("%5d %s  %s", w.step, w.clock.Now().Sub(start).Round(time.Millisecond), line))
+	var m *Manager
+	if a.Manager >= 0 && a.Manager < len(w.managers) {
+		m = w.managers[a.Manager]
+	}
+	switch a.Kind {
+	case Reconcile:
+		w.start(m, request{a.Ctrl, types.NamespacedName{Namespace: Namespace, Name: a.Name}})
+	case Resume:
+		w.resume(m.parked[request{a.Ctrl, types.NamespacedName{Namespace: Namespace, Name: a.Name}}])
+	case Sync:
+		m.cache.Sync(int(a.N))
+	case Tick:
+		w.clock.Advance(time.Duration(a.N))
+	case Crash:
+		// The old incarnation's frozen passes are dead: each ends at its
+		// next call, having sent nothing more.
+		parked := m.parked
+		m.incarnation++
+		for _, r := range sortedRequests(parked) {
+			w.resume(parked[r])
+		}
+		m.cutOff = false
+		m.boot()
+	case Cut:
+		m.cutOff = true
+	case Reconnect:
+		m.cutOff = false
+	case Apply:
+		for _, mf := range w.manifests {
+			if mf.Name == a.Name {
+				op := mf.DeepCopy()
+				if err := w.server.Create(op); err != nil {
+					w.note("the apply fails: %v", err)
+				}
+			}
+		}
+	case Delete:
+		op := &v1.SideEffectOperation{}
+		if w.server.Get(opKey(a.Name), op) == nil {
+			must(w.server.Delete(op, nil))
+		}
+	case EditTool:
+		w.editTool(a.Name, a.N)
+	case Resolve:
+		w.resolve(a.Name, a.N)
+	}
+	w.check()
+}
+
+// describe is an action as a line of the story; empty if it does not
+// apply now.
+func (w *World) describe(a Action) string {
+	var m *Manager
+	if a.Manager >= 0 && a.Manager < len(w.managers) {
+		m = w.managers[a.Manager]
+	}
+	r := request{a.Ctrl, types.NamespacedName{Namespace: Namespace, Name: a.Name}}
+	switch a.Kind {
+	case Reconcile:
+		if _, queued := m.queue[r]; !queued {
+			return ""
+		}
+		if _, busy := m.parked[r]; busy {
+			return ""
+		}
+		return fmt.Sprintf("manager %s reconciles %s", m.Name, r)
+	case Resume:
+		pr, ok := m.parked[r]
+		if !ok {
+			return ""
+		}
+		return fmt.Sprintf("manager %s wakes up in its pass of %s, %s", m.Name, r, pr.point)
+	case Sync:
+		if m.cache.Behind() == 0 {
+			return ""
+		}
+		return fmt.Sprintf("manager %s's cache catches up by %d of %d changes", m.Name, min(int(a.N), m.cache.Behind()), m.cache.Behind())
+	case Tick:
+		return fmt.Sprintf("the clock moves %s", time.Duration(a.N))
+	case Crash:
+		return fmt.Sprintf("manager %s crashes and restarts as %s-%d", m.Name, m.Name, m.incarnation+1)
+	case Cut:
+		if m.cutOff {
+			return ""
+		}
+		return fmt.Sprintf("manager %s is cut off from the API server", m.Name)
+	case Reconnect:
+		if !m.cutOff {
+			return ""
+		}
+		return fmt.Sprintf("manager %s reaches the API server again", m.Name)
+	case Apply:
+		if w.exists(a.Name) {
+			return ""
+		}
+		return fmt.Sprintf("a person applies the manifest of %s", a.Name)
+	case Delete:
+		if !w.exists(a.Name) {
+			return ""
+		}
+		return fmt.Sprintf("a person deletes %s", a.Name)
+	case EditTool:
+		return fmt.Sprintf("a person edits tool %s: %s", a.Name, toolEdits[a.N%int64(len(toolEdits))])
+	case Resolve:
+		op := &v1.SideEffectOperation{}
+		if w.server.Get(opKey(a.Name), op) != nil || op.Status.State != v1.StateNeedsReview {
+			return ""
+		}
+		return fmt.Sprintf("a person looks at the tool and resolves %s", a.Name)
+	}
+	return ""
+}
+
+var toolEdits = []string{"the other endpoint (/v1 ↔ /v2)", "the other mode it supports", "its declared delays", "back as it was"}
+
+// editTool changes a Tool object within what the simulated tool really
+// does: an endpoint it serves, a mode it supports, a lookup delay no
+// shorter and a replay window no longer than its own.
+func (w *World) editTool(name string, edit int64) {
+	t := w.tools[name]
+	cr := &v1.Tool{}
+	must(w.server.Get(objKey{Kind: "Tool", NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}, cr))
+	spec := &cr.Spec
+	op := &spec.Operations[0]
+	switch edit % int64(len(toolEdits)) {
+	case 0:
+		from, to := "/v1/", "/v2/"
+		if op.Path == "/v2/charges" {
+			from, to = to, from
+		}
+		op.Path = replace(op.Path, from, to)
+		if op.Lookup != nil {
+			op.Lookup.Path = replace(op.Lookup.Path, from, to)
+		}
+	case 1:
+		modes := []v1.IdempotencyMode{v1.IdempotencyNone}
+		if t.Window > 0 {
+			modes = append(modes, v1.IdempotencyNative)
+		}
+		if t.Lookup {
+			modes = append(modes, v1.IdempotencyLookup)
+		}
+		for i, m := range modes {
+			if m == spec.Idempotency.Mode {
+				spec.Idempotency.Mode = modes[(i+1)%len(modes)]
+				break
+			}
+		}
+	case 2:
+		if t.Lookup {
+			spec.Idempotency.LookupDelay = &metav1.Duration{Duration: t.MaxLag * time.Duration(1+w.sub.IntN(3))}
+		}
+		if t.Window > 0 {
+			spec.Idempotency.DedupeWindow = &metav1.Duration{Duration: t.Window / time.Duration(1+w.sub.IntN(2))}
+		}
+	default:
+		cr.Spec = toolCR(t).Spec
+	}
+	if err := w.server.Update(cr, false); err != nil {
+		w.note("the edit fails: %v", err)
+	}
+}
+
+func replace(s, from, to string) string {
+	if len(s) >= len(from) && s[:len(from)] == from {
+		return to + s[len(from):]
+	}
+	return s
+}
+
+// resolve is a person's review: they look at the tool (the ledger, as
+// the tool's own dashboard shows it) and mark the operation committed with
+// the effect they find, or, finding none, allow a retry or fail it.
+func (w *World) resolve(name string, choice int64) {
+	op := &v1.SideEffectOperation{}
+	must(w.server.Get(opKey(name), op))
+	res := &v1.Resolution{By: "alice", Reason: fmt.Sprintf("review at step %d", w.step)}
+	seen := w.current(refOf(op))
+	switch {
+	case len(seen) > 0:
+		res.Action, res.ExternalObjectID = v1.ResolutionMarkCommitted, seen[0].ID
+	case choice < 7:
+		res.Action = v1.ResolutionRetry
+	default:
+		res.Action = v1.ResolutionFail
+	}
+	w.note("alice finds %d effects for %s and writes %s", len(seen), refOf(op), res.Action)
+	patched := op.DeepCopy()
+	patched.Spec.Resolution = res
+	if err := w.server.Patch(patched, client.MergeFromWithOptions(op, client.MergeFromWithOptimisticLock{}), false); err != nil {
+		w.note("the resolution fails: %v", err)
+	}
+}
+
+// current are the effects of a scope since it was last forgotten.
+func (w *World) current(ref string) []*Effect {
+	var out []*Effect
+	for _, e := range sortedEffects(w.ledger, ref) {
+		if e.Epoch == w.epochs[ref] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+var _ = sort.Strings

@@ -1,0 +1,236 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/once-dev/once/internal/protocol"
+)
+
+// SimTool is a tool that keeps exactly the contract its capabilities
+// declare, and no more:
+//   - with Window > 0 it dedupes on the Idempotency-Key header, per
+//     endpoint (a path is an endpoint; a tool that serves /v1 and /v2
+//     keeps one key store for each, as an API migration does), for Window
+//     after a key's first request, and forgets the key after that;
+//   - with Lookup it answers GET <endpoint>?key=K with the effect made
+//     with key K on that endpoint once it is visible, at most MaxLag after
+//     it happened (its declared lookupDelay), and 404 not_found before;
+//   - without either, every request is a new effect.
+//
+// Every effect goes to the world's ledger, named by the ref its
+// parameters carry (the scope the workload made it for).
+type SimTool struct {
+	Name   string
+	Window time.Duration
+	Lookup bool
+	MaxLag time.Duration
+
+	keys map[string]*keyed // endpoint + " " + key
+}
+
+type keyed struct {
+	at     time.Time
+	body   string
+	effect *Effect
+}
+
+// Effect is one business effect at a tool.
+type Effect struct {
+	ID       string
+	Tool     string
+	Endpoint string
+	Key      string
+	Ref      string
+	// Params is the canonical JSON of the parameters it was made with.
+	Params  string
+	At      time.Time
+	Visible time.Time
+	// Holder made the request (the manager incarnation's claim holder).
+	Holder string
+	Epoch  int
+}
+
+// keyHeader is where the simulated tools read the key: the default of
+// Tool.spec.idempotency.header.
+const keyHeader = "Idempotency-Key"
+
+// fault is what happens to one request on its way and back.
+type fault int
+
+const (
+	faultNone fault = iota
+	// faultRefused: the connection was refused; the request never left.
+	faultRefused
+	// faultLostBefore: the request left and never reached the tool (a
+	// proxy dropped it); the client sees a reset.
+	faultLostBefore
+	// faultLostAfter: the tool made the effect and the answer was lost
+	// (a reset, a timeout): the client cannot tell it from faultLostBefore.
+	faultLostAfter
+	// fault503After: a gateway answered 503 after the tool committed, as
+	// real gateways do when the upstream is slow to answer.
+	fault503After
+	// fault503Before: the tool was overloaded and refused before doing
+	// anything.
+	fault503Before
+)
+
+var faultNames = map[fault]string{faultRefused: "the connection is refused", faultLostBefore: "the request is lost on its way",
+	faultLostAfter: "the answer is lost after the tool made the effect", fault503After: "a gateway answers 503 after the tool made the effect",
+	fault503Before: "the tool answers 503 before doing anything"}
+
+func (t *SimTool) host() string { return t.Name + ".sim" }
+
+// serve is the tool's side of one request that reached it.
+func (t *SimTool) serve(w *World, req *http.Request, body []byte) (*http.Response, *Effect) {
+	endpoint := req.URL.Path
+	if req.Method == http.MethodGet {
+		key := req.URL.Query().Get("key")
+		if !t.Lookup {
+			return respond(http.StatusNotFound, map[string]any{"error": "no_route"}, nil), nil
+		}
+		for _, e := range w.ledger {
+			if e.Tool == t.Name && e.Endpoint == endpoint && e.Key == key && key != "" && !w.clock.Now().Before(e.Visible) {
+				return respond(http.StatusOK, map[string]any{"id": e.ID, "ref": e.Ref}, nil), e
+			}
+		}
+		return respond(http.StatusNotFound, map[string]any{"error": "not_found"}, nil), nil
+	}
+	key := req.Header.Get(keyHeader)
+	if t.Window > 0 && key != "" {
+		if k, ok := t.keys[endpoint+" "+key]; ok && w.clock.Now().Sub(k.at) < t.Window {
+			if k.body != string(body) {
+				return respond(http.StatusBadRequest, map[string]any{"error": "idempotency_mismatch"}, nil), nil
+			}
+			return respond(http.StatusCreated, map[string]any{"id": k.effect.ID, "ref": k.effect.Ref},
+				map[string]string{"Idempotent-Replayed": "true"}), k.effect
+		}
+	}
+	var params struct {
+		Ref string `json:"ref"`
+	}
+	_ = json.Unmarshal(body, &params)
+	e := w.recordEffect(t, endpoint, key, params.Ref)
+	if c, err := protocol.Canonical(body); err == nil {
+		e.Params = string(c)
+	}
+	if t.Window > 0 && key != "" {
+		if t.keys == nil {
+			t.keys = map[string]*keyed{}
+		}
+		t.keys[endpoint+" "+key] = &keyed{at: w.clock.Now(), body: string(body), effect: e}
+	}
+	return respond(http.StatusCreated, map[string]any{"id": e.ID, "ref": e.Ref}, nil), e
+}
+
+func respond(status int, body map[string]any, headers map[string]string) *http.Response {
+	b, _ := json.Marshal(body)
+	h := http.Header{"Content-Type": []string{"application/json"}}
+	for k, v := range headers {
+		h.Set(k, v)
+	}
+	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Header: h, Body: io.NopCloser(bytes.NewReader(b)), ContentLength: int64(len(b))}
+}
+
+// transport carries the managers' requests to the simulated tools; every
+// request is a point where the scheduler may freeze the manager, and a
+// request's fate is drawn from the pass's decisions.
+type transport struct{ w *World }
+
+var errReset = errors.New("read tcp 10.0.0.2:41234->10.0.0.9:443: read: connection reset by peer")
+
+func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	w := t.w
+	tool := w.tools[strings.TrimSuffix(req.URL.Hostname(), ".sim")]
+	if tool == nil {
+		return nil, fmt.Errorf("dial tcp: lookup %s: no such host", req.URL.Hostname())
+	}
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+	}
+	pr := w.running
+	what := req.Method + " " + tool.Name + req.URL.RequestURI()
+	if err := w.toolGate(pr, "before it sends "+what); err != nil {
+		return nil, err
+	}
+	// The transport checks the request's context before it writes: a
+	// claim whose fence fired while the manager was frozen stops here.
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
+	if w.opts.FreezeInKernel {
+		// Bytes in the kernel's buffer leave even while the process is
+		// frozen: nothing the manager checks can stop them any more.
+		w.freezeAt(pr, "with "+what+" in the kernel's buffer")
+	}
+	f := w.drawFault(pr, req.Method == http.MethodGet)
+	if f == faultRefused {
+		w.note("%s: %s", what, faultNames[f])
+		return nil, errors.New("dial tcp 10.0.0.9:443: connect: connection refused")
+	}
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{})
+	}
+	if f == faultLostBefore || f == fault503Before {
+		w.note("%s: %s", what, faultNames[f])
+		if f == fault503Before {
+			return respond(http.StatusServiceUnavailable, map[string]any{"error": "overloaded"}, nil), nil
+		}
+		return nil, errReset
+	}
+	resp, effect := tool.serve(w, req, body)
+	if err := w.toolGate(pr, "with the answer to "+what+" on its way"); err != nil {
+		return nil, err
+	}
+	switch f {
+	case faultLostAfter:
+		w.note("%s: %s", what, faultNames[f])
+		return nil, errReset
+	case fault503After:
+		w.note("%s: %s", what, faultNames[f])
+		return respond(http.StatusServiceUnavailable, map[string]any{"error": "upstream timeout"}, nil), nil
+	}
+	if effect != nil && pr != nil {
+		w.delivered(pr, effect)
+	}
+	return resp, nil
+}
+
+// sortedEffects are the ledger's effects of one ref, oldest first.
+func sortedEffects(ledger []*Effect, ref string) []*Effect {
+	var out []*Effect
+	for _, e := range ledger {
+		if e.Ref == ref {
+			out = append(out, e)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}

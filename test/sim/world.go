@@ -1,0 +1,536 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/controller"
+	httpeffects "github.com/once-dev/once/internal/effects/http"
+)
+
+// Options shape a run.
+type Options struct {
+	// Seed draws the schedule.
+	Seed uint64
+	// Steps is how many actions the scheduler takes before the world
+	// quiets down for the liveness check.
+	Steps int
+	// Managers is how many managers run side by side (no shards: each
+	// may reconcile every object, as after a split brain or a lease that
+	// moved).
+	Managers int
+	// FreezeRate is the chance that a manager freezes at one call (to the
+	// API server or a tool); FaultRate the chance that a tool request
+	// meets a fault.
+	FreezeRate, FaultRate float64
+	// FreezeInKernel adds a freeze point after the last check before a
+	// request's bytes leave: a process stopped there sends when it wakes.
+	FreezeInKernel bool
+	// NoFinalizerPolicy runs without the admission policy that adds the
+	// record finalizer at create.
+	NoFinalizerPolicy bool
+}
+
+// DefaultOptions are what make test and make sim run with.
+func DefaultOptions(seed uint64) Options {
+	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25}
+}
+
+// Namespace holds the workload.
+const Namespace = "team"
+
+// start is when simulated time begins.
+var start = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+// World is one simulated cluster: an API server, managers with their
+// caches, tools with their ledger, a clock, and the people who apply
+// manifests, edit tools and resolve reviews.
+type World struct {
+	opts     Options
+	clock    *Clock
+	server   *APIServer
+	tools    map[string]*SimTool
+	ledger   []*Effect
+	managers []*Manager
+	// manifests are the operations the workload applies, by name.
+	manifests []*v1.SideEffectOperation
+
+	running *passRun
+	yield   chan yieldMsg
+	// sub draws the decisions inside the current action: where a pass
+	// freezes, what a request meets.
+	sub *rand.Rand
+
+	step   int
+	story  []string
+	events []recorded
+	// held are the answers managers received, until they are recorded.
+	held       []*heldAnswer
+	epochs     map[string]int
+	violations []Violation
+	effects    int
+}
+
+// Violation is an invariant that failed, at the step it failed.
+type Violation struct {
+	Invariant string
+	Step      int
+	Message   string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("step %d: %s: %s", v.Step, v.Invariant, v.Message)
+}
+
+// Manager is one manager process: its cache, its reconcilers, its work
+// queue, and the passes it has frozen.
+type Manager struct {
+	w           *World
+	Name        string
+	incarnation int
+	cache       *Cache
+	client      *Client
+	op          *controller.SideEffectOperationReconciler
+	rec         *controller.IdempotencyRecordReconciler
+	queue       map[request]time.Time
+	failures    map[request]int
+	parked      map[request]*passRun
+	cutOff      bool
+}
+
+func (m *Manager) holder() string { return fmt.Sprintf("%s-%d", m.Name, m.incarnation) }
+
+// request is one item of a manager's work queue.
+type request struct {
+	ctrl string // "op" or "record"
+	types.NamespacedName
+}
+
+func (r request) String() string {
+	if r.ctrl == "op" {
+		return r.Name
+	}
+	return "record " + r.Name
+}
+
+// passRun is one reconcile pass, which may be frozen between its calls.
+type passRun struct {
+	m           *Manager
+	incarnation int
+	req         request
+	resume      chan struct{}
+	point       string
+	parkedAt    int
+	apiErr      bool
+}
+
+func (p *passRun) dead() bool { return p.incarnation != p.m.incarnation }
+
+type yieldMsg struct {
+	pr   *passRun
+	done bool
+	res  reconcile.Result
+	err  error
+}
+
+type recorded struct {
+	regarding types.NamespacedName
+	reason    string
+	note      string
+}
+
+type heldAnswer struct {
+	effect      *Effect
+	m           *Manager
+	incarnation int
+	op          types.NamespacedName
+	uid         types.UID
+	step        int
+}
+
+// NewWorld builds the world of a seed: a namespace, three tools (one of
+// each mode), the managers, and the workload's manifests.
+func NewWorld(opts Options) *World {
+	clk := NewClock(start)
+	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
+		epochs: map[string]int{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
+	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
+	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
+	must(w.server.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}))
+	for _, t := range []*SimTool{
+		{Name: "pay", Window: 24 * time.Hour, Lookup: true, MaxLag: 20 * time.Second},
+		{Name: "desk", Lookup: true, MaxLag: 20 * time.Second},
+		{Name: "chat"},
+	} {
+		w.tools[t.Name] = t
+		must(w.server.Create(toolCR(t)))
+	}
+	w.manifests = workload()
+	for i := range max(1, opts.Managers) {
+		m := &Manager{w: w, Name: string(rune('A' + i)), incarnation: 1}
+		w.managers = append(w.managers, m)
+		m.boot()
+	}
+	return w
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// toolCR describes a simulated tool as its Tool object does at first.
+func toolCR(t *SimTool) *v1.Tool {
+	mode := v1.IdempotencyNone
+	switch {
+	case t.Window > 0:
+		mode = v1.IdempotencyNative
+	case t.Lookup:
+		mode = v1.IdempotencyLookup
+	}
+	spec := v1.ToolSpec{
+		HTTP:        v1.HTTPBackend{URL: "http://" + t.host()},
+		Timeout:     &metav1.Duration{Duration: 30 * time.Second},
+		Idempotency: v1.ToolIdempotency{Mode: mode},
+		Operations: []v1.ToolOperation{{Name: "charge", Path: "/v1/charges",
+			Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"}}},
+	}
+	if t.Window > 0 {
+		spec.Idempotency.DedupeWindow = &metav1.Duration{Duration: t.Window}
+		spec.Idempotency.Replayed = "response.headers['idempotent-replayed'] == 'true'"
+	}
+	if t.Lookup {
+		spec.Idempotency.LookupDelay = &metav1.Duration{Duration: t.MaxLag}
+		spec.Operations[0].Lookup = &v1.LookupRequest{Path: "/v1/charges?key={idempotencyKey}",
+			Found:  "response.status == 200 && type(response.body) == map && 'id' in response.body",
+			Absent: "response.status == 404 && type(response.body) == map && 'error' in response.body && response.body.error == 'not_found'"}
+	}
+	return &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: t.Name}, Spec: spec}
+}
+
+// workload is what the people apply: operations on each tool, keyed by
+// name and by shared keys (a duplicate, and a key reused with other
+// parameters).
+func workload() []*v1.SideEffectOperation {
+	op := func(name, tool, key string, amount int) *v1.SideEffectOperation {
+		scopeKey := key
+		if scopeKey == "" {
+			scopeKey = name
+		}
+		ref := tool + "/" + scopeKey
+		o := &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
+			Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: tool}, Operation: "charge",
+				IdempotencyKey: key,
+				Parameters:     &runtime.RawExtension{Raw: fmt.Appendf(nil, `{"ref":%q,"amount":%d}`, ref, amount)}}}
+		return o
+	}
+	return []*v1.SideEffectOperation{
+		op("pay-1", "pay", "", 100),
+		op("pay-2", "pay", "order-7", 250),
+		op("pay-3", "pay", "order-7", 250),
+		op("desk-1", "desk", "", 1),
+		op("desk-2", "desk", "ticket-9", 2),
+		op("desk-3", "desk", "ticket-9", 3),
+		op("chat-1", "chat", "", 1),
+		op("chat-2", "chat", "msg-4", 1),
+	}
+}
+
+// refOf is the scope an operation's parameters name.
+func refOf(op *v1.SideEffectOperation) string {
+	if op.Spec.Parameters == nil {
+		return ""
+	}
+	raw := string(op.Spec.Parameters.Raw)
+	i := strings.Index(raw, `"ref":"`)
+	if i < 0 {
+		return ""
+	}
+	rest := raw[i+len(`"ref":"`):]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// boot starts a manager's incarnation: a new holder, an empty memory, a
+// cache listed from the server now, and every object queued.
+func (m *Manager) boot() {
+	w := m.w
+	m.queue, m.failures, m.parked = map[request]time.Time{}, map[request]int{}, map[request]*passRun{}
+	m.cache = NewCache(w.server, m.changed)
+	m.client = NewClient(w.server, m.cache, gate{m})
+	compiler, err := httpeffects.NewCompiler()
+	must(err)
+	conn := &httpeffects.Connector{Secrets: m.client.Reader(), Compiler: compiler, Transport: transport{w}}
+	m.op = &controller.SideEffectOperationReconciler{
+		Client: m.client, APIReader: m.client.Reader(), Recorder: recorder{w}, Connector: conn, Validator: conn,
+		Budgets: controller.NewRetryBudgets(), Clock: w.clock, Jitter: w.jitter, Holder: m.holder(),
+		MaxClaim: 2 * time.Minute, ClaimGrace: 10 * time.Second, MaxConcurrentReconciles: 4,
+	}
+	must(m.op.IndexFields(context.Background(), m.cache))
+	m.rec = &controller.IdempotencyRecordReconciler{Client: m.client, APIReader: m.client.Reader(), Clock: w.clock}
+	for k := range m.cache.objects {
+		m.changed(k, nil, m.cache.objects[k])
+	}
+}
+
+// jitter draws backoff jitter from the current action's decisions.
+func (w *World) jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(w.sub.Int64N(int64(d) + 1))
+}
+
+// enqueue adds a request, due after d; an earlier due time stays.
+func (m *Manager) enqueue(r request, d time.Duration) {
+	at := m.w.clock.Now().Add(d)
+	if cur, ok := m.queue[r]; ok && !at.Before(cur) {
+		return
+	}
+	m.queue[r] = at
+}
+
+// changed is what a manager's watches do with a change its cache applied:
+// the operation controller watches operations (and the duplicates waiting
+// for one), tools and namespaces; the record controller watches records
+// and deleted operations.
+func (m *Manager) changed(k objKey, old, cur client.Object) {
+	switch k.Kind {
+	case "SideEffectOperation":
+		m.enqueue(request{"op", k.NamespacedName}, 0)
+		for _, o := range m.cache.objects {
+			if d, ok := o.(*v1.SideEffectOperation); ok && d.Namespace == k.Namespace && d.Status.DuplicateOf == k.Name {
+				m.enqueue(request{"op", types.NamespacedName{Namespace: d.Namespace, Name: d.Name}}, 0)
+			}
+		}
+		if cur == nil && old != nil {
+			if rn := old.(*v1.SideEffectOperation).Status.RecordName; rn != "" {
+				m.enqueue(request{"record", types.NamespacedName{Namespace: k.Namespace, Name: rn}}, 0)
+			}
+		}
+	case "Tool", "Namespace":
+		for _, o := range m.cache.objects {
+			op, ok := o.(*v1.SideEffectOperation)
+			if !ok || op.Status.State.IsTerminal() {
+				continue
+			}
+			if (k.Kind == "Tool" && op.Namespace == k.Namespace && op.Spec.ToolRef.Name == k.Name) ||
+				(k.Kind == "Namespace" && op.Namespace == k.Name) {
+				m.enqueue(request{"op", types.NamespacedName{Namespace: op.Namespace, Name: op.Name}}, 0)
+			}
+		}
+	case "IdempotencyRecord":
+		m.enqueue(request{"record", k.NamespacedName}, 0)
+	}
+}
+
+// gate is a manager's connection to the API server.
+type gate struct{ m *Manager }
+
+func (g gate) API(verb string, obj runtime.Object) error {
+	w := g.m.w
+	pr := w.running
+	if pr == nil || pr.m != g.m {
+		return nil
+	}
+	if pr.dead() || g.m.cutOff {
+		pr.apiErr = true
+		return ErrUnreachable
+	}
+	if w.sub.Float64() < w.opts.FreezeRate {
+		w.freezeAt(pr, "before its "+verb+" of a "+kindOf(obj))
+		if pr.dead() || g.m.cutOff {
+			pr.apiErr = true
+			return ErrUnreachable
+		}
+	}
+	return nil
+}
+
+// toolGate is a manager's way to a tool: a pass may freeze on it; a dead
+// process sends nothing.
+func (w *World) toolGate(pr *passRun, where string) error {
+	if pr == nil {
+		return nil
+	}
+	if pr.dead() {
+		return ErrUnreachable
+	}
+	if w.sub.Float64() < w.opts.FreezeRate {
+		w.freezeAt(pr, where)
+		if pr.dead() {
+			return ErrUnreachable
+		}
+	}
+	return nil
+}
+
+// freezeAt stops the running pass until the scheduler resumes it. It runs
+// in the pass's goroutine.
+func (w *World) freezeAt(pr *passRun, where string) {
+	if pr == nil || pr.dead() {
+		return
+	}
+	pr.point = where
+	w.yield <- yieldMsg{pr: pr}
+	<-pr.resume
+}
+
+// drawFault decides what a request meets.
+func (w *World) drawFault(pr *passRun, lookup bool) fault {
+	if pr == nil || w.sub.Float64() >= w.opts.FaultRate {
+		return faultNone
+	}
+	return fault(1 + w.sub.IntN(5))
+}
+
+// recordEffect adds an effect to the ledger.
+func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
+	w.effects++
+	e := &Effect{ID: fmt.Sprintf("%s_%d", t.Name, w.effects), Tool: t.Name, Endpoint: endpoint, Key: key, Ref: ref,
+		At: w.clock.Now(), Epoch: w.epochs[ref]}
+	e.Visible = e.At
+	if t.Lookup && t.MaxLag > 0 {
+		e.Visible = e.At.Add(time.Duration(w.sub.Int64N(int64(t.MaxLag) + 1)))
+	}
+	if pr := w.running; pr != nil {
+		e.Holder = pr.m.holder()
+	}
+	w.ledger = append(w.ledger, e)
+	w.note("the tool %s makes effect %s for %s", t.Name, e.ID, ref)
+	return e
+}
+
+// delivered notes an answer naming an effect that reached a manager.
+func (w *World) delivered(pr *passRun, e *Effect) {
+	if pr.req.ctrl != "op" {
+		return
+	}
+	op := &v1.SideEffectOperation{}
+	uid := types.UID("")
+	if err := w.server.Get(objKey{Kind: "SideEffectOperation", NamespacedName: pr.req.NamespacedName}, op); err == nil {
+		uid = op.UID
+	}
+	w.held = append(w.held, &heldAnswer{effect: e, m: pr.m, incarnation: pr.incarnation, op: pr.req.NamespacedName,
+		uid: uid, step: w.step})
+}
+
+// note adds a line to the current step's story.
+func (w *World) note(format string, args ...any) {
+	w.story = append(w.story, fmt.Sprintf("    "+format, args...))
+}
+
+// recorder keeps the Events the reconcilers emit.
+type recorder struct{ w *World }
+
+func (r recorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason, _, note string, args ...any) {
+	o, _ := regarding.(client.Object)
+	var nn types.NamespacedName
+	if o != nil {
+		nn = client.ObjectKeyFromObject(o)
+	}
+	r.w.events = append(r.w.events, recorded{regarding: nn, reason: reason, note: fmt.Sprintf(note, args...)})
+}
+
+// start runs a new pass of a request until it ends or freezes.
+func (w *World) start(m *Manager, r request) {
+	delete(m.queue, r)
+	pr := &passRun{m: m, incarnation: m.incarnation, req: r, resume: make(chan struct{})}
+	w.running = pr
+	rec := m.op.Reconcile
+	if r.ctrl == "record" {
+		rec = m.rec.Reconcile
+	}
+	go func() {
+		res, err := rec(context.Background(), ctrl.Request{NamespacedName: r.NamespacedName})
+		w.yield <- yieldMsg{pr: pr, done: true, res: res, err: err}
+	}()
+	w.await(pr)
+}
+
+// resume lets a frozen pass go on until it ends or freezes again.
+func (w *World) resume(pr *passRun) {
+	if pr.m.parked[pr.req] == pr {
+		delete(pr.m.parked, pr.req)
+	}
+	w.running = pr
+	pr.resume <- struct{}{}
+	w.await(pr)
+}
+
+func (w *World) await(pr *passRun) {
+	msg := <-w.yield
+	w.running = nil
+	if !msg.done {
+		pr.parkedAt = w.step
+		pr.m.parked[pr.req] = pr
+		w.note("manager %s freezes in its pass of %s, %s", pr.m.Name, pr.req, pr.point)
+		return
+	}
+	if pr.dead() {
+		return
+	}
+	m := pr.m
+	switch {
+	case msg.err != nil:
+		n := m.failures[pr.req]
+		m.failures[pr.req] = n + 1
+		// controller-runtime's default per-item limiter: 5ms doubling, up
+		// to 1000s.
+		d := min(5*time.Millisecond<<min(n, 30), 1000*time.Second)
+		m.enqueue(pr.req, d)
+		w.note("the pass of %s by %s fails: %v", pr.req, m.Name, msg.err)
+	case msg.res.RequeueAfter > 0:
+		delete(m.failures, pr.req)
+		m.enqueue(pr.req, msg.res.RequeueAfter)
+	default:
+		delete(m.failures, pr.req)
+	}
+	if pr.req.ctrl == "op" && msg.err == nil && !pr.apiErr && !m.cutOff {
+		w.checkHeld(m, pr.req.NamespacedName)
+	}
+}
+
+// sortedRequests are a queue's requests in a stable order.
+func sortedRequests[T any](q map[request]T) []request {
+	out := make([]request, 0, len(q))
+	for r := range q {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ctrl != out[j].ctrl {
+			return out[i].ctrl < out[j].ctrl
+		}
+		return out[i].NamespacedName.String() < out[j].NamespacedName.String()
+	})
+	return out
+}
