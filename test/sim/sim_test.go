@@ -14,10 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 package sim
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,5 +42,26 @@ func TestSeedsReplayBitForBit(t *testing.T) {
 		if len(first.Story) < opts.Steps {
 			t.Errorf("seed %d: a story of %d lines for %d steps", seed, len(first.Story), opts.Steps)
 		}
+	}
+}
+
+// TestStories replays the schedules the simulator found and shrank before
+// the fixes they led to (testdata/stories): each broke an invariant on the
+// code of its day, and must break none now.
+func TestStories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "stories", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no stories in testdata/stories: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
+			s, err := LoadStory(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := Replay(s.Options, s.Schedule); r.Failed() {
+				t.Errorf("found as: %s\n\nreplayed:\n%s", s.Violation, r.Tell())
+			}
+		})
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/once-dev/once/test/sim"
@@ -39,6 +40,7 @@ func main() {
 	first := flag.Uint64("first", 0, "the first of -seeds consecutive seeds (0: random)")
 	kernel := flag.Bool("freeze-in-kernel", false, "also freeze a manager after its last check, with the request's bytes already leaving")
 	keepGoing := flag.Bool("keep-going", false, "count every failing seed instead of stopping at the first")
+	save := flag.String("save", "", "write each shrunk failing schedule to this folder, as seed-N.json")
 	flag.Parse()
 
 	opts := func(s uint64) sim.Options {
@@ -70,6 +72,12 @@ func main() {
 			total-r.Steps+r.Violations[0].Step, r.Violations[0])
 		short := sim.Shrink(opts(s), r)
 		fmt.Printf("shrunk to %d actions:\n%s\n", len(short.Schedule), short.Tell())
+		if *save != "" {
+			if err := sim.SaveStory(filepath.Join(*save, fmt.Sprintf("seed-%d.json", s)), opts(s), short); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
 		if !*keepGoing {
 			break
 		}
