@@ -79,6 +79,31 @@ type IdempotencyRecordSpec struct {
 	// it.
 	// +optional
 	Outcome *RecordOutcome `json:"outcome,omitempty"`
+
+	// attempt is what the owner's attempts rested on, kept when the owner
+	// is deleted after it made one: an operation that takes the scope over
+	// reconciles that attempt as it was made (the mode, where the request
+	// went, how long the tool remembers its key), not as the tool is
+	// described now.
+	// +optional
+	Attempt *RecordAttempt `json:"attempt,omitempty"`
+}
+
+// RecordAttempt is what a deleted owner's unsettled attempt rested on.
+type RecordAttempt struct {
+	// mode is the tool's idempotency mode when the attempt was made.
+	// +optional
+	Mode IdempotencyMode `json:"mode,omitempty"`
+
+	// promise is the digest of what the attempt's re-send or lookup rests
+	// on (the operation's status.promise).
+	// +optional
+	Promise string `json:"promise,omitempty"`
+
+	// startedTime is when the owner's first attempt was claimed: a Native
+	// tool's dedupe window runs from the key's first request.
+	// +optional
+	StartedTime *metav1.Time `json:"startedTime,omitempty"`
 }
 
 // RecordOwner names the operation that owns a scope.

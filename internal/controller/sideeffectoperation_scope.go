@@ -349,9 +349,11 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 		return false, 0, err
 	}
 	own := r.ownRecord(p)
-	if p.op.Status.State.IsTerminal() {
+	if st := p.op.Status; st.State.IsTerminal() {
 		o := outcomeOf(p.op, p.env.Now)
 		own.Outcome = &o
+	} else if st.Attempts > 0 {
+		own.Attempt = &v1.RecordAttempt{Mode: st.IdempotencyMode, Promise: st.Promise, StartedTime: st.StartedTime}
 	}
 	var cur *v1.IdempotencyRecordSpec
 	if rec != nil {

@@ -17,6 +17,7 @@ limitations under the License.
 package protocol
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -627,11 +628,25 @@ func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, 
 	st.ErrorClass = o.ErrorClass
 	st.ErrorMessage = o.ErrorMessage
 	end(&st, p, env)
+	if !o.ExpiryTime.IsZero() {
+		// A duplicate reports the scope's outcome for as long as the scope
+		// keeps it, no longer: a replay after that executes again (I7),
+		// and a duplicate that outlived it would say otherwise.
+		st.ExpiryTime = o.ExpiryTime.DeepCopy()
+	}
 	state, msg := o.State, fmt.Sprintf("Duplicate of %s, which ended %s", original, o.State)
 	if state == v1.StateCommitted {
 		st.CommittedTime = timePtr(env.Now)
 	}
-	transition(&st, state, v1.ReasonDuplicate, msg, env)
+	reason := v1.ReasonDuplicate
+	if o.Reason == v1.ReasonResolvedFailed {
+		// A person's Fail is a decision, not a proof that nothing
+		// happened: the duplicate reports it as the original does, so
+		// that no client reads "no effect" into it (I11).
+		reason = v1.ReasonResolvedFailed
+		msg = fmt.Sprintf("Duplicate of %s, which a person failed: %s", original, o.ErrorMessage)
+	}
+	transition(&st, state, reason, msg, env)
 	return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: v1.ReasonDuplicate, Message: msg}}
 }
 
@@ -648,9 +663,19 @@ func WaitForOriginal(st v1.SideEffectOperationStatus, env Env, original string) 
 // previous owner was deleted before it ended, so an effect may exist, and
 // the previous owner's worker may still send its request until its claim
 // ends, which can be as late as the longest claim from now.
-func Inherit(st v1.SideEffectOperationStatus, p Policy, env Env, previous string) Decision {
+func Inherit(st v1.SideEffectOperationStatus, p Policy, env Env, previous string, pin *v1.RecordAttempt) Decision {
 	st.Attempts = max(st.Attempts, 1)
-	st.IdempotencyMode = p.Mode
+	// The inherited attempt is reconciled as it was made: a record kept
+	// before attempts were pinned says nothing, and the tool's present
+	// description stands in for it.
+	st.IdempotencyMode, st.Promise = p.Mode, p.Promise
+	if pin != nil {
+		st.IdempotencyMode = cmp.Or(pin.Mode, p.Mode)
+		st.Promise = pin.Promise
+		if pin.StartedTime != nil {
+			st.StartedTime = pin.StartedTime.DeepCopy()
+		}
+	}
 	return unknown(st, p, env, env.Now.Add(p.MaxClaimDuration),
 		"Takes over the key from %s, deleted before it ended; whether it took effect is unknown", previous)
 }

@@ -19,6 +19,8 @@ package protocol
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
@@ -105,9 +107,9 @@ func AtDeletion(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec *v1.Id
 		return Release{Action: ReleaseCreate, Record: own}
 	case rec.Owner.UID != self.UID:
 		return Release{Action: ReleaseUpdate, Record: own}
-	case rec.Outcome == nil && own.Outcome != nil:
+	case rec.Outcome == nil && (own.Outcome != nil || !equality.Semantic.DeepEqual(rec.Attempt, own.Attempt)):
 		next := *rec
-		next.Outcome = own.Outcome
+		next.Outcome, next.Attempt = own.Outcome, own.Attempt
 		return Release{Action: ReleaseUpdate, Record: next}
 	default:
 		return Release{Action: ReleaseNow}

@@ -89,7 +89,7 @@ func Arbitrate(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec v1.Idem
 	}
 	if rec.Owner.UID == self.UID {
 		if prev := rec.PreviousOwner; prev != nil && st.Attempts == 0 && st.State.IsPlanned() {
-			return ScopeDecision{Action: ScopeWrite, Decision: Inherit(st, p, env, prev.Name)}
+			return ScopeDecision{Action: ScopeWrite, Decision: Inherit(st, p, env, prev.Name, rec.Attempt)}
 		}
 		return ScopeDecision{Action: ScopeProceed}
 	}
@@ -125,7 +125,7 @@ func Arbitrate(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec v1.Idem
 		next.Owner = self
 		next.PreviousOwner = &prev
 		next.Retention.Duration = p.Retention
-		return ScopeDecision{Action: ScopeTakeOver, Record: next, Decision: Inherit(st, p, env, prev.Name)}
+		return ScopeDecision{Action: ScopeTakeOver, Record: next, Decision: Inherit(st, p, env, prev.Name, rec.Attempt)}
 	}
 }
 

@@ -173,7 +173,7 @@ func TestInheritWaitsForTheLongestClaim(t *testing.T) {
 	// longest claim plus the tool's lookup delay.
 	p := policy(v1.IdempotencyLookup)
 	p.MaxClaimDuration = time.Minute
-	d := Inherit(v1.SideEffectOperationStatus{}, p, env(), "a")
+	d := Inherit(v1.SideEffectOperationStatus{}, p, env(), "a", nil)
 	want := now.Add(time.Minute + p.LookupDelay)
 	if d.Status.NextAttemptTime == nil || !d.Status.NextAttemptTime.Equal(&metav1.Time{Time: want}) {
 		t.Errorf("first lookup at %v, want %v", d.Status.NextAttemptTime, want)

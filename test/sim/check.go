@@ -76,7 +76,9 @@ func (w *World) check() {
 			continue
 		}
 		seen[e.Ref] = true
-		if cur := w.current(e.Ref); len(cur) > 1 {
+		// A second effect a person allowed (a Retry, their word that
+		// nothing had happened) is theirs to answer for.
+		if cur := w.current(e.Ref); len(cur) > 1 && len(unlicensed(cur[1:])) > 0 {
 			w.fail(InvOneEffect, e.Ref, "%d effects (%s)", len(cur), effectList(cur))
 		}
 	}
@@ -90,10 +92,15 @@ func (w *World) check() {
 					w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) with no effect at the tool", reasonOf(st))
 				}
 			case v1.StateFailedFinal:
-				// The failure speaks of this request: an effect of the
-				// same scope with other parameters is another's.
+				// The failure speaks of this request, for as long as its
+				// retention: an effect of the same scope with other
+				// parameters is another's, and one after it expired is a
+				// replay's (I7).
 				effects := sameRequest(effects, op)
-				if len(effects) > 0 && reasonOf(st) != v1.ReasonResolvedFailed && !saysDecision(st) {
+				if st.ExpiryTime != nil {
+					effects = before(effects, st.ExpiryTime.Time)
+				}
+				if len(effects) > 0 && !saysDecision(st) {
 					w.fail(InvNoFalseNoEffect, op.Name, "FailedFinal (%s: %s) while the tool holds %s",
 						reasonOf(st), st.ErrorMessage, effectList(effects))
 				}
@@ -109,9 +116,10 @@ func (w *World) check() {
 }
 
 // saysDecision reports whether a failure is reported as a person's
-// decision, not as a proof that nothing happened.
+// decision, not as a proof that nothing happened: the reason clients
+// (pkg/once, the MCP gateway) read it from.
 func saysDecision(st v1.SideEffectOperationStatus) bool {
-	return st.Resolution != nil && st.Resolution.Action == v1.ResolutionFail
+	return reasonOf(st) == v1.ReasonResolvedFailed
 }
 
 // sameRequest are the effects made with an operation's parameters.
@@ -127,6 +135,28 @@ func sameRequest(es []*Effect, op *v1.SideEffectOperation) []*Effect {
 	var out []*Effect
 	for _, e := range es {
 		if e.Params == string(want) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// unlicensed are the effects no person allowed.
+func unlicensed(es []*Effect) []*Effect {
+	var out []*Effect
+	for _, e := range es {
+		if !e.Licensed {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// before are the effects made before t.
+func before(es []*Effect, t time.Time) []*Effect {
+	var out []*Effect
+	for _, e := range es {
+		if e.At.Before(t) {
 			out = append(out, e)
 		}
 	}
@@ -157,12 +187,14 @@ func (w *World) forget() {
 	for _, o := range w.server.List("SideEffectOperation", Namespace) {
 		op := o.(*v1.SideEffectOperation)
 		// An operation remembers its scope once it has made an attempt
-		// or taken an outcome over; a new one knows nothing yet, and one
-		// refused before any call (other parameters) holds nothing.
+		// or taken an outcome over; a new one knows nothing yet, nor does a
+		// duplicate still waiting for its original, and one refused before
+		// any call (other parameters) holds nothing.
 		// Its retention bounds that, as it bounds a record's (I7).
 		st := op.Status
 		expired := st.ExpiryTime != nil && !w.clock.Now().Before(st.ExpiryTime.Time)
-		if (st.Attempts > 0 || st.DuplicateOf != "" || st.State == v1.StateCommitted) && !expired {
+		adopted := st.DuplicateOf != "" && st.State.IsTerminal()
+		if (st.Attempts > 0 || adopted || st.State == v1.StateCommitted) && !expired {
 			remembered[refOf(op)] = true
 		}
 	}

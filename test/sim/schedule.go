@@ -389,16 +389,18 @@ func (w *World) editTool(name string, edit int64) {
 	cr := &v1.Tool{}
 	must(w.server.Get(objKey{Kind: "Tool", NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}, cr))
 	spec := &cr.Spec
-	op := &spec.Operations[0]
 	switch edit % int64(len(toolEdits)) {
 	case 0:
 		from, to := "/v1/", "/v2/"
-		if op.Path == "/v2/charges" {
+		if spec.Operations[0].Path == "/v2/charges" {
 			from, to = to, from
 		}
-		op.Path = replace(op.Path, from, to)
-		if op.Lookup != nil {
-			op.Lookup.Path = replace(op.Lookup.Path, from, to)
+		for i := range spec.Operations {
+			op := &spec.Operations[i]
+			op.Path = replace(op.Path, from, to)
+			if op.Lookup != nil {
+				op.Lookup.Path = replace(op.Lookup.Path, from, to)
+			}
 		}
 	case 1:
 		modes := []v1.IdempotencyMode{v1.IdempotencyNone}
@@ -436,14 +438,22 @@ func replace(s, from, to string) string {
 	return s
 }
 
-// resolve is a person's review: they look at the tool (the ledger, as
-// the tool's own dashboard shows it) and mark the operation committed with
-// the effect they find, or, finding none, allow a retry or fail it.
+// resolve is a person's review: they look at the tool as it shows itself
+// (a tool that can be searched shows an effect once it is visible there;
+// one that cannot shows nothing) and mark the operation committed with the
+// effect they find, or, finding none, allow a retry or fail it. A retry is
+// the person's word that nothing happened: an effect it leads to is theirs
+// (Effect.Licensed), not Once's.
 func (w *World) resolve(name string, choice int64) {
 	op := &v1.SideEffectOperation{}
 	must(w.server.Get(opKey(name), op))
 	res := &v1.Resolution{By: "alice", Reason: fmt.Sprintf("review at step %d", w.step)}
-	seen := w.current(refOf(op))
+	var seen []*Effect
+	for _, e := range w.current(refOf(op)) {
+		if w.tools[e.Tool].Lookup && !w.clock.Now().Before(e.Visible) {
+			seen = append(seen, e)
+		}
+	}
 	switch {
 	case len(seen) > 0:
 		res.Action, res.ExternalObjectID = v1.ResolutionMarkCommitted, seen[0].ID

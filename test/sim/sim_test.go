@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -64,4 +65,29 @@ func TestStories(t *testing.T) {
 			}
 		})
 	}
+}
+
+// huntSeeds is how many fixed seeds make test hunts over: deterministic,
+// so never flaky, and within a minute on the shared CI machine.
+const huntSeeds = 100
+
+// TestHunt is the bounded hunt make test runs: seeds 1 to huntSeeds, each
+// of DefaultOptions' steps and its quiet phase, every invariant checked
+// after every step. A failure prints the shrunk story; make sim hunts
+// further, over random seeds.
+func TestHunt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the hunt runs in make test, not with -short")
+	}
+	began, steps := time.Now(), 0
+	for seed := uint64(1); seed <= huntSeeds; seed++ {
+		opts := DefaultOptions(seed)
+		r := Run(opts)
+		steps += r.Steps
+		if r.Failed() {
+			t.Fatalf("seed %d: %s\n\nshrunk:\n%s", seed, r.Violations[0], Shrink(opts, r).Tell())
+		}
+	}
+	d := time.Since(began)
+	t.Logf("%d seeds, %d steps in %s: %.0f steps/s", huntSeeds, steps, d.Round(time.Millisecond), float64(steps)/d.Seconds())
 }

@@ -70,6 +70,11 @@ type Effect struct {
 	Params  string
 	At      time.Time
 	Visible time.Time
+	// Target is the charge a refund undoes; empty for a charge.
+	Target string
+	// Licensed marks an effect of an attempt a person allowed with Retry:
+	// the person vouched that no earlier effect existed.
+	Licensed bool
 	// Holder made the request (the manager incarnation's claim holder).
 	Holder string
 	Epoch  int
@@ -106,9 +111,25 @@ var faultNames = map[fault]string{faultRefused: "the connection is refused", fau
 
 func (t *SimTool) host() string { return t.Name + ".sim" }
 
-// serve is the tool's side of one request that reached it.
+// route names the store a request's path reaches: its version and its
+// collection ("/v1/charges", "/v2/refunds"), and the charge a refund is of.
+func route(path string) (store, target string) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) == 4 && parts[1] == "charges" && parts[3] == "refund":
+		return "/" + parts[0] + "/refunds", parts[2]
+	case len(parts) == 2:
+		return "/" + parts[0] + "/" + parts[1], ""
+	}
+	return path, ""
+}
+
+// serve is the tool's side of one request that reached it. A charge is an
+// effect; a refund is the effect that undoes a charge (a compensation);
+// parameters with "reject": true are declined before anything happens, as
+// a business rule would.
 func (t *SimTool) serve(w *World, req *http.Request, body []byte) (*http.Response, *Effect) {
-	endpoint := req.URL.Path
+	endpoint, target := route(req.URL.Path)
 	if req.Method == http.MethodGet {
 		key := req.URL.Query().Get("key")
 		if !t.Lookup {
@@ -132,10 +153,18 @@ func (t *SimTool) serve(w *World, req *http.Request, body []byte) (*http.Respons
 		}
 	}
 	var params struct {
-		Ref string `json:"ref"`
+		Ref    string `json:"ref"`
+		Reject bool   `json:"reject"`
 	}
 	_ = json.Unmarshal(body, &params)
+	if params.Reject {
+		return respond(http.StatusUnprocessableEntity, map[string]any{"error": "declined"}, nil), nil
+	}
+	if target != "" && w.effectByID(target) == nil {
+		return respond(http.StatusNotFound, map[string]any{"error": "no_such_charge"}, nil), nil
+	}
 	e := w.recordEffect(t, endpoint, key, params.Ref)
+	e.Target = target
 	if c, err := protocol.Canonical(body); err == nil {
 		e.Params = string(c)
 	}

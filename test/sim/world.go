@@ -24,12 +24,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -151,6 +153,7 @@ type passRun struct {
 	point       string
 	parkedAt    int
 	apiErr      bool
+	uid         types.UID
 }
 
 func (p *passRun) dead() bool { return p.incarnation != p.m.incarnation }
@@ -175,6 +178,12 @@ type heldAnswer struct {
 	op          types.NamespacedName
 	uid         types.UID
 	step        int
+}
+
+func init() {
+	// The reconcilers log through controller-runtime's logger; the story
+	// says what happened.
+	logf.SetLogger(logr.Discard())
 }
 
 // NewWorld builds the world of a seed: a namespace, three tools (one of
@@ -222,8 +231,12 @@ func toolCR(t *SimTool) *v1.Tool {
 		HTTP:        v1.HTTPBackend{URL: "http://" + t.host()},
 		Timeout:     &metav1.Duration{Duration: 30 * time.Second},
 		Idempotency: v1.ToolIdempotency{Mode: mode},
-		Operations: []v1.ToolOperation{{Name: "charge", Path: "/v1/charges",
-			Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"}}},
+		Operations: []v1.ToolOperation{
+			{Name: "charge", Path: "/v1/charges", Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"}},
+			{Name: "refund", Path: "/v1/charges/{id}/refund",
+				Request:  &v1.RequestShape{PathValues: []v1.NamedValue{{Name: "id", Value: "parameters.charge"}}},
+				Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"}},
+		},
 	}
 	if t.Window > 0 {
 		spec.Idempotency.DedupeWindow = &metav1.Duration{Duration: t.Window}
@@ -231,9 +244,11 @@ func toolCR(t *SimTool) *v1.Tool {
 	}
 	if t.Lookup {
 		spec.Idempotency.LookupDelay = &metav1.Duration{Duration: t.MaxLag}
-		spec.Operations[0].Lookup = &v1.LookupRequest{Path: "/v1/charges?key={idempotencyKey}",
-			Found:  "response.status == 200 && type(response.body) == map && 'id' in response.body",
-			Absent: "response.status == 404 && type(response.body) == map && 'error' in response.body && response.body.error == 'not_found'"}
+		for i, collection := range []string{"charges", "refunds"} {
+			spec.Operations[i].Lookup = &v1.LookupRequest{Path: "/v1/" + collection + "?key={idempotencyKey}",
+				Found:  "response.status == 200 && type(response.body) == map && 'id' in response.body",
+				Absent: "response.status == 404 && type(response.body) == map && 'error' in response.body && response.body.error == 'not_found'"}
+		}
 	}
 	return &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: t.Name}, Spec: spec}
 }
@@ -424,10 +439,25 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	}
 	if pr := w.running; pr != nil {
 		e.Holder = pr.m.holder()
+		op := &v1.SideEffectOperation{}
+		if w.server.Get(objKey{Kind: "SideEffectOperation", NamespacedName: pr.req.NamespacedName}, op) == nil &&
+			op.UID == pr.uid && op.Status.Resolution != nil && op.Status.Resolution.Action == v1.ResolutionRetry {
+			e.Licensed = true
+		}
 	}
 	w.ledger = append(w.ledger, e)
 	w.note("the tool %s makes effect %s for %s", t.Name, e.ID, ref)
 	return e
+}
+
+// effectByID is the ledger's effect with that id, or nil.
+func (w *World) effectByID(id string) *Effect {
+	for _, e := range w.ledger {
+		if e.ID == id {
+			return e
+		}
+	}
+	return nil
 }
 
 // delivered notes an answer naming an effect that reached a manager.
@@ -435,13 +465,8 @@ func (w *World) delivered(pr *passRun, e *Effect) {
 	if pr.req.ctrl != "op" {
 		return
 	}
-	op := &v1.SideEffectOperation{}
-	uid := types.UID("")
-	if err := w.server.Get(objKey{Kind: "SideEffectOperation", NamespacedName: pr.req.NamespacedName}, op); err == nil {
-		uid = op.UID
-	}
 	w.held = append(w.held, &heldAnswer{effect: e, m: pr.m, incarnation: pr.incarnation, op: pr.req.NamespacedName,
-		uid: uid, step: w.step})
+		uid: pr.uid, step: w.step})
 }
 
 // note adds a line to the current step's story.
@@ -465,6 +490,11 @@ func (r recorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason, 
 func (w *World) start(m *Manager, r request) {
 	delete(m.queue, r)
 	pr := &passRun{m: m, incarnation: m.incarnation, req: r, resume: make(chan struct{})}
+	if o, ok := w.server.objects[objKey{Kind: "SideEffectOperation", NamespacedName: r.NamespacedName}]; ok && r.ctrl == "op" {
+		// The object the pass works on: a later one of the same name is
+		// another.
+		pr.uid = o.GetUID()
+	}
 	w.running = pr
 	rec := m.op.Reconcile
 	if r.ctrl == "record" {
