@@ -67,6 +67,9 @@ type OutboxReconciler struct {
 	Recorder  events.EventRecorder
 	Sender    OutboxSender
 	Clock     clock.Clock
+	// Jitter draws a uniform duration in [0, d] for the backoff between
+	// deliveries (full jitter); math/rand if nil.
+	Jitter func(d time.Duration) time.Duration
 	// Budget bounds the deliveries of one entry.
 	Budget outbox.Budget
 	// Timeout bounds one delivery.
@@ -182,7 +185,7 @@ func (r *OutboxReconciler) deliver(ctx context.Context, obj client.Object,
 			a = r.Sender.Send(dctx, url, ev)
 			cancel()
 		}
-		after, failed := outbox.After(e, r.Budget, r.Clock.Now(), randomJitter, a)
+		after, failed := outbox.After(e, r.Budget, r.Clock.Now(), r.jitter(), a)
 		next[i] = after
 		switch {
 		case after.State == v1.DeliveryDelivered:
@@ -204,6 +207,14 @@ func (r *OutboxReconciler) deliver(ctx context.Context, obj client.Object,
 		}
 	}
 	return next, spent
+}
+
+// jitter is the relay's Jitter, or randomJitter.
+func (r *OutboxReconciler) jitter() func(time.Duration) time.Duration {
+	if r.Jitter != nil {
+		return r.Jitter
+	}
+	return randomJitter
 }
 
 // subscriberURL is the URL of the named subscriber.

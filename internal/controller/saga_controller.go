@@ -218,6 +218,7 @@ func children(s *v1.Saga, ops map[string]*v1.SideEffectOperation) map[string]sag
 		}
 		if ready := meta.FindStatusCondition(op.Status.Conditions, v1.ConditionReady); ready != nil {
 			c.Message = ready.Message
+			c.Decided = op.Status.State == v1.StateFailedFinal && ready.Reason == v1.ReasonResolvedFailed
 		}
 		out[name] = c
 	}
@@ -412,7 +413,9 @@ func (r *SagaReconciler) checkpoint(ctx context.Context, s *v1.Saga, st v1.SagaS
 
 // SetupWithManager runs the controller on sagas and their operations.
 func (r *SagaReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.plans = lru.New(plansSize)
+	if r.plans == nil {
+		r.plans = lru.New(plansSize)
+	}
 	// The operations' events are not filtered by shard: they wake their
 	// saga, whose shard is checked in Reconcile.
 	b := ctrl.NewControllerManagedBy(mgr).

@@ -34,12 +34,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/failpoint"
 	"github.com/once-dev/once/test/sandbox"
 )
@@ -328,7 +330,10 @@ var _ = Describe("Sequences to a second effect", func() {
 		op.Status = v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 1, ExternalObjectID: "ch_8",
 			CompletionTime: &metav1.Time{Time: time.Now()}}
 		Expect(k8sClient.Status().Update(ctx, op)).To(Succeed())
-		r := &SideEffectOperationReconciler{Client: k8sClient, APIReader: k8sClient, Clock: clock.RealClock{}, Holder: "test"}
+		rs, err := Config{Holder: "test"}.Build(Deps{Client: k8sClient, APIReader: k8sClient,
+			Recorder: events.NewFakeRecorder(100), Clock: clock.RealClock{}, Transport: httpeffects.NewTransport(nil)})
+		Expect(err).NotTo(HaveOccurred())
+		r := rs.Operation
 		p := r.newPass(ctx, op)
 		Expect(p.identify()).To(Succeed())
 		rec := &v1.IdempotencyRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.st.RecordName},
@@ -343,7 +348,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		stale.Spec.Owner = v1.RecordOwner{Name: "gone", UID: "uid-gone"}
 		stale.Spec.Outcome = &v1.RecordOutcome{State: v1.StateCommitted}
 		r.Client = &staleRecords{Client: k8sClient, rec: stale}
-		_, err := r.Reconcile(logf.IntoContext(ctx, logf.Log), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(op)})
+		_, err = r.Reconcile(logf.IntoContext(ctx, logf.Log), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(op)})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(rec), rec)).To(Succeed())
 		Expect(rec.Spec.Outcome).NotTo(BeNil(), "the outcome never reached the record")

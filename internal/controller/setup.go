@@ -23,8 +23,11 @@ import (
 	nethttp "net/http"
 	"time"
 
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/outbox"
@@ -33,8 +36,9 @@ import (
 )
 
 // Config is what a manager decides for Once's controllers: cmd/main.go
-// from its flags, the test suites from their needs. One Setup serves both,
-// so the tests run the controllers the way the manager does.
+// from its flags, the test suites and the simulator from their needs. One
+// Build serves them all, so the tests run the controllers the way the
+// manager does.
 type Config struct {
 	// Holder identifies this manager process in claims; it must differ
 	// between processes, also across restarts.
@@ -49,10 +53,10 @@ type Config struct {
 	// Egress is where tools may be called; nil refuses loopback,
 	// link-local, metadata and unspecified addresses, and allows the rest.
 	Egress *httpeffects.Egress
-	// Transport carries effect calls; httpeffects.NewTransport(Egress) if
-	// nil.
+	// Transport carries effect calls and deliveries, for Setup;
+	// httpeffects.NewTransport(Egress) if nil.
 	Transport nethttp.RoundTripper
-	// Clock is the real clock if nil.
+	// Clock is Setup's clock; the real clock if nil.
 	Clock clock.WithTickerAndDelayedExecution
 	// OutboxBudget bounds the deliveries of one outcome announcement;
 	// outbox.DefaultBudget if zero. OutboxTimeout bounds one delivery;
@@ -90,95 +94,193 @@ func (c Config) GracefulShutdownTimeout() time.Duration {
 	return c.MaxClaim + c.ClaimGrace + shutdownSlack
 }
 
-// Setup registers Once's controllers, their indexes and their watches with
-// mgr.
-func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
-	if c.Clock == nil {
-		c.Clock = clock.RealClock{}
-	}
-	if c.Transport == nil {
-		c.Transport = httpeffects.NewTransport(c.Egress)
-	}
-	shards, err := c.sharder(mgr)
-	if err != nil {
-		return err
+// Deps are what the reconcilers take from outside. Setup takes them from a
+// manager, for cmd/main.go and the envtest suites; the simulator makes its
+// own. The reconcilers reach past them for no global.
+type Deps struct {
+	// Client reads from a cache and writes to the API server.
+	Client client.Client
+	// APIReader reads past the cache: where a stale view would be wrong,
+	// and for Secrets, which the manager neither watches nor caches.
+	APIReader client.Reader
+	// Recorder records the events of operations and sagas.
+	Recorder events.EventRecorder
+	// Clock is what the reconcilers read the time from; a claim's fence is
+	// armed on it.
+	Clock clock.WithTickerAndDelayedExecution
+	// Transport carries the calls to tools and the deliveries to
+	// subscribers.
+	Transport nethttp.RoundTripper
+	// Jitter draws a uniform duration in [0, d] for the backoffs of calls
+	// and deliveries (full jitter); math/rand if nil.
+	Jitter func(d time.Duration) time.Duration
+	// Shards says which objects this manager handles; nil: all.
+	Shards *shard.Sharder
+}
+
+// Reconcilers are Once's reconcilers, built by Config.Build.
+type Reconcilers struct {
+	Operation *SideEffectOperationReconciler
+	Saga      *SagaReconciler
+	Record    *IdempotencyRecordReconciler
+	// Outbox are the relays of outcome announcements, one per kind of
+	// object that announces.
+	Outbox []*OutboxReconciler
+	// Tools validate Tools and, for a manager that watches every
+	// namespace, ClusterTools.
+	Tools []*ToolReconciler
+}
+
+// Build makes Once's reconcilers from c and d: the one place they are
+// wired, for cmd/main.go (through Setup), the test suites and the
+// simulator.
+func (c Config) Build(d Deps) (*Reconcilers, error) {
+	if err := d.check(); err != nil {
+		return nil, err
 	}
 	compiler, err := httpeffects.NewCompiler()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Secrets are read past the cache: the manager neither watches nor
 	// caches them.
 	connector := &httpeffects.Connector{
-		Secrets:                  mgr.GetAPIReader(),
+		Secrets:                  d.APIReader,
 		ClusterResourceNamespace: c.ClusterResourceNamespace,
 		Compiler:                 compiler,
-		Transport:                c.Transport,
+		Transport:                d.Transport,
 		Egress:                   c.Egress,
 	}
-	if err := (&SideEffectOperationReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorder("once"),
-		Connector:               connector,
-		Validator:               connector,
-		Budgets:                 NewRetryBudgets(),
-		Clock:                   c.Clock,
-		Holder:                  c.Holder,
-		MaxClaim:                c.MaxClaim,
-		ClaimGrace:              c.ClaimGrace,
-		MaxConcurrentReconciles: c.MaxConcurrentReconciles,
-		WatchNamespaces:         c.WatchNamespaces,
-		Shards:                  shards,
-	}).SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("setting up the sideeffectoperation controller: %w", err)
-	}
-	if err := (&SagaReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("once"),
-		Connector: connector, Validator: connector, Clock: c.Clock,
-		MaxConcurrentReconciles: c.MaxConcurrentReconciles, WatchNamespaces: c.WatchNamespaces, Shards: shards,
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the saga controller: %w", err)
-	}
-	if err := (&IdempotencyRecordReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: c.Clock, Shards: shards,
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the idempotencyrecord controller: %w", err)
-	}
-	if err := c.setupOutbox(mgr, shards); err != nil {
-		return err
-	}
-	if err := SetupToolReconcilers(mgr, ToolReconciler{
-		Client: mgr.GetClient(), Validator: connector, Headers: connector, Clock: c.Clock,
-	}, len(c.WatchNamespaces) == 0); err != nil {
-		return fmt.Errorf("setting up the tool controllers: %w", err)
-	}
-	return nil
-}
-
-// setupOutbox registers the relays, which deliver outcome announcements
-// through the effect transport: subscribers are dialled under the same
-// egress policy as tools.
-func (c Config) setupOutbox(mgr ctrl.Manager, shards *shard.Sharder) error {
-	snd, err := sender.New(c.Transport, c.Egress)
+	// Subscribers are dialled through the effect transport, under the
+	// same egress policy as tools.
+	snd, err := sender.New(d.Transport, c.Egress)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	budget := c.OutboxBudget
 	if budget.MaxAttempts <= 0 {
 		budget = outbox.DefaultBudget
 	}
-	for _, r := range NewOutboxReconcilers(OutboxReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("once"),
-		Sender: snd, Clock: c.Clock,
-		Budget: budget, Timeout: cmp.Or(c.OutboxTimeout, DefaultOutboxTimeout), Shards: shards,
-		MaxConcurrentReconciles: c.MaxConcurrentReconciles,
-	}) {
+	return &Reconcilers{
+		Operation: &SideEffectOperationReconciler{
+			Client:                  d.Client,
+			APIReader:               d.APIReader,
+			Recorder:                d.Recorder,
+			Connector:               connector,
+			Validator:               connector,
+			Budgets:                 NewRetryBudgets(),
+			Clock:                   d.Clock,
+			Jitter:                  d.Jitter,
+			Holder:                  c.Holder,
+			MaxClaim:                c.MaxClaim,
+			ClaimGrace:              c.ClaimGrace,
+			MaxConcurrentReconciles: c.MaxConcurrentReconciles,
+			WatchNamespaces:         c.WatchNamespaces,
+			Shards:                  d.Shards,
+		},
+		Saga: &SagaReconciler{
+			Client: d.Client, APIReader: d.APIReader, Recorder: d.Recorder,
+			Connector: connector, Validator: connector, Clock: d.Clock,
+			MaxConcurrentReconciles: c.MaxConcurrentReconciles, WatchNamespaces: c.WatchNamespaces, Shards: d.Shards,
+			plans: lru.New(plansSize),
+		},
+		Record: &IdempotencyRecordReconciler{
+			Client: d.Client, APIReader: d.APIReader, Clock: d.Clock, Shards: d.Shards,
+		},
+		Outbox: NewOutboxReconcilers(OutboxReconciler{
+			Client: d.Client, APIReader: d.APIReader, Recorder: d.Recorder,
+			Sender: snd, Clock: d.Clock, Jitter: d.Jitter,
+			Budget: budget, Timeout: cmp.Or(c.OutboxTimeout, DefaultOutboxTimeout), Shards: d.Shards,
+			MaxConcurrentReconciles: c.MaxConcurrentReconciles,
+		}),
+		Tools: newToolReconcilers(ToolReconciler{
+			Client: d.Client, Validator: connector, Headers: connector, Clock: d.Clock,
+		}, len(c.WatchNamespaces) == 0),
+	}, nil
+}
+
+// check refuses Deps with a dependency missing; Jitter and Shards may be.
+func (d Deps) check() error {
+	var missing string
+	switch {
+	case d.Client == nil:
+		missing = "Client"
+	case d.APIReader == nil:
+		missing = "APIReader"
+	case d.Recorder == nil:
+		missing = "Recorder"
+	case d.Clock == nil:
+		missing = "Clock"
+	case d.Transport == nil:
+		missing = "Transport"
+	default:
+		return nil
+	}
+	return fmt.Errorf("building the reconcilers: Deps.%s is nil", missing)
+}
+
+// SetupWithManager registers the reconcilers, their indexes and their
+// watches with mgr.
+func (rs *Reconcilers) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := rs.Operation.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the sideeffectoperation controller: %w", err)
+	}
+	if err := rs.Saga.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the saga controller: %w", err)
+	}
+	if err := rs.Record.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the idempotencyrecord controller: %w", err)
+	}
+	for _, r := range rs.Outbox {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the outbox relay of %ss: %w", r.kind.name, err)
 		}
 	}
+	for _, r := range rs.Tools {
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", r.name, err)
+		}
+	}
 	return nil
+}
+
+// Setup registers Once's controllers, their indexes and their watches with
+// mgr: their dependencies are the manager's, the clock c.Clock or the
+// real one, the transport c.Transport or one under c.Egress.
+func Setup(ctx context.Context, mgr ctrl.Manager, c Config) error {
+	d, err := c.depsOf(mgr)
+	if err != nil {
+		return err
+	}
+	rs, err := c.Build(d)
+	if err != nil {
+		return err
+	}
+	return rs.SetupWithManager(ctx, mgr)
+}
+
+// depsOf takes the reconcilers' dependencies from mgr, adding the Sharder
+// to it when sharding is on.
+func (c Config) depsOf(mgr ctrl.Manager) (Deps, error) {
+	shards, err := c.sharder(mgr)
+	if err != nil {
+		return Deps{}, err
+	}
+	d := Deps{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("once"),
+		Clock:     c.Clock,
+		Transport: c.Transport,
+		Shards:    shards,
+	}
+	if d.Clock == nil {
+		d.Clock = clock.RealClock{}
+	}
+	if d.Transport == nil {
+		d.Transport = httpeffects.NewTransport(c.Egress)
+	}
+	return d, nil
 }
 
 // sharder adds the Sharder to mgr when sharding is on; nil otherwise,

@@ -47,7 +47,9 @@ type ToolReconciler struct {
 	// is the one a call would meet.
 	Headers HeaderResolver
 	Clock   clock.Clock
-	// newTool makes an empty object of the kind this reconciler serves.
+	// name names the controller; newTool makes an empty object of the
+	// kind this reconciler serves.
+	name    string
 	newTool func() v1.GenericTool
 }
 
@@ -97,19 +99,21 @@ func (r *ToolReconciler) check(ctx context.Context, tool v1.GenericTool) error {
 	return errors.Join(r.Validator.Validate(tool.GetSpec()), err)
 }
 
-// SetupToolReconcilers registers one ToolReconciler for Tools and, if
-// clusterTools, one for ClusterTools.
-func SetupToolReconcilers(mgr ctrl.Manager, base ToolReconciler, clusterTools bool) error {
-	kinds := map[string]func() v1.GenericTool{"tool": func() v1.GenericTool { return &v1.Tool{} }}
+// newToolReconcilers are the reconcilers of Tools and, if clusterTools, of
+// ClusterTools, sharing everything but their kind.
+func newToolReconcilers(base ToolReconciler, clusterTools bool) []*ToolReconciler {
+	tool := base
+	tool.name, tool.newTool = "tool", func() v1.GenericTool { return &v1.Tool{} }
+	rs := []*ToolReconciler{&tool}
 	if clusterTools {
-		kinds["clustertool"] = func() v1.GenericTool { return &v1.ClusterTool{} }
+		ct := base
+		ct.name, ct.newTool = "clustertool", func() v1.GenericTool { return &v1.ClusterTool{} }
+		rs = append(rs, &ct)
 	}
-	for name, newTool := range kinds {
-		r := base
-		r.newTool = newTool
-		if err := ctrl.NewControllerManagedBy(mgr).For(newTool()).Named(name).Complete(&r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return rs
+}
+
+// SetupWithManager runs the reconciler on the tools of its kind.
+func (r *ToolReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(r.newTool()).Named(r.name).Complete(r)
 }

@@ -69,6 +69,9 @@ type Child struct {
 	// Foreign marks an operation with the expected name that this saga
 	// does not control.
 	Foreign bool
+	// Decided marks an operation a person failed (a Fail resolution): a
+	// decision, which does not establish that it had no effect.
+	Decided bool
 }
 
 // View is everything a decision reads.
@@ -581,6 +584,9 @@ func (d *decider) compensate() Decision {
 	d.st.CompensationsDone = done
 	d.st.CurrentStep = ""
 	failedName := d.Spec.Steps[failed].Name
+	if dec, stop := d.undecidedFailure(failed); stop {
+		return dec
+	}
 	if d.st.CompensationsTotal == 0 {
 		return d.end(v1.StateFailedFinal, ReasonStepFailed, fmt.Sprintf(
 			"%s; no step before it had taken effect, so there is nothing to compensate", d.st.Steps[failed].Message))
@@ -590,6 +596,28 @@ func (d *decider) compensate() Decision {
 		undone = fmt.Sprintf("the %d steps before it were compensated, last first", d.st.CompensationsTotal)
 	}
 	return d.end(v1.StateCompensated, ReasonCompensated, fmt.Sprintf("step %s failed for good; %s", failedName, undone))
+}
+
+// undecidedFailure stops a saga whose failed step a person failed from
+// ending as if that step had had no effect (I8): the person decided to stop
+// it, and did not establish that its effect does not stand. The saga waits
+// in review, its other steps compensated, until a person says the step's
+// effect, if any, is undone (MarkCompensated).
+func (d *decider) undecidedFailure(failed int) (Decision, bool) {
+	step, ss := d.Spec.Steps[failed], &d.st.Steps[failed]
+	c, ok := d.child(OperationName(d.Name, step.Name, false, ss.Round), failed, false, ss.Round)
+	if !ok || !c.Decided {
+		return Decision{}, false
+	}
+	if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaMarkCompensated && !SameResolution(r, ss.Resolution) {
+		applied := *r
+		ss.Resolution = &applied
+		return Decision{}, false
+	}
+	return d.review(step.Name, ReasonStepFailed, fmt.Sprintf(
+		"step %s was failed by a person, which does not establish that it had no effect; the steps before it "+
+			"are compensated. If it took effect, undo it by hand; then set spec.resolutions {step: %s, action: MarkCompensated}",
+		step.Name, step.Name)), true
 }
 
 func (d *decider) failedIndex() int {

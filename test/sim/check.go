@@ -18,6 +18,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,13 @@ const (
 	// terminal state or NeedsReview within ten simulated minutes, longer
 	// only where a declared delay says so.
 	InvLiveness = "I13 liveness"
+	// InvCompensated (I8): a saga is never Compensated while a step's
+	// effect stands.
+	InvCompensated = "I8 no Compensated while an effect stands"
+	// InvSagaOrder (I14): a saga step's effect comes only after the step
+	// before it committed; a compensation's only for an effect that
+	// stands, once every later step's standing effect is undone.
+	InvSagaOrder = "I14 saga order"
 )
 
 // fail records a violation once per invariant and subject.
@@ -104,6 +112,17 @@ func (w *World) check() {
 					w.fail(InvNoFalseNoEffect, op.Name, "FailedFinal (%s: %s) while the tool holds %s",
 						reasonOf(st), st.ErrorMessage, effectList(effects))
 				}
+			}
+		}
+	}
+	for _, o := range w.server.List("Saga", Namespace) {
+		s := o.(*v1.Saga)
+		if s.Status.State != v1.StateCompensated {
+			continue
+		}
+		for _, step := range s.Spec.Steps {
+			for _, e := range w.standing(s.Name + "/" + step.Name) {
+				w.fail(InvCompensated, s.Name, "Compensated while step %s's effect %s stands", step.Name, e.ID)
 			}
 		}
 	}
@@ -186,6 +205,11 @@ func (w *World) forget() {
 	remembered := map[string]bool{}
 	for _, o := range w.server.List("SideEffectOperation", Namespace) {
 		op := o.(*v1.SideEffectOperation)
+		sc := protocol.OperationScope(op)
+		w.refs[scopeOf(sc.Tool.Name, sc.Operation, sc.Key)] = refOf(op)
+		if op.Status.State == v1.StateCommitted {
+			w.committed[refOf(op)] = true
+		}
 		// An operation remembers its scope once it has made an attempt
 		// or taken an outcome over; a new one knows nothing yet, nor does a
 		// duplicate still waiting for its original, and one refused before
@@ -201,12 +225,13 @@ func (w *World) forget() {
 	for _, o := range w.server.List("IdempotencyRecord", Namespace) {
 		rec := o.(*v1.IdempotencyRecord)
 		if at, ok := protocol.RecordExpiry(rec.Spec); !ok || w.clock.Now().Before(at) {
-			remembered[rec.Spec.ToolRef.Name+"/"+rec.Spec.IdempotencyKey] = true
+			remembered[w.refs[scopeOf(rec.Spec.ToolRef.Name, rec.Spec.Operation, rec.Spec.IdempotencyKey)]] = true
 		}
 	}
 	for _, e := range w.ledger {
 		if !remembered[e.Ref] && e.Epoch == w.epochs[e.Ref] {
 			w.epochs[e.Ref]++
+			delete(w.committed, e.Ref)
 			w.note("nothing remembers %s any more: a new effect of it is a first one", e.Ref)
 		}
 	}
@@ -261,4 +286,60 @@ func (w *World) pruneHeld() {
 		}
 	}
 	w.held = kept
+}
+
+// standing are the effects of a scope since it was last forgotten that no
+// refund undid.
+func (w *World) standing(ref string) []*Effect {
+	var out []*Effect
+	for _, e := range w.current(ref) {
+		undone := false
+		for _, u := range w.ledger {
+			if u.Target == e.ID {
+				undone = true
+			}
+		}
+		if !undone {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// checkSagaOrder runs when a tool makes an effect of a saga's step or of
+// its compensation.
+func (w *World) checkSagaOrder(e *Effect) {
+	parts := strings.Split(e.Ref, "/")
+	if len(parts) < 2 {
+		return
+	}
+	var steps []v1.SagaStep
+	for _, mf := range w.manifests {
+		if s, ok := mf.(*v1.Saga); ok && s.Name == parts[0] {
+			steps = s.Spec.Steps
+		}
+	}
+	i := slices.IndexFunc(steps, func(s v1.SagaStep) bool { return s.Name == parts[1] })
+	if i < 0 {
+		return
+	}
+	if len(parts) == 2 && i > 0 {
+		prev := parts[0] + "/" + steps[i-1].Name
+		if !w.committed[prev] {
+			w.fail(InvSagaOrder, e.Ref, "effect %s before step %s committed", e.ID, steps[i-1].Name)
+		}
+	}
+	if len(parts) == 3 {
+		for _, later := range steps[i+1:] {
+			if st := w.standing(parts[0] + "/" + later.Name); len(st) > 0 && later.Compensation != nil {
+				w.fail(InvSagaOrder, e.Ref, "compensation %s while the later step %s's effect %s stands", e.ID, later.Name, st[0].ID)
+			}
+		}
+	}
+}
+
+// scopeOf names a scope as the simulator maps scopes to the refs of the
+// workload: a record names its scope, not its ref.
+func scopeOf(tool, operation, key string) string {
+	return tool + "/" + operation + "/" + key
 }

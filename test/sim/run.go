@@ -73,35 +73,40 @@ func Replay(opts Options, schedule []Action) Result {
 // minutes, and a lookup delay of at most a minute).
 const quietLimit = 10*time.Minute + v1.DefaultMaxBackoff + time.Minute
 
-// quiet ends the faults: frozen passes go on, managers reach the API
-// server, tools answer, caches catch up; then only reconciles and the
-// clock move, until every operation has settled or quietLimit has passed.
+// quiet ends the faults and gives everything its time to settle: one
+// action, so that a shrunk schedule keeps it whole.
 func (w *World) quiet(rng *rand.Rand) []Action {
+	a := Action{Kind: Quiet, Sub: rng.Uint64()}
+	w.Apply(a)
+	return []Action{a}
+}
+
+// settle is the quiet phase: frozen passes go on, managers reach the API
+// server, tools answer, caches catch up; then only reconciles and the
+// clock move, until every operation and saga has settled or quietLimit has
+// passed (I13). Each of its moves is a step of the story.
+func (w *World) settle() {
 	w.opts.FaultRate, w.opts.FreezeRate = 0, 0
-	var done []Action
-	do := func(a Action) {
-		a.Sub = rng.Uint64()
-		done = append(done, a)
-		w.Apply(a)
+	inner := func(line string) {
+		w.step++
+		w.story = append(w.story, fmt.Sprintf("%5d %s  %s", w.step, w.clock.Now().Sub(start).Round(time.Millisecond), line))
 	}
-	for i, m := range w.managers {
+	for _, m := range w.managers {
 		for _, r := range sortedRequests(m.parked) {
-			do(Action{Kind: Resume, Manager: i, Ctrl: r.ctrl, Name: r.Name})
+			inner(fmt.Sprintf("manager %s wakes up in its pass of %s", m.Name, r))
+			w.resume(m.parked[r])
 		}
-		if m.cutOff {
-			do(Action{Kind: Reconnect, Manager: i})
-		}
+		m.cutOff = false
 	}
 	deadline := w.clock.Now().Add(quietLimit)
-	for w.clock.Now().Before(deadline) && len(done) < 20000 {
+	for moves := 0; w.clock.Now().Before(deadline) && moves < 20000; moves++ {
 		progressed := false
-		for i, m := range w.managers {
-			if m.cache.Behind() > 0 {
-				do(Action{Kind: Sync, Manager: i, N: int64(m.cache.Behind())})
-				progressed = true
-			}
+		for _, m := range w.managers {
+			m.cache.Sync(m.cache.Behind())
 			for _, r := range w.ready(m) {
-				do(Action{Kind: Reconcile, Manager: i, Ctrl: r.ctrl, Name: r.Name})
+				inner(fmt.Sprintf("manager %s reconciles %s", m.Name, r))
+				w.start(m, r)
+				w.check()
 				progressed = true
 			}
 		}
@@ -109,24 +114,30 @@ func (w *World) quiet(rng *rand.Rand) []Action {
 			continue
 		}
 		if len(w.unsettled()) == 0 {
-			return done
+			break
 		}
 		d := w.untilDue()
 		if d <= 0 || w.clock.Now().Add(d).After(deadline) {
 			d = max(time.Second, deadline.Sub(w.clock.Now()))
 		}
-		do(Action{Kind: Tick, N: int64(d)})
+		inner(fmt.Sprintf("the clock moves %s", d))
+		w.clock.Advance(d)
 	}
 	if left := w.unsettled(); len(left) > 0 {
-		w.step++
 		w.fail(InvLiveness, strings.Join(left, ","), "still unsettled %s after the faults stopped", quietLimit)
 	}
-	return done
 }
 
-// unsettled are the operations neither terminal nor in NeedsReview.
+// unsettled are the operations and sagas neither terminal nor in
+// NeedsReview.
 func (w *World) unsettled() []string {
 	var out []string
+	for _, o := range w.server.List("Saga", Namespace) {
+		s := o.(*v1.Saga)
+		if !s.Status.State.IsTerminal() && s.Status.State != v1.StateNeedsReview {
+			out = append(out, fmt.Sprintf("saga %s (%s)", s.Name, s.Status.State.OrPlanned()))
+		}
+	}
 	for _, o := range w.server.List("SideEffectOperation", Namespace) {
 		op := o.(*v1.SideEffectOperation)
 		if !op.Status.State.IsTerminal() && op.Status.State != v1.StateNeedsReview {

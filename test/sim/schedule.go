@@ -56,6 +56,9 @@ const (
 	// Resolve: a person resolves an operation in NeedsReview, after
 	// looking at the tool.
 	Resolve Kind = "resolve"
+	// Quiet: the faults stop (no more freezes, every request arrives and
+	// is answered), and everything has its time to settle (I13).
+	Quiet Kind = "quiet"
 )
 
 // Action is one step of a schedule. Sub seeds the decisions taken inside
@@ -146,18 +149,18 @@ func (w *World) Plan(rng *rand.Rand) Action {
 		}},
 		{4, func() bool {
 			mf := w.manifests[rng.IntN(len(w.manifests))]
-			if w.exists(mf.Name) {
+			if w.exists(mf.GetName()) || (!w.opts.ReplayAfterRetention && w.forgotten(mf)) {
 				return false
 			}
-			a.Kind, a.Name = Apply, mf.Name
+			a.Kind, a.Name = Apply, mf.GetName()
 			return true
 		}},
 		{1, func() bool {
 			mf := w.manifests[rng.IntN(len(w.manifests))]
-			if !w.exists(mf.Name) {
+			if !w.exists(mf.GetName()) {
 				return false
 			}
-			a.Kind, a.Name = Delete, mf.Name
+			a.Kind, a.Name = Delete, mf.GetName()
 			return true
 		}},
 		{1, func() bool {
@@ -237,8 +240,18 @@ func (w *World) untilDue() time.Duration {
 }
 
 func (w *World) exists(name string) bool {
-	_, ok := w.server.objects[opKey(name)]
+	_, ok := w.server.objects[w.manifestKey(name)]
 	return ok
+}
+
+// manifestKey names the object of a manifest.
+func (w *World) manifestKey(name string) objKey {
+	for _, mf := range w.manifests {
+		if mf.GetName() == name {
+			return keyOf(mf)
+		}
+	}
+	return opKey(name)
 }
 
 func opKey(name string) objKey {
@@ -295,22 +308,22 @@ func (w *World) Apply(a Action) {
 		m.cutOff = false
 	case Apply:
 		for _, mf := range w.manifests {
-			if mf.Name == a.Name {
-				op := mf.DeepCopy()
-				if err := w.server.Create(op); err != nil {
+			if mf.GetName() == a.Name {
+				if err := w.server.Create(mf.DeepCopyObject().(client.Object)); err != nil {
 					w.note("the apply fails: %v", err)
 				}
 			}
 		}
 	case Delete:
-		op := &v1.SideEffectOperation{}
-		if w.server.Get(opKey(a.Name), op) == nil {
-			must(w.server.Delete(op, nil))
+		if o, ok := w.server.objects[w.manifestKey(a.Name)]; ok {
+			must(w.server.Delete(o, nil))
 		}
 	case EditTool:
 		w.editTool(a.Name, a.N)
 	case Resolve:
 		w.resolve(a.Name, a.N)
+	case Quiet:
+		w.settle()
 	}
 	w.check()
 }
@@ -369,6 +382,8 @@ func (w *World) describe(a Action) string {
 		return fmt.Sprintf("a person deletes %s", a.Name)
 	case EditTool:
 		return fmt.Sprintf("a person edits tool %s: %s", a.Name, toolEdits[a.N%int64(len(toolEdits))])
+	case Quiet:
+		return "the faults stop: no more freezes, every request arrives and is answered"
 	case Resolve:
 		op := &v1.SideEffectOperation{}
 		if w.server.Get(opKey(a.Name), op) != nil || op.Status.State != v1.StateNeedsReview {
@@ -482,3 +497,23 @@ func (w *World) current(ref string) []*Effect {
 }
 
 var _ = sort.Strings
+
+// forgotten reports whether a scope of a manifest was forgotten once: its
+// retention passed after an effect.
+func (w *World) forgotten(mf client.Object) bool {
+	var refs []string
+	switch o := mf.(type) {
+	case *v1.SideEffectOperation:
+		refs = append(refs, refOf(o))
+	case *v1.Saga:
+		for _, s := range o.Spec.Steps {
+			refs = append(refs, o.Name+"/"+s.Name, o.Name+"/"+s.Name+"/undo")
+		}
+	}
+	for _, r := range refs {
+		if w.epochs[r] > 0 {
+			return true
+		}
+	}
+	return false
+}

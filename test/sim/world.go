@@ -36,7 +36,6 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/controller"
-	httpeffects "github.com/once-dev/once/internal/effects/http"
 )
 
 // Options shape a run.
@@ -60,6 +59,12 @@ type Options struct {
 	// NoFinalizerPolicy runs without the admission policy that adds the
 	// record finalizer at create.
 	NoFinalizerPolicy bool
+	// ReplayAfterRetention lets people apply a manifest again after its
+	// scope was forgotten (its retention passed): the same key in a second
+	// lifetime. Off by default: the guarantee holds within the retention,
+	// and a key reused after it leaves a Lookup tool's answers ambiguous
+	// (docs/design.md, "The simulator").
+	ReplayAfterRetention bool
 }
 
 // DefaultOptions are what make test and make sim run with.
@@ -83,8 +88,9 @@ type World struct {
 	tools    map[string]*SimTool
 	ledger   []*Effect
 	managers []*Manager
-	// manifests are the operations the workload applies, by name.
-	manifests []*v1.SideEffectOperation
+	// manifests are the operations and sagas the workload applies, by
+	// name (no saga shares a name with an operation).
+	manifests []client.Object
 
 	running *passRun
 	yield   chan yieldMsg
@@ -96,8 +102,13 @@ type World struct {
 	story  []string
 	events []recorded
 	// held are the answers managers received, until they are recorded.
-	held       []*heldAnswer
-	epochs     map[string]int
+	held   []*heldAnswer
+	epochs map[string]int
+	// refs maps the scopes seen so far to the refs of the workload;
+	// committed holds the refs an operation was seen Committed for, since
+	// they were last forgotten.
+	refs       map[string]string
+	committed  map[string]bool
 	violations []Violation
 	effects    int
 }
@@ -123,6 +134,7 @@ type Manager struct {
 	client      *Client
 	op          *controller.SideEffectOperationReconciler
 	rec         *controller.IdempotencyRecordReconciler
+	saga        *controller.SagaReconciler
 	queue       map[request]time.Time
 	failures    map[request]int
 	parked      map[request]*passRun
@@ -141,7 +153,7 @@ func (r request) String() string {
 	if r.ctrl == "op" {
 		return r.Name
 	}
-	return "record " + r.Name
+	return r.ctrl + " " + r.Name
 }
 
 // passRun is one reconcile pass, which may be frozen between its calls.
@@ -191,7 +203,7 @@ func init() {
 func NewWorld(opts Options) *World {
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
-		epochs: map[string]int{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
+		epochs: map[string]int{}, refs: map[string]string{}, committed: map[string]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
 	must(w.server.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}))
@@ -203,7 +215,12 @@ func NewWorld(opts Options) *World {
 		w.tools[t.Name] = t
 		must(w.server.Create(toolCR(t)))
 	}
-	w.manifests = workload()
+	for _, op := range workload() {
+		w.manifests = append(w.manifests, op)
+	}
+	for _, s := range sagas() {
+		w.manifests = append(w.manifests, s)
+	}
 	for i := range max(1, opts.Managers) {
 		m := &Manager{w: w, Name: string(rune('A' + i)), incarnation: 1}
 		w.managers = append(w.managers, m)
@@ -281,6 +298,31 @@ func workload() []*v1.SideEffectOperation {
 	}
 }
 
+// sagas are the workload's sagas: one that runs through, its charge and
+// ticket undone by refunds if it must be, its message last and
+// irreversible; and one whose second step the tool declines, so that the
+// first is compensated.
+func sagas() []*v1.Saga {
+	raw := func(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
+	step := func(saga, name, tool, extra string) v1.SagaStep {
+		st := v1.SagaStep{Name: name, ToolRef: v1.ToolReference{Name: tool}, Operation: "charge",
+			Parameters: raw(fmt.Sprintf(`{"ref":%q%s}`, saga+"/"+name, extra))}
+		if tool != "chat" {
+			st.Compensation = &v1.Compensation{Operation: "refund", Parameters: raw(fmt.Sprintf(`{"ref":%q}`, saga+"/"+name+"/undo")),
+				ParametersFrom: []v1.ParameterExpression{{Name: "charge", Expression: "steps." + name + ".externalObjectID"}}}
+		} else {
+			st.Irreversible = true
+		}
+		return st
+	}
+	return []*v1.Saga{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "order-1"}, Spec: v1.SagaSpec{Steps: []v1.SagaStep{
+			step("order-1", "charge", "pay", `,"amount":5`), step("order-1", "ticket", "desk", ""), step("order-1", "notify", "chat", "")}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "order-2"}, Spec: v1.SagaSpec{Steps: []v1.SagaStep{
+			step("order-2", "charge", "pay", `,"amount":7`), step("order-2", "ticket", "desk", `,"reject":true`)}}},
+	}
+}
+
 // refOf is the scope an operation's parameters name.
 func refOf(op *v1.SideEffectOperation) string {
 	if op.Spec.Parameters == nil {
@@ -302,16 +344,14 @@ func (m *Manager) boot() {
 	m.queue, m.failures, m.parked = map[request]time.Time{}, map[request]int{}, map[request]*passRun{}
 	m.cache = NewCache(w.server, m.changed)
 	m.client = NewClient(w.server, m.cache, gate{m})
-	compiler, err := httpeffects.NewCompiler()
+	// The same wiring as cmd/main.go's, on the simulated API server,
+	// cache, clock and tools.
+	rs, err := controller.Config{Holder: m.holder(), MaxClaim: 2 * time.Minute, ClaimGrace: 10 * time.Second,
+		MaxConcurrentReconciles: 4}.Build(controller.Deps{Client: m.client, APIReader: m.client.Reader(),
+		Recorder: recorder{w}, Clock: w.clock, Transport: transport{w}, Jitter: w.jitter})
 	must(err)
-	conn := &httpeffects.Connector{Secrets: m.client.Reader(), Compiler: compiler, Transport: transport{w}}
-	m.op = &controller.SideEffectOperationReconciler{
-		Client: m.client, APIReader: m.client.Reader(), Recorder: recorder{w}, Connector: conn, Validator: conn,
-		Budgets: controller.NewRetryBudgets(), Clock: w.clock, Jitter: w.jitter, Holder: m.holder(),
-		MaxClaim: 2 * time.Minute, ClaimGrace: 10 * time.Second, MaxConcurrentReconciles: 4,
-	}
+	m.op, m.rec, m.saga = rs.Operation, rs.Record, rs.Saga
 	must(m.op.IndexFields(context.Background(), m.cache))
-	m.rec = &controller.IdempotencyRecordReconciler{Client: m.client, APIReader: m.client.Reader(), Clock: w.clock}
 	for k := range m.cache.objects {
 		m.changed(k, nil, m.cache.objects[k])
 	}
@@ -340,8 +380,20 @@ func (m *Manager) enqueue(r request, d time.Duration) {
 // and deleted operations.
 func (m *Manager) changed(k objKey, old, cur client.Object) {
 	switch k.Kind {
+	case "Saga":
+		m.enqueue(request{"saga", k.NamespacedName}, 0)
 	case "SideEffectOperation":
 		m.enqueue(request{"op", k.NamespacedName}, 0)
+		for _, o := range []client.Object{old, cur} {
+			if o == nil {
+				continue
+			}
+			for _, ref := range o.GetOwnerReferences() {
+				if ref.Kind == "Saga" {
+					m.enqueue(request{"saga", types.NamespacedName{Namespace: k.Namespace, Name: ref.Name}}, 0)
+				}
+			}
+		}
 		for _, o := range m.cache.objects {
 			if d, ok := o.(*v1.SideEffectOperation); ok && d.Namespace == k.Namespace && d.Status.DuplicateOf == k.Name {
 				m.enqueue(request{"op", types.NamespacedName{Namespace: d.Namespace, Name: d.Name}}, 0)
@@ -447,6 +499,7 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	}
 	w.ledger = append(w.ledger, e)
 	w.note("the tool %s makes effect %s for %s", t.Name, e.ID, ref)
+	w.checkSagaOrder(e)
 	return e
 }
 
@@ -497,8 +550,11 @@ func (w *World) start(m *Manager, r request) {
 	}
 	w.running = pr
 	rec := m.op.Reconcile
-	if r.ctrl == "record" {
+	switch r.ctrl {
+	case "record":
 		rec = m.rec.Reconcile
+	case "saga":
+		rec = m.saga.Reconcile
 	}
 	go func() {
 		res, err := rec(context.Background(), ctrl.Request{NamespacedName: r.NamespacedName})
