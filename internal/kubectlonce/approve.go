@@ -20,8 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/review"
 )
 
 func newApproveCommand(o *Options) *cobra.Command {
@@ -84,19 +83,11 @@ func (o *Options) approve(ctx context.Context, name string, a v1.SagaApproval) e
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 			return apiError(err, "get", sagaKind, ns, name)
 		}
-		if err := canApprove(s, a.Step); err != nil {
-			return err
-		}
-		patched := s.DeepCopy()
-		patched.Spec.Approvals = append(patched.Spec.Approvals, a)
-		if err := c.Patch(ctx, patched, client.MergeFromWithOptions(s, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsConflict(err) {
-				return err
-			}
-			return apiError(err, "patch", sagaKind, ns, name)
+		if err := review.ApproveStep(ctx, c, s, a); err != nil {
+			return requestError(err)
 		}
 		written = a
-		for _, w := range patched.Spec.Approvals {
+		for _, w := range s.Spec.Approvals {
 			if w.Step == a.Step {
 				written = w
 			}
@@ -112,37 +103,4 @@ func (o *Options) approve(ctx context.Context, name string, a v1.SagaApproval) e
 	_, err = fmt.Fprintf(o.Streams.Out, "saga/%s: step %s approved by %s%s; Once starts it on its next pass "+
 		"(kubectl once why saga/%s)\n", name, a.Step, attribution(written.By, written.User), reasonText(written.Reason), name)
 	return err
-}
-
-// canApprove says why a saga's step cannot be approved, if it cannot: an
-// unknown step, one that needs no approval, one already approved (said
-// first, as the more telling answer), or a saga that runs no more steps.
-func canApprove(s *v1.Saga, step string) error {
-	i := slices.IndexFunc(s.Spec.Steps, func(st v1.SagaStep) bool { return st.Name == step })
-	if i < 0 {
-		names := make([]string, len(s.Spec.Steps))
-		for j, st := range s.Spec.Steps {
-			names[j] = st.Name
-		}
-		return fmt.Errorf("saga %s has no step %s (its steps: %s)", s.Name, step, strings.Join(names, ", "))
-	}
-	if !s.Spec.Steps[i].RequiresApproval {
-		return fmt.Errorf("step %s of saga %s does not require approval", step, s.Name)
-	}
-	for _, ss := range s.Status.Steps {
-		if ss.Name == step && ss.Approval != nil {
-			return fmt.Errorf("step %s of saga %s was approved by %s at %s", step, s.Name,
-				attribution(ss.Approval.By, ss.Approval.User), stamp(ss.Approval.Time.Time))
-		}
-	}
-	for _, a := range s.Spec.Approvals {
-		if a.Step == step {
-			return fmt.Errorf("step %s of saga %s is already approved in spec.approvals by %s", step, s.Name,
-				attribution(a.By, a.User))
-		}
-	}
-	if st := s.Status.State; st.IsTerminal() || st == v1.StateCompensating {
-		return fmt.Errorf("saga %s is %s: it runs no more steps, there is nothing to approve", s.Name, st)
-	}
-	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/review"
 )
 
 // kind is one of the kinds the plugin reads and writes.
@@ -92,4 +93,19 @@ func apiError(err error, verb string, k kind, ns, name string) error {
 		return fmt.Errorf("%s %s: %w", verb, k.groupResource(), err)
 	}
 	return fmt.Errorf("%s %s %s: %w", verb, k.Name, name, err)
+}
+
+// requestError words an error of the API server that internal/review met
+// as apiError does, for the request that met it; any other error (a
+// refusal, a conflict) is returned as it is.
+func requestError(err error) error {
+	var re *review.RequestError
+	if !errors.As(err, &re) {
+		return err
+	}
+	k := operationKind
+	if re.Kind == review.KindSaga {
+		k = sagaKind
+	}
+	return apiError(re.Err, re.Verb, k, re.Namespace, re.Name)
 }

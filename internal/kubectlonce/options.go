@@ -16,7 +16,8 @@ limitations under the License.
 
 // Package kubectlonce is the `kubectl once` plugin: it lists what needs a
 // person (review), tells an operation's or a saga's story (why), and writes
-// the same declarative fields a GitOps user writes (resolve, approve). It
+// the same declarative fields a GitOps user writes (resolve, approve),
+// checked and written by internal/review, which the simulator shares. It
 // uses cli-runtime's ConfigFlags, so the usual --kubeconfig, --context,
 // --namespace and --as flags work, and a controller-runtime client typed on
 // api/v1alpha1.

@@ -20,18 +20,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
-	"github.com/once-dev/once/internal/saga"
+	"github.com/once-dev/once/internal/review"
 )
 
 // resolveFlags are the flags of resolve.
@@ -205,184 +201,44 @@ func (o *Options) resolve(ctx context.Context, k *kind, name string, f resolveFl
 	return err
 }
 
-// resolveOperation writes spec.resolution of an operation in NeedsReview,
-// conditional on the version read. A conflict is returned as it is, for a
-// retry.
+// resolveOperation writes the resolution the flags ask into an operation
+// in NeedsReview (review.ResolveOperation). A conflict is returned as it
+// is, for a retry.
 func resolveOperation(ctx context.Context, c client.Client, op *v1.SideEffectOperation, f resolveFlags) (string, error) {
 	r, err := f.operationResolution()
 	if err != nil {
 		return "", err
 	}
-	if err := canResolve(op); err != nil {
-		return "", err
-	}
-	if old := op.Spec.Resolution; old != nil && old.Action == r.Action && old.ExternalObjectID == r.ExternalObjectID &&
-		old.By == r.By && old.Reason == r.Reason {
-		if op.Status.ReviewGeneration < op.Generation {
-			return "", fmt.Errorf("%s already holds this resolution, written during this review: Once applies it "+
-				"on its next pass", op.Name)
-		}
-		return "", fmt.Errorf("%s already holds this resolution from before it entered review, and Once applies only "+
-			"one written since: write it with another --reason", op.Name)
-	}
-	patched := op.DeepCopy()
-	patched.Spec.Resolution = r
-	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(op, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) {
-			return "", err
-		}
-		return "", apiError(err, "patch", operationKind, op.Namespace, op.Name)
+	if err := review.ResolveOperation(ctx, c, op, *r); err != nil {
+		return "", requestError(err)
 	}
 	written := r
-	if patched.Spec.Resolution != nil {
-		written = patched.Spec.Resolution
+	if op.Spec.Resolution != nil {
+		written = op.Spec.Resolution
 	}
 	return fmt.Sprintf("sideeffectoperation/%s: wrote spec.resolution %s; Once applies it on its next pass "+
 		"(kubectl once why %s)", op.Name, resolutionText(*written), op.Name), nil
 }
 
-// canResolve says why an operation cannot be resolved, if it cannot.
-func canResolve(op *v1.SideEffectOperation) error {
-	state := op.Status.State
-	switch {
-	case state == v1.StateNeedsReview:
-		return nil
-	case state.IsTerminal():
-		return fmt.Errorf("%s is %s: there is nothing to resolve", op.Name, state)
-	case op.Status.DuplicateOf != "":
-		return fmt.Errorf("%s is a duplicate of %s and makes no call of its own: resolve %s if it needs review",
-			op.Name, op.Status.DuplicateOf, op.Status.DuplicateOf)
-	}
-	return fmt.Errorf("%s is %s: only an operation in NeedsReview can be resolved, and Once is still working on this one",
-		op.Name, state.OrPlanned())
-}
-
-// resolveSaga writes the entry of spec.resolutions for the step a saga in
-// NeedsReview waits on, conditional on the version read.
+// resolveSaga writes the resolution the flags ask into the entry of
+// spec.resolutions for the step a saga in NeedsReview waits on
+// (review.ResolveSaga). A conflict is returned as it is, for a retry.
 func resolveSaga(ctx context.Context, c client.Client, s *v1.Saga, f resolveFlags) (string, error) {
 	action, err := f.sagaAction()
 	if err != nil {
 		return "", err
 	}
-	state := s.Status.State
-	switch {
-	case state.IsTerminal():
-		return "", fmt.Errorf("saga %s is %s: there is nothing to resolve", s.Name, state)
-	case state != v1.StateNeedsReview:
-		return "", fmt.Errorf("saga %s is %s: only a saga in NeedsReview can be resolved", s.Name, state.OrPlanned())
-	}
-	if err := sagaResolvable(s, action); err != nil {
-		return "", err
-	}
 	step := s.Status.CurrentStep
-	if f.step != "" && f.step != step {
-		return "", fmt.Errorf("saga %s waits on step %s, not %s: a resolution can be written only for it", s.Name, step, f.step)
+	entry := v1.SagaResolution{Step: f.step, Action: action, By: f.by, Reason: f.reason}
+	if err := review.ResolveSaga(ctx, c, s, entry); err != nil {
+		return "", requestError(err)
 	}
-	i := slices.IndexFunc(s.Spec.Steps, func(st v1.SagaStep) bool { return st.Name == step })
-	if i < 0 {
-		return "", fmt.Errorf("saga %s waits on step %q, which its spec does not have", s.Name, step)
-	}
-	if op, err := reviewedOperation(ctx, c, s, step); err != nil {
-		return "", err
-	} else if op != "" {
-		return "", fmt.Errorf("saga %s waits on operation %s, which is in NeedsReview: resolve that operation "+
-			"(kubectl once resolve %s --committed --external-id ID | --retry | --fail)", s.Name, op, op)
-	}
-	spec := s.Spec.Steps[i]
-	switch {
-	case action == v1.SagaMarkCompensated && spec.Compensation == nil:
-		return "", fmt.Errorf("step %s of saga %s has no compensation: it takes --retry only", step, s.Name)
-	case action == v1.SagaRetry && spec.Compensation == nil && !spec.RetryUntilDone:
-		return "", fmt.Errorf("step %s of saga %s has neither a compensation nor retryUntilDone: it cannot be resolved",
-			step, s.Name)
-	}
-	entry := v1.SagaResolution{Step: step, Action: action, By: f.by, Reason: f.reason}
-	patched := s.DeepCopy()
-	j := slices.IndexFunc(patched.Spec.Resolutions, func(r v1.SagaResolution) bool { return r.Step == step })
-	if j >= 0 {
-		old := patched.Spec.Resolutions[j]
-		if saga.SameResolution(&entry, &old) {
-			return "", fmt.Errorf("saga %s already holds this resolution of step %s; to apply it again, "+
-				"write it with another --reason", s.Name, step)
-		}
-		patched.Spec.Resolutions[j] = entry
-	} else {
-		patched.Spec.Resolutions = append(patched.Spec.Resolutions, entry)
-	}
-	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(s, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) {
-			return "", err
-		}
-		return "", apiError(err, "patch", sagaKind, s.Namespace, s.Name)
-	}
-	for _, r := range patched.Spec.Resolutions {
+	entry.Step = step
+	for _, r := range s.Spec.Resolutions {
 		if r.Step == step {
 			entry = r
 		}
 	}
 	return fmt.Sprintf("saga/%s: wrote spec.resolutions for step %s: %s; Once applies it on its next pass "+
 		"(kubectl once why saga/%s)", s.Name, step, sagaResolutionText(entry), s.Name), nil
-}
-
-// reviewedOperation is the operation of a saga's step (or of its
-// compensation) that is itself in NeedsReview, if one is: that operation is
-// resolved, not the saga.
-func reviewedOperation(ctx context.Context, c client.Client, s *v1.Saga, step string) (string, error) {
-	var names []string
-	for _, ss := range s.Status.Steps {
-		if ss.Name != step {
-			continue
-		}
-		if ss.Compensation != nil {
-			names = append(names, ss.Compensation.Operation)
-		}
-		if ss.Operation != "" {
-			names = append(names, ss.Operation)
-		}
-	}
-	for _, name := range names {
-		op := &v1.SideEffectOperation{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, op); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return "", apiError(err, "get", operationKind, s.Namespace, name)
-		}
-		if op.Status.State == v1.StateNeedsReview {
-			return name, nil
-		}
-	}
-	return "", nil
-}
-
-// sagaResolvable refuses a resolution the saga would not apply for the
-// reason it waits: a step Once cannot undo takes only MarkCompensated; a
-// foreign operation or a spec that no longer compiles takes none.
-func sagaResolvable(s *v1.Saga, action v1.SagaResolutionAction) error {
-	c := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionStalled)
-	if c == nil {
-		return nil
-	}
-	switch c.Reason {
-	case saga.ReasonForeignOperation:
-		return fmt.Errorf("saga %s waits because %s: no resolution applies; it goes on once that operation "+
-			"is gone", s.Name, lowerFirst(c.Message))
-	case v1.ReasonInvalidSpec:
-		return fmt.Errorf("saga %s stopped because %s: no resolution applies", s.Name, lowerFirst(c.Message))
-	case saga.ReasonCannotCompensate:
-		if action != v1.SagaMarkCompensated {
-			return fmt.Errorf("saga %s waits because %s: Once cannot undo it, so only --compensated applies, "+
-				"once you have undone the effect by other means", s.Name, lowerFirst(c.Message))
-		}
-	}
-	return nil
-}
-
-// lowerFirst turns a condition's message, a sentence, into a clause.
-func lowerFirst(msg string) string {
-	r, size := utf8.DecodeRuneInString(msg)
-	if next, _ := utf8.DecodeRuneInString(msg[size:]); unicode.IsUpper(next) {
-		return msg // an acronym or a kind's name
-	}
-	return string(unicode.ToLower(r)) + msg[size:]
 }

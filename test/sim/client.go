@@ -168,7 +168,8 @@ type Client struct {
 
 var _ client.Client = (*Client)(nil)
 
-// NewClient is a manager's client over its cache.
+// NewClient is a manager's client over its cache; with no cache, it reads
+// from the server, as kubectl does.
 func NewClient(s *APIServer, c *Cache, g Gate) *Client {
 	return &Client{server: s, cache: c, gate: g}
 }
@@ -189,10 +190,17 @@ func (r apiReader) List(_ context.Context, list client.ObjectList, opts ...clien
 	if err := r.c.gate.API("list", list); err != nil {
 		return err
 	}
-	return listInto(r.c.server.objects, r.c.cache.indexes, list, opts...)
+	var indexes map[string]map[string]client.IndexerFunc
+	if r.c.cache != nil {
+		indexes = r.c.cache.indexes
+	}
+	return listInto(r.c.server.objects, indexes, list, opts...)
 }
 
 func (c *Client) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if c.cache == nil {
+		return c.Reader().Get(context.Background(), key, obj)
+	}
 	if err := c.gate.API("get (cache)", obj); err != nil {
 		return err
 	}
@@ -200,6 +208,9 @@ func (c *Client) Get(_ context.Context, key client.ObjectKey, obj client.Object,
 }
 
 func (c *Client) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if c.cache == nil {
+		return c.Reader().List(context.Background(), list, opts...)
+	}
 	if err := c.gate.API("list (cache)", list); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ limitations under the License.
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/review"
 )
 
 // Kind is a kind of action of the scheduler.
@@ -478,9 +480,8 @@ func (w *World) resolve(name string, choice int64) {
 		res.Action = v1.ResolutionFail
 	}
 	w.note("alice finds %d effects for %s and writes %s", len(seen), refOf(op), res.Action)
-	patched := op.DeepCopy()
-	patched.Spec.Resolution = res
-	if err := w.server.Patch(patched, client.MergeFromWithOptions(op, client.MergeFromWithOptimisticLock{}), false); err != nil {
+	// The same code path as kubectl once resolve's.
+	if err := review.ResolveOperation(context.Background(), w.people, op, *res); err != nil {
 		w.note("the resolution fails: %v", err)
 	}
 }
