@@ -93,6 +93,10 @@ const (
 	ReasonResolvedCommitted = "ResolvedCommitted"
 	// ReasonResolvedFailed: a person failed the operation.
 	ReasonResolvedFailed = "ResolvedFailed"
+	// ReasonFailedAfterRetry: the operation failed for good after a person
+	// allowed a retry, vouching that an earlier attempt had no effect:
+	// "no effect" rests on their word, not on a proof.
+	ReasonFailedAfterRetry = "FailedAfterRetry"
 	// ReasonResolvedRetry: a person allowed another attempt.
 	ReasonResolvedRetry = "ResolvedRetry"
 	// ReasonValid: a tool's definition is valid.

@@ -537,7 +537,7 @@ func errorAnswer(err error) *mcp.CallToolResult {
 			"arguments (%s %s); nothing was done for this call. Use a new key for a new request: %s",
 			kind(mismatch.Kind), mismatch.Name, mismatch.Message), map[string]any{kind(mismatch.Kind): mismatch.Name})
 	case errors.As(err, &failed) && failed.Decided:
-		return toolError(codeFailed, fmt.Sprintf("a person decided that the %s %s must not be done (%s): %s. "+
+		return toolError(codeFailed, fmt.Sprintf("the %s %s ended on a person's decision (%s): %s. "+
 			"Whether an earlier attempt took effect was not established: do not make this request again under a new "+
 			"key; the same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),
 			map[string]any{kind(failed.Kind): failed.Name, "reason": failed.Reason})

@@ -312,7 +312,10 @@ func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 func unknown(st v1.SideEffectOperationStatus, p Policy, env Env, lastSend time.Time, format string, args ...any) Decision {
 	st.Claim = nil
 	st.NextAttemptTime = nil
-	if mode, _ := attemptMode(st, p, env); mode == v1.IdempotencyLookup {
+	// The attempt's own mode, not whether the tool promises the same now:
+	// a tool whose description changes back before the question is asked
+	// must still not be asked before the delay has passed.
+	if cmp.Or(st.IdempotencyMode, p.Mode) == v1.IdempotencyLookup {
 		if at := lastSend.Add(p.LookupDelay); at.After(env.Now) {
 			// Status times keep whole seconds: round up, never down, or
 			// the lookup could come before the delay has passed.
@@ -587,10 +590,25 @@ func commit(st *v1.SideEffectOperationStatus, p Policy, env Env, r CallResult, r
 }
 
 func fail(st *v1.SideEffectOperationStatus, p Policy, env Env, class v1.ErrorClass, reason, msg string) {
+	if r := st.Resolution; r != nil && r.Action == v1.ResolutionRetry && reason != v1.ReasonResolvedFailed {
+		// A person's Retry vouched that an earlier attempt had no effect:
+		// the failure says so, and clients report it as a decision (I11).
+		reason = v1.ReasonFailedAfterRetry
+		msg += fmt.Sprintf("; that an earlier attempt had no effect rests on the word of %s, who allowed a retry",
+			r.Attribution())
+	}
 	st.ErrorClass = class
 	st.ErrorMessage = msg
 	end(st, p, env)
 	transition(st, v1.StateFailedFinal, reason, msg, env)
+}
+
+// Decided reports whether a failure with this Ready reason rests on a
+// person's decision, not on a proof that the request had no effect: a Fail
+// resolution, or a failure after a Retry a person allowed. Clients (pkg/once,
+// the MCP gateway, sagas) report it as a decision (I11).
+func Decided(reason string) bool {
+	return reason == v1.ReasonResolvedFailed || reason == v1.ReasonFailedAfterRetry
 }
 
 // end closes the record with a completion time and an expiry; what a
@@ -639,12 +657,12 @@ func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, 
 		st.CommittedTime = timePtr(env.Now)
 	}
 	reason := v1.ReasonDuplicate
-	if o.Reason == v1.ReasonResolvedFailed {
-		// A person's Fail is a decision, not a proof that nothing
-		// happened: the duplicate reports it as the original does, so
-		// that no client reads "no effect" into it (I11).
-		reason = v1.ReasonResolvedFailed
-		msg = fmt.Sprintf("Duplicate of %s, which a person failed: %s", original, o.ErrorMessage)
+	if Decided(o.Reason) {
+		// A person's decision is not a proof that nothing happened: the
+		// duplicate reports it as the original does, so that no client
+		// reads "no effect" into it (I11).
+		reason = o.Reason
+		msg = fmt.Sprintf("Duplicate of %s, which ended on a person's decision: %s", original, o.ErrorMessage)
 	}
 	transition(&st, state, reason, msg, env)
 	return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: v1.ReasonDuplicate, Message: msg}}

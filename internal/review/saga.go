@@ -120,7 +120,7 @@ func sagaResolvable(s *v1.Saga, action v1.SagaResolutionAction) error {
 func sagaResolutions(s *v1.Saga, i int, r v1.SagaResolution) ([]v1.SagaResolution, error) {
 	spec := s.Spec.Steps[i]
 	switch {
-	case r.Action == v1.SagaMarkCompensated && spec.Compensation == nil:
+	case r.Action == v1.SagaMarkCompensated && spec.Compensation == nil && !waitsOnDecidedStep(s, r.Step):
 		return nil, fmt.Errorf("step %s of saga %s has no compensation: it takes --retry only", r.Step, s.Name)
 	case r.Action == v1.SagaRetry && spec.Compensation == nil && !spec.RetryUntilDone:
 		return nil, fmt.Errorf("step %s of saga %s has neither a compensation nor retryUntilDone: it cannot be resolved",
@@ -177,4 +177,16 @@ func lowerFirst(msg string) string {
 		return msg // an acronym or a kind's name
 	}
 	return string(unicode.ToLower(r)) + msg[size:]
+}
+
+// waitsOnDecidedStep reports whether s waits in review on step because the
+// step ended on a person's decision, which does not establish that it had
+// no effect: an irreversible step may then be marked compensated by the
+// person who undid, or found no, effect.
+func waitsOnDecidedStep(s *v1.Saga, step string) bool {
+	if s.Status.State != v1.StateNeedsReview || s.Status.CurrentStep != step || s.Status.FailedStep != step {
+		return false
+	}
+	c := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionStalled)
+	return c != nil && c.Reason == saga.ReasonStepFailed
 }

@@ -498,6 +498,11 @@ func (d *decider) startCompensation(i int, why string) Decision {
 // one at a time; the saga is Compensated only when every one is.
 func (d *decider) compensate() Decision {
 	failed := d.failedIndex()
+	if dec, stop := d.undecidedFailure(failed); stop {
+		// Last first: the failed step's effect, if any, is undone before
+		// the steps before it.
+		return dec
+	}
 	done := int32(0)
 	for j := failed - 1; j >= 0; j-- {
 		step, ss := d.Spec.Steps[j], &d.st.Steps[j]
@@ -584,9 +589,6 @@ func (d *decider) compensate() Decision {
 	d.st.CompensationsDone = done
 	d.st.CurrentStep = ""
 	failedName := d.Spec.Steps[failed].Name
-	if dec, stop := d.undecidedFailure(failed); stop {
-		return dec
-	}
 	if d.st.CompensationsTotal == 0 {
 		return d.end(v1.StateFailedFinal, ReasonStepFailed, fmt.Sprintf(
 			"%s; no step before it had taken effect, so there is nothing to compensate", d.st.Steps[failed].Message))
@@ -599,10 +601,11 @@ func (d *decider) compensate() Decision {
 }
 
 // undecidedFailure stops a saga whose failed step a person failed from
-// ending as if that step had had no effect (I8): the person decided to stop
-// it, and did not establish that its effect does not stand. The saga waits
-// in review, its other steps compensated, until a person says the step's
-// effect, if any, is undone (MarkCompensated).
+// compensating as if that step had had no effect (I8, I14): the person
+// decided to stop it, and did not establish that its effect does not
+// stand. The saga waits in review, before any compensation (last first),
+// until a person says the step's effect, if any, is undone
+// (MarkCompensated).
 func (d *decider) undecidedFailure(failed int) (Decision, bool) {
 	step, ss := d.Spec.Steps[failed], &d.st.Steps[failed]
 	c, ok := d.child(OperationName(d.Name, step.Name, false, ss.Round), failed, false, ss.Round)
@@ -615,9 +618,9 @@ func (d *decider) undecidedFailure(failed int) (Decision, bool) {
 		return Decision{}, false
 	}
 	return d.review(step.Name, ReasonStepFailed, fmt.Sprintf(
-		"step %s was failed by a person, which does not establish that it had no effect; the steps before it "+
-			"are compensated. If it took effect, undo it by hand; then set spec.resolutions {step: %s, action: MarkCompensated}",
-		step.Name, step.Name)), true
+		"step %s ended on a person's decision, which does not establish that it had no effect; if it took effect, "+
+			"undo it by hand, then set spec.resolutions {step: %s, action: MarkCompensated} and the steps before it "+
+			"are compensated, last first", step.Name, step.Name)), true
 }
 
 func (d *decider) failedIndex() int {

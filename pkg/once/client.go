@@ -411,7 +411,7 @@ func outcome(op *v1.SideEffectOperation) (Result, error, bool) {
 				Message: cmp.Or(st.ErrorMessage, msg)}, true
 		}
 		return Result{}, &FailedError{Namespace: op.Namespace, Name: op.Name, Class: st.ErrorClass,
-			Reason: reason, Message: cmp.Or(st.ErrorMessage, msg), Decided: reason == v1.ReasonResolvedFailed}, true
+			Reason: reason, Message: cmp.Or(st.ErrorMessage, msg), Decided: protocol.Decided(reason)}, true
 	case v1.StateNeedsReview:
 		return Result{}, &NeedsReviewError{Namespace: op.Namespace, Name: op.Name, Message: msg}, true
 	}

@@ -138,7 +138,7 @@ func (w *World) check() {
 // decision, not as a proof that nothing happened: the reason clients
 // (pkg/once, the MCP gateway) read it from.
 func saysDecision(st v1.SideEffectOperationStatus) bool {
-	return reasonOf(st) == v1.ReasonResolvedFailed
+	return protocol.Decided(reasonOf(st))
 }
 
 // sameRequest are the effects made with an operation's parameters.

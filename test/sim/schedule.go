@@ -75,6 +75,11 @@ type Action struct {
 	Sub     uint64
 }
 
+// lifetime is how long a run lasts unless second lifetimes are asked for:
+// less than the default retention, so that no key is forgotten and used
+// again.
+const lifetime = 22 * time.Hour
+
 // maxFrozen is how many steps a pass stays frozen at most: a freeze ends.
 const maxFrozen = 400
 
@@ -135,6 +140,10 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			default:
 				a.N = int64(time.Hour) * (1 + rng.Int64N(30))
 			}
+			if !w.opts.SecondLifetimes {
+				// The run ends before a record's retention can pass.
+				a.N = min(a.N, int64(start.Add(lifetime).Sub(w.clock.Now())))
+			}
 			return a.N > 0
 		}},
 		{1, func() bool {
@@ -151,7 +160,7 @@ func (w *World) Plan(rng *rand.Rand) Action {
 		}},
 		{4, func() bool {
 			mf := w.manifests[rng.IntN(len(w.manifests))]
-			if w.exists(mf.GetName()) || (!w.opts.ReplayAfterRetention && w.forgotten(mf)) {
+			if w.exists(mf.GetName()) || (!w.opts.SecondLifetimes && w.forgotten(mf)) {
 				return false
 			}
 			a.Kind, a.Name = Apply, mf.GetName()

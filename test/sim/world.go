@@ -59,12 +59,13 @@ type Options struct {
 	// NoFinalizerPolicy runs without the admission policy that adds the
 	// record finalizer at create.
 	NoFinalizerPolicy bool
-	// ReplayAfterRetention lets people apply a manifest again after its
-	// scope was forgotten (its retention passed): the same key in a second
-	// lifetime. Off by default: the guarantee holds within the retention,
-	// and a key reused after it leaves a Lookup tool's answers ambiguous
-	// (docs/design.md, "The simulator").
-	ReplayAfterRetention bool
+	// SecondLifetimes lets a run last longer than a record's retention
+	// (24 hours), and people apply a manifest again after its scope was
+	// forgotten: the same key in a second lifetime. Off by default: a key
+	// used again after its retention leaves a Lookup tool's answers
+	// ambiguous, a condition of the guarantee (docs/design.md, "The
+	// simulator").
+	SecondLifetimes bool
 }
 
 // DefaultOptions are what make test and make sim run with.

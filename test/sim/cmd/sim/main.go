@@ -38,7 +38,7 @@ func main() {
 	steps := flag.Int("steps", 2000, "steps per seed, before the quiet phase")
 	seed := flag.Uint64("seed", 0, "run this seed alone (0: draw -seeds random ones)")
 	first := flag.Uint64("first", 0, "the first of -seeds consecutive seeds (0: random)")
-	again := flag.Bool("replay-after-retention", false, "let people apply a manifest again after its scope was forgotten")
+	again := flag.Bool("second-lifetimes", false, "let a run outlast the records' retention, and people apply a manifest again after its scope was forgotten")
 	kernel := flag.Bool("freeze-in-kernel", false, "also freeze a manager after its last check, with the request's bytes already leaving")
 	keepGoing := flag.Bool("keep-going", false, "count every failing seed instead of stopping at the first")
 	save := flag.String("save", "", "write each shrunk failing schedule to this folder, as seed-N.json")
@@ -46,7 +46,7 @@ func main() {
 
 	opts := func(s uint64) sim.Options {
 		o := sim.DefaultOptions(s)
-		o.Steps, o.FreezeInKernel, o.ReplayAfterRetention = *steps, *kernel, *again
+		o.Steps, o.FreezeInKernel, o.SecondLifetimes = *steps, *kernel, *again
 		return o
 	}
 	list := []uint64{*seed}
