@@ -18,11 +18,11 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -53,6 +53,15 @@ var Scheme = func() *runtime.Scheme {
 	}
 	return s
 }()
+
+// The kinds the simulator reads by name.
+const (
+	kindOperation = "SideEffectOperation"
+	kindRecord    = "IdempotencyRecord"
+	kindSaga      = "Saga"
+	kindTool      = "Tool"
+	kindNamespace = "Namespace"
+)
 
 // objKey names a stored object.
 type objKey struct {
@@ -157,11 +166,8 @@ func listOf(objects map[objKey]client.Object, kind, namespace string) []client.O
 			out = append(out, o.DeepCopyObject().(client.Object))
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].GetNamespace() != out[j].GetNamespace() {
-			return out[i].GetNamespace() < out[j].GetNamespace()
-		}
-		return out[i].GetName() < out[j].GetName()
+	slices.SortFunc(out, func(a, b client.Object) int {
+		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
 	})
 	return out
 }
@@ -182,7 +188,7 @@ func (s *APIServer) Create(obj client.Object) error {
 	}
 	// Admission (the namespace's lifecycle) comes before the name.
 	if k.Namespace != "" {
-		ns, ok := s.objects[objKey{Kind: "Namespace", NamespacedName: types.NamespacedName{Name: k.Namespace}}]
+		ns, ok := s.objects[objKey{Kind: kindNamespace, NamespacedName: types.NamespacedName{Name: k.Namespace}}]
 		if !ok {
 			return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, k.Namespace)
 		}
@@ -339,7 +345,7 @@ func (s *APIServer) Delete(obj client.Object, pre *metav1.Preconditions) error {
 			return apierrors.NewConflict(gr(k.Kind), k.Name, fmt.Errorf("precondition failed: ResourceVersion"))
 		}
 	}
-	if k.Kind == "Namespace" {
+	if k.Kind == kindNamespace {
 		return s.deleteNamespace(k, cur)
 	}
 	if len(cur.GetFinalizers()) == 0 {
@@ -368,7 +374,7 @@ func (s *APIServer) remove(k objKey, cur client.Object) {
 			}
 		}
 	}
-	sort.Slice(owned, func(i, j int) bool { return owned[i].String() < owned[j].String() })
+	sortKeys(owned)
 	for _, ok := range owned {
 		if o, still := s.objects[ok]; still {
 			_ = s.Delete(o, nil)
@@ -393,7 +399,7 @@ func (s *APIServer) deleteNamespace(k objKey, cur client.Object) error {
 			inside = append(inside, ok)
 		}
 	}
-	sort.Slice(inside, func(i, j int) bool { return inside[i].String() < inside[j].String() })
+	sortKeys(inside)
 	for _, ok := range inside {
 		if o, still := s.objects[ok]; still {
 			_ = s.Delete(o, nil)
@@ -403,12 +409,18 @@ func (s *APIServer) deleteNamespace(k objKey, cur client.Object) error {
 	return nil
 }
 
+// sortKeys orders keys by name, so that what follows from them is the same
+// on every run.
+func sortKeys(keys []objKey) {
+	slices.SortFunc(keys, func(a, b objKey) int { return cmp.Compare(a.String(), b.String()) })
+}
+
 // finishNamespace removes a terminating namespace that holds nothing.
 func (s *APIServer) finishNamespace(name string) {
 	if name == "" {
 		return
 	}
-	nk := objKey{Kind: "Namespace", NamespacedName: types.NamespacedName{Name: name}}
+	nk := objKey{Kind: kindNamespace, NamespacedName: types.NamespacedName{Name: name}}
 	ns, ok := s.objects[nk]
 	if !ok || ns.GetDeletionTimestamp().IsZero() {
 		return
@@ -457,7 +469,7 @@ func checkImmutable(cur, obj client.Object) error {
 	n := obj.(*v1.SideEffectOperation)
 	a, b := o.Spec.DeepCopy(), n.Spec.DeepCopy()
 	if b.Resolution != nil && !equality.Semantic.DeepEqual(a.Resolution, b.Resolution) && o.Status.State != v1.StateNeedsReview {
-		return apierrors.NewInvalid(schema.GroupKind{Group: v1.GroupVersion.Group, Kind: "SideEffectOperation"},
+		return apierrors.NewInvalid(schema.GroupKind{Group: v1.GroupVersion.Group, Kind: kindOperation},
 			o.Name, field.ErrorList{field.Invalid(field.NewPath("spec", "resolution"), "",
 				"spec.resolution can be set only while the operation is in NeedsReview")})
 	}
@@ -471,7 +483,7 @@ func checkImmutable(cur, obj client.Object) error {
 		}
 	}
 	if !equality.Semantic.DeepEqual(a, b) {
-		return apierrors.NewInvalid(schema.GroupKind{Group: v1.GroupVersion.Group, Kind: "SideEffectOperation"},
+		return apierrors.NewInvalid(schema.GroupKind{Group: v1.GroupVersion.Group, Kind: kindOperation},
 			o.Name, nil)
 	}
 	return nil

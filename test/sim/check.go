@@ -74,7 +74,7 @@ func (w *World) fail(inv, subject, format string, args ...any) {
 func (w *World) check() {
 	w.forget()
 	ops := map[string][]*v1.SideEffectOperation{}
-	for _, o := range w.server.List("SideEffectOperation", Namespace) {
+	for _, o := range w.server.List(kindOperation, Namespace) {
 		op := o.(*v1.SideEffectOperation)
 		ops[refOf(op)] = append(ops[refOf(op)], op)
 	}
@@ -115,7 +115,7 @@ func (w *World) check() {
 			}
 		}
 	}
-	for _, o := range w.server.List("Saga", Namespace) {
+	for _, o := range w.server.List(kindSaga, Namespace) {
 		s := o.(*v1.Saga)
 		if s.Status.State != v1.StateCompensated {
 			continue
@@ -190,7 +190,7 @@ func reasonOf(st v1.SideEffectOperationStatus) string {
 }
 
 func effectList(es []*Effect) string {
-	var parts []string
+	parts := make([]string, 0, len(es))
 	for _, e := range es {
 		parts = append(parts, fmt.Sprintf("%s at %s by %s on %s", e.ID, e.At.Sub(start).Round(time.Millisecond), e.Holder, e.Endpoint))
 	}
@@ -203,7 +203,7 @@ func effectList(es []*Effect) string {
 // A later effect of that scope is a new one, not a second one.
 func (w *World) forget() {
 	remembered := map[string]bool{}
-	for _, o := range w.server.List("SideEffectOperation", Namespace) {
+	for _, o := range w.server.List(kindOperation, Namespace) {
 		op := o.(*v1.SideEffectOperation)
 		sc := protocol.OperationScope(op)
 		w.refs[scopeOf(sc.Tool.Name, sc.Operation, sc.Key)] = refOf(op)
@@ -222,7 +222,7 @@ func (w *World) forget() {
 			remembered[refOf(op)] = true
 		}
 	}
-	for _, o := range w.server.List("IdempotencyRecord", Namespace) {
+	for _, o := range w.server.List(kindRecord, Namespace) {
 		rec := o.(*v1.IdempotencyRecord)
 		if at, ok := protocol.RecordExpiry(rec.Spec); !ok || w.clock.Now().Before(at) {
 			remembered[w.refs[scopeOf(rec.Spec.ToolRef.Name, rec.Spec.Operation, rec.Spec.IdempotencyKey)]] = true
@@ -261,7 +261,7 @@ func (w *World) recordedIn(op *v1.SideEffectOperation, e *Effect) bool {
 // throughout: every answer the manager holds for it must now be recorded.
 func (w *World) checkHeld(m *Manager, nn types.NamespacedName) {
 	op := &v1.SideEffectOperation{}
-	if w.server.Get(objKey{Kind: "SideEffectOperation", NamespacedName: nn}, op) != nil {
+	if w.server.Get(objKey{Kind: kindOperation, NamespacedName: nn}, op) != nil {
 		return
 	}
 	for _, h := range w.held {

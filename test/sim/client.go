@@ -266,7 +266,7 @@ func (c *Client) SubResource(name string) client.SubResourceClient {
 func (c *Client) Scheme() *runtime.Scheme     { return Scheme }
 func (c *Client) RESTMapper() meta.RESTMapper { return nil }
 func (c *Client) IsObjectNamespaced(obj runtime.Object) (bool, error) {
-	return kindOf(obj) != "Namespace" && kindOf(obj) != "ClusterTool", nil
+	return kindOf(obj) != kindNamespace && kindOf(obj) != "ClusterTool", nil
 }
 func (c *Client) GroupVersionKindFor(obj runtime.Object) (schema.GroupVersionKind, error) {
 	gvk, err := schema.GroupVersionKind{}, error(nil)

@@ -47,7 +47,7 @@ func Run(opts Options) Result {
 	w := NewWorld(opts)
 	defer w.Close()
 	rng := rand.New(rand.NewPCG(opts.Seed, 1))
-	var schedule []Action
+	schedule := make([]Action, 0, opts.Steps+1)
 	for range opts.Steps {
 		a := w.Plan(rng)
 		schedule = append(schedule, a)
@@ -132,13 +132,13 @@ func (w *World) settle() {
 // NeedsReview.
 func (w *World) unsettled() []string {
 	var out []string
-	for _, o := range w.server.List("Saga", Namespace) {
+	for _, o := range w.server.List(kindSaga, Namespace) {
 		s := o.(*v1.Saga)
 		if !s.Status.State.IsTerminal() && s.Status.State != v1.StateNeedsReview {
 			out = append(out, fmt.Sprintf("saga %s (%s)", s.Name, s.Status.State.OrPlanned()))
 		}
 	}
-	for _, o := range w.server.List("SideEffectOperation", Namespace) {
+	for _, o := range w.server.List(kindOperation, Namespace) {
 		op := o.(*v1.SideEffectOperation)
 		if !op.Status.State.IsTerminal() && op.Status.State != v1.StateNeedsReview {
 			out = append(out, fmt.Sprintf("%s (%s)", op.Name, op.Status.State.OrPlanned()))

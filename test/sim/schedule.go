@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,16 +174,16 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			return true
 		}},
 		{1, func() bool {
-			names := []string{"chat", "desk", "pay"}
+			names := []string{toolChat, toolDesk, toolPay}
 			a.Kind, a.Name, a.N = EditTool, names[rng.IntN(len(names))], rng.Int64N(4)
 			return true
 		}},
 		{3, func() bool {
-			review := w.inReview()
-			if len(review) == 0 {
+			waiting := w.inReview()
+			if len(waiting) == 0 {
 				return false
 			}
-			a.Kind, a.Name, a.N = Resolve, review[rng.IntN(len(review))], rng.Int64N(10)
+			a.Kind, a.Name, a.N = Resolve, waiting[rng.IntN(len(waiting))], rng.Int64N(10)
 			return true
 		}},
 	}
@@ -266,12 +265,12 @@ func (w *World) manifestKey(name string) objKey {
 }
 
 func opKey(name string) objKey {
-	return objKey{Kind: "SideEffectOperation", NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}
+	return objKey{Kind: kindOperation, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}
 }
 
 func (w *World) inReview() []string {
 	var out []string
-	for _, o := range w.server.List("SideEffectOperation", Namespace) {
+	for _, o := range w.server.List(kindOperation, Namespace) {
 		op := o.(*v1.SideEffectOperation)
 		if op.Status.State == v1.StateNeedsReview && op.DeletionTimestamp.IsZero() {
 			out = append(out, op.Name)
@@ -413,7 +412,7 @@ var toolEdits = []string{"the other endpoint (/v1 ↔ /v2)", "the other mode it 
 func (w *World) editTool(name string, edit int64) {
 	t := w.tools[name]
 	cr := &v1.Tool{}
-	must(w.server.Get(objKey{Kind: "Tool", NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}, cr))
+	must(w.server.Get(objKey{Kind: kindTool, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}, cr))
 	spec := &cr.Spec
 	switch edit % int64(len(toolEdits)) {
 	case 0:
@@ -505,8 +504,6 @@ func (w *World) current(ref string) []*Effect {
 	}
 	return out
 }
-
-var _ = sort.Strings
 
 // forgotten reports whether a scope of a manifest was forgotten once: its
 // retention passed after an effect.

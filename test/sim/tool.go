@@ -24,7 +24,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +116,7 @@ func (t *SimTool) host() string { return t.Name + ".sim" }
 func route(path string) (store, target string) {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	switch {
-	case len(parts) == 4 && parts[1] == "charges" && parts[3] == "refund":
+	case len(parts) == 4 && parts[1] == "charges" && parts[3] == opRefund:
 		return "/" + parts[0] + "/refunds", parts[2]
 	case len(parts) == 2:
 		return "/" + parts[0] + "/" + parts[1], ""
@@ -133,22 +133,22 @@ func (t *SimTool) serve(w *World, req *http.Request, body []byte) (*http.Respons
 	if req.Method == http.MethodGet {
 		key := req.URL.Query().Get("key")
 		if !t.Lookup {
-			return respond(http.StatusNotFound, map[string]any{"error": "no_route"}, nil), nil
+			return respond(http.StatusNotFound, failure("no_route"), nil), nil
 		}
 		for _, e := range w.ledger {
 			if e.Tool == t.Name && e.Endpoint == endpoint && e.Key == key && key != "" && !w.clock.Now().Before(e.Visible) {
-				return respond(http.StatusOK, map[string]any{"id": e.ID, "ref": e.Ref}, nil), e
+				return respond(http.StatusOK, created(e), nil), e
 			}
 		}
-		return respond(http.StatusNotFound, map[string]any{"error": "not_found"}, nil), nil
+		return respond(http.StatusNotFound, failure("not_found"), nil), nil
 	}
 	key := req.Header.Get(keyHeader)
 	if t.Window > 0 && key != "" {
 		if k, ok := t.keys[endpoint+" "+key]; ok && w.clock.Now().Sub(k.at) < t.Window {
 			if k.body != string(body) {
-				return respond(http.StatusBadRequest, map[string]any{"error": "idempotency_mismatch"}, nil), nil
+				return respond(http.StatusBadRequest, failure("idempotency_mismatch"), nil), nil
 			}
-			return respond(http.StatusCreated, map[string]any{"id": k.effect.ID, "ref": k.effect.Ref},
+			return respond(http.StatusCreated, created(k.effect),
 				map[string]string{"Idempotent-Replayed": "true"}), k.effect
 		}
 	}
@@ -158,10 +158,10 @@ func (t *SimTool) serve(w *World, req *http.Request, body []byte) (*http.Respons
 	}
 	_ = json.Unmarshal(body, &params)
 	if params.Reject {
-		return respond(http.StatusUnprocessableEntity, map[string]any{"error": "declined"}, nil), nil
+		return respond(http.StatusUnprocessableEntity, failure("declined"), nil), nil
 	}
 	if target != "" && w.effectByID(target) == nil {
-		return respond(http.StatusNotFound, map[string]any{"error": "no_such_charge"}, nil), nil
+		return respond(http.StatusNotFound, failure("no_such_charge"), nil), nil
 	}
 	e := w.recordEffect(t, endpoint, key, params.Ref)
 	e.Target = target
@@ -174,8 +174,14 @@ func (t *SimTool) serve(w *World, req *http.Request, body []byte) (*http.Respons
 		}
 		t.keys[endpoint+" "+key] = &keyed{at: w.clock.Now(), body: string(body), effect: e}
 	}
-	return respond(http.StatusCreated, map[string]any{"id": e.ID, "ref": e.Ref}, nil), e
+	return respond(http.StatusCreated, created(e), nil), e
 }
+
+// failure is a tool's error body.
+func failure(code string) map[string]any { return map[string]any{"error": code} }
+
+// created is the body that names an effect.
+func created(e *Effect) map[string]any { return map[string]any{"id": e.ID, "ref": e.Ref} }
 
 func respond(status int, body map[string]any, headers map[string]string) *http.Response {
 	b, _ := json.Marshal(body)
@@ -219,7 +225,7 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// frozen: nothing the manager checks can stop them any more.
 		w.freezeAt(pr, "with "+what+" in the kernel's buffer")
 	}
-	f := w.drawFault(pr, req.Method == http.MethodGet)
+	f := w.drawFault(pr)
 	if f == faultRefused {
 		w.note("%s: %s", what, faultNames[f])
 		return nil, errors.New("dial tcp 10.0.0.9:443: connect: connection refused")
@@ -230,7 +236,7 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if f == faultLostBefore || f == fault503Before {
 		w.note("%s: %s", what, faultNames[f])
 		if f == fault503Before {
-			return respond(http.StatusServiceUnavailable, map[string]any{"error": "overloaded"}, nil), nil
+			return respond(http.StatusServiceUnavailable, failure("overloaded"), nil), nil
 		}
 		return nil, errReset
 	}
@@ -244,7 +250,7 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errReset
 	case fault503After:
 		w.note("%s: %s", what, faultNames[f])
-		return respond(http.StatusServiceUnavailable, map[string]any{"error": "upstream timeout"}, nil), nil
+		return respond(http.StatusServiceUnavailable, failure("upstream timeout"), nil), nil
 	}
 	if effect != nil && pr != nil {
 		w.delivered(pr, effect)
@@ -260,6 +266,6 @@ func sortedEffects(ledger []*Effect, ref string) []*Effect {
 			out = append(out, e)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	slices.SortStableFunc(out, func(a, b *Effect) int { return a.At.Compare(b.At) })
 	return out
 }

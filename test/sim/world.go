@@ -17,10 +17,11 @@ limitations under the License.
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,6 +73,16 @@ type Options struct {
 func DefaultOptions(seed uint64) Options {
 	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25}
 }
+
+// The workload's tools and their operations: a charge, and the refund that
+// undoes it.
+const (
+	toolChat = "chat"
+	toolDesk = "desk"
+	toolPay  = "pay"
+	opCharge = "charge"
+	opRefund = "refund"
+)
 
 // Namespace holds the workload.
 const Namespace = "team"
@@ -149,12 +160,20 @@ func (m *Manager) holder() string { return fmt.Sprintf("%s-%d", m.Name, m.incarn
 
 // request is one item of a manager's work queue.
 type request struct {
-	ctrl string // "op" or "record"
+	ctrl string // ctrlOperation, ctrlRecord or ctrlSaga
 	types.NamespacedName
 }
 
+// The controllers of a manager, as work queue items and schedules name
+// them.
+const (
+	ctrlOperation = "op"
+	ctrlRecord    = "record"
+	ctrlSaga      = "saga"
+)
+
 func (r request) String() string {
-	if r.ctrl == "op" {
+	if r.ctrl == ctrlOperation {
 		return r.Name
 	}
 	return r.ctrl + " " + r.Name
@@ -215,7 +234,7 @@ func NewWorld(opts Options) *World {
 	for _, t := range []*SimTool{
 		{Name: "pay", Window: 24 * time.Hour, Lookup: true, MaxLag: 20 * time.Second},
 		{Name: "desk", Lookup: true, MaxLag: 20 * time.Second},
-		{Name: "chat"},
+		{Name: toolChat},
 	} {
 		w.tools[t.Name] = t
 		must(w.server.Create(toolCR(t)))
@@ -254,8 +273,8 @@ func toolCR(t *SimTool) *v1.Tool {
 		Timeout:     &metav1.Duration{Duration: 30 * time.Second},
 		Idempotency: v1.ToolIdempotency{Mode: mode},
 		Operations: []v1.ToolOperation{
-			{Name: "charge", Path: "/v1/charges", Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"}},
-			{Name: "refund", Path: "/v1/charges/{id}/refund",
+			{Name: opCharge, Path: "/v1/charges", Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"}},
+			{Name: opRefund, Path: "/v1/charges/{id}/refund",
 				Request:  &v1.RequestShape{PathValues: []v1.NamedValue{{Name: "id", Value: "parameters.charge"}}},
 				Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"}},
 		},
@@ -286,7 +305,7 @@ func workload() []*v1.SideEffectOperation {
 		}
 		ref := tool + "/" + scopeKey
 		o := &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
-			Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: tool}, Operation: "charge",
+			Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: tool}, Operation: opCharge,
 				IdempotencyKey: key,
 				Parameters:     &runtime.RawExtension{Raw: fmt.Appendf(nil, `{"ref":%q,"amount":%d}`, ref, amount)}}}
 		return o
@@ -298,8 +317,8 @@ func workload() []*v1.SideEffectOperation {
 		op("desk-1", "desk", "", 1),
 		op("desk-2", "desk", "ticket-9", 2),
 		op("desk-3", "desk", "ticket-9", 3),
-		op("chat-1", "chat", "", 1),
-		op("chat-2", "chat", "msg-4", 1),
+		op("chat-1", toolChat, "", 1),
+		op("chat-2", toolChat, "msg-4", 1),
 	}
 }
 
@@ -310,10 +329,10 @@ func workload() []*v1.SideEffectOperation {
 func sagas() []*v1.Saga {
 	raw := func(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
 	step := func(saga, name, tool, extra string) v1.SagaStep {
-		st := v1.SagaStep{Name: name, ToolRef: v1.ToolReference{Name: tool}, Operation: "charge",
+		st := v1.SagaStep{Name: name, ToolRef: v1.ToolReference{Name: tool}, Operation: opCharge,
 			Parameters: raw(fmt.Sprintf(`{"ref":%q%s}`, saga+"/"+name, extra))}
-		if tool != "chat" {
-			st.Compensation = &v1.Compensation{Operation: "refund", Parameters: raw(fmt.Sprintf(`{"ref":%q}`, saga+"/"+name+"/undo")),
+		if tool != toolChat {
+			st.Compensation = &v1.Compensation{Operation: opRefund, Parameters: raw(fmt.Sprintf(`{"ref":%q}`, saga+"/"+name+"/undo")),
 				ParametersFrom: []v1.ParameterExpression{{Name: "charge", Expression: "steps." + name + ".externalObjectID"}}}
 		} else {
 			st.Irreversible = true
@@ -322,7 +341,7 @@ func sagas() []*v1.Saga {
 	}
 	return []*v1.Saga{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "order-1"}, Spec: v1.SagaSpec{Steps: []v1.SagaStep{
-			step("order-1", "charge", "pay", `,"amount":5`), step("order-1", "ticket", "desk", ""), step("order-1", "notify", "chat", "")}}},
+			step("order-1", "charge", "pay", `,"amount":5`), step("order-1", "ticket", "desk", ""), step("order-1", "notify", toolChat, "")}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "order-2"}, Spec: v1.SagaSpec{Steps: []v1.SagaStep{
 			step("order-2", "charge", "pay", `,"amount":7`), step("order-2", "ticket", "desk", `,"reject":true`)}}},
 	}
@@ -333,13 +352,12 @@ func refOf(op *v1.SideEffectOperation) string {
 	if op.Spec.Parameters == nil {
 		return ""
 	}
-	raw := string(op.Spec.Parameters.Raw)
-	i := strings.Index(raw, `"ref":"`)
-	if i < 0 {
+	_, rest, found := strings.Cut(string(op.Spec.Parameters.Raw), `"ref":"`)
+	if !found {
 		return ""
 	}
-	rest := raw[i+len(`"ref":"`):]
-	return rest[:strings.IndexByte(rest, '"')]
+	ref, _, _ := strings.Cut(rest, `"`)
+	return ref
 }
 
 // boot starts a manager's incarnation: a new holder, an empty memory, a
@@ -385,43 +403,43 @@ func (m *Manager) enqueue(r request, d time.Duration) {
 // and deleted operations.
 func (m *Manager) changed(k objKey, old, cur client.Object) {
 	switch k.Kind {
-	case "Saga":
-		m.enqueue(request{"saga", k.NamespacedName}, 0)
-	case "SideEffectOperation":
-		m.enqueue(request{"op", k.NamespacedName}, 0)
+	case kindSaga:
+		m.enqueue(request{ctrlSaga, k.NamespacedName}, 0)
+	case kindOperation:
+		m.enqueue(request{ctrlOperation, k.NamespacedName}, 0)
 		for _, o := range []client.Object{old, cur} {
 			if o == nil {
 				continue
 			}
 			for _, ref := range o.GetOwnerReferences() {
-				if ref.Kind == "Saga" {
-					m.enqueue(request{"saga", types.NamespacedName{Namespace: k.Namespace, Name: ref.Name}}, 0)
+				if ref.Kind == kindSaga {
+					m.enqueue(request{ctrlSaga, types.NamespacedName{Namespace: k.Namespace, Name: ref.Name}}, 0)
 				}
 			}
 		}
 		for _, o := range m.cache.objects {
 			if d, ok := o.(*v1.SideEffectOperation); ok && d.Namespace == k.Namespace && d.Status.DuplicateOf == k.Name {
-				m.enqueue(request{"op", types.NamespacedName{Namespace: d.Namespace, Name: d.Name}}, 0)
+				m.enqueue(request{ctrlOperation, types.NamespacedName{Namespace: d.Namespace, Name: d.Name}}, 0)
 			}
 		}
 		if cur == nil && old != nil {
 			if rn := old.(*v1.SideEffectOperation).Status.RecordName; rn != "" {
-				m.enqueue(request{"record", types.NamespacedName{Namespace: k.Namespace, Name: rn}}, 0)
+				m.enqueue(request{ctrlRecord, types.NamespacedName{Namespace: k.Namespace, Name: rn}}, 0)
 			}
 		}
-	case "Tool", "Namespace":
+	case kindTool, kindNamespace:
 		for _, o := range m.cache.objects {
 			op, ok := o.(*v1.SideEffectOperation)
 			if !ok || op.Status.State.IsTerminal() {
 				continue
 			}
-			if (k.Kind == "Tool" && op.Namespace == k.Namespace && op.Spec.ToolRef.Name == k.Name) ||
-				(k.Kind == "Namespace" && op.Namespace == k.Name) {
-				m.enqueue(request{"op", types.NamespacedName{Namespace: op.Namespace, Name: op.Name}}, 0)
+			if (k.Kind == kindTool && op.Namespace == k.Namespace && op.Spec.ToolRef.Name == k.Name) ||
+				(k.Kind == kindNamespace && op.Namespace == k.Name) {
+				m.enqueue(request{ctrlOperation, types.NamespacedName{Namespace: op.Namespace, Name: op.Name}}, 0)
 			}
 		}
-	case "IdempotencyRecord":
-		m.enqueue(request{"record", k.NamespacedName}, 0)
+	case kindRecord:
+		m.enqueue(request{ctrlRecord, k.NamespacedName}, 0)
 	}
 }
 
@@ -481,7 +499,7 @@ func (w *World) freezeAt(pr *passRun, where string) {
 }
 
 // drawFault decides what a request meets.
-func (w *World) drawFault(pr *passRun, lookup bool) fault {
+func (w *World) drawFault(pr *passRun) fault {
 	if pr == nil || w.sub.Float64() >= w.opts.FaultRate {
 		return faultNone
 	}
@@ -500,7 +518,7 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	if pr := w.running; pr != nil {
 		e.Holder = pr.m.holder()
 		op := &v1.SideEffectOperation{}
-		if w.server.Get(objKey{Kind: "SideEffectOperation", NamespacedName: pr.req.NamespacedName}, op) == nil &&
+		if w.server.Get(objKey{Kind: kindOperation, NamespacedName: pr.req.NamespacedName}, op) == nil &&
 			op.UID == pr.uid && op.Status.Resolution != nil && op.Status.Resolution.Action == v1.ResolutionRetry {
 			e.Licensed = true
 		}
@@ -523,7 +541,7 @@ func (w *World) effectByID(id string) *Effect {
 
 // delivered notes an answer naming an effect that reached a manager.
 func (w *World) delivered(pr *passRun, e *Effect) {
-	if pr.req.ctrl != "op" {
+	if pr.req.ctrl != ctrlOperation {
 		return
 	}
 	w.held = append(w.held, &heldAnswer{effect: e, m: pr.m, incarnation: pr.incarnation, op: pr.req.NamespacedName,
@@ -551,7 +569,7 @@ func (r recorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason, 
 func (w *World) start(m *Manager, r request) {
 	delete(m.queue, r)
 	pr := &passRun{m: m, incarnation: m.incarnation, req: r, resume: make(chan struct{})}
-	if o, ok := w.server.objects[objKey{Kind: "SideEffectOperation", NamespacedName: r.NamespacedName}]; ok && r.ctrl == "op" {
+	if o, ok := w.server.objects[objKey{Kind: kindOperation, NamespacedName: r.NamespacedName}]; ok && r.ctrl == ctrlOperation {
 		// The object the pass works on: a later one of the same name is
 		// another.
 		pr.uid = o.GetUID()
@@ -559,9 +577,9 @@ func (w *World) start(m *Manager, r request) {
 	w.running = pr
 	rec := m.op.Reconcile
 	switch r.ctrl {
-	case "record":
+	case ctrlRecord:
 		rec = m.rec.Reconcile
-	case "saga":
+	case ctrlSaga:
 		rec = m.saga.Reconcile
 	}
 	go func() {
@@ -609,7 +627,7 @@ func (w *World) await(pr *passRun) {
 	default:
 		delete(m.failures, pr.req)
 	}
-	if pr.req.ctrl == "op" && msg.err == nil && !pr.apiErr && !m.cutOff {
+	if pr.req.ctrl == ctrlOperation && msg.err == nil && !pr.apiErr && !m.cutOff {
 		w.checkHeld(m, pr.req.NamespacedName)
 	}
 }
@@ -620,11 +638,8 @@ func sortedRequests[T any](q map[request]T) []request {
 	for r := range q {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].ctrl != out[j].ctrl {
-			return out[i].ctrl < out[j].ctrl
-		}
-		return out[i].NamespacedName.String() < out[j].NamespacedName.String()
+	slices.SortFunc(out, func(a, b request) int {
+		return cmp.Or(cmp.Compare(a.ctrl, b.ctrl), cmp.Compare(a.NamespacedName.String(), b.NamespacedName.String()))
 	})
 	return out
 }
