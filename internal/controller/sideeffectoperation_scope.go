@@ -249,6 +249,8 @@ func (r *SideEffectOperationReconciler) ownerOf(p *pass, rec *v1.IdempotencyReco
 	case owner.Status.State.IsTerminal():
 		o := outcomeOf(owner, p.env.Now)
 		return protocol.Owner{Alive: true, Outcome: &o}, nil
+	case owner.Status.State == v1.StateNeedsReview:
+		return protocol.Owner{Alive: true, InReview: true}, nil
 	default:
 		return protocol.Owner{Alive: true}, nil
 	}

@@ -268,7 +268,7 @@ func BenchmarkArbitrate(b *testing.B) {
 	}
 	// A duplicate that already recorded that it waits: the steady state
 	// while its original runs, which compares the records in full.
-	waiting := WaitForOriginal(planned, env(), prev.Name)
+	waiting := WaitForOriginal(planned, env(), prev.Name, false)
 	cases := []struct {
 		name   string
 		st     v1.SideEffectOperationStatus

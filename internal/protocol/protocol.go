@@ -670,10 +670,16 @@ func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, 
 
 // WaitForOriginal records that st duplicates an operation that has not
 // ended yet.
-func WaitForOriginal(st v1.SideEffectOperationStatus, env Env, original string) v1.SideEffectOperationStatus {
+func WaitForOriginal(st v1.SideEffectOperationStatus, env Env, original string, inReview bool) v1.SideEffectOperationStatus {
 	st.DuplicateOf = original
 	msg := fmt.Sprintf("Duplicate of %s; waiting for it to end", original)
 	transition(&st, v1.StatePlanned, v1.ReasonWaitingForOriginal, msg, env)
+	if inReview {
+		// The original waits for a person, and so does its duplicate:
+		// Stalled, so that kubectl wait, Flux and Argo CD see it (I13).
+		msg = fmt.Sprintf("Duplicate of %s, which needs review: resolve %s", original, original)
+		setConditions(&st, v1.ReasonWaitingForOriginal, msg, true, env)
+	}
 	return st
 }
 

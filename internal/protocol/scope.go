@@ -65,6 +65,8 @@ type Owner struct {
 	Alive bool
 	// Outcome is the owner's outcome if it is alive and terminal.
 	Outcome *v1.RecordOutcome
+	// InReview reports whether the owner is alive and waits for a person.
+	InReview bool
 }
 
 // Arbitrate decides what the operation self, whose record is st, does
@@ -111,7 +113,7 @@ func Arbitrate(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec v1.Idem
 		return ScopeDecision{Action: ScopeWrite, Conflict: "duplicate",
 			Decision: Adopt(st, p, env, rec.Owner.Name, *outcome)}
 	case owner.Alive:
-		w := WaitForOriginal(st, env, rec.Owner.Name)
+		w := WaitForOriginal(st, env, rec.Owner.Name, owner.InReview)
 		if equality.Semantic.DeepEqual(w, st) {
 			return ScopeDecision{Action: ScopeWait}
 		}

@@ -350,7 +350,7 @@ func TestTakeoverClearsDuplicateOf(t *testing.T) {
 	// takes the scope over; it is no longer a duplicate, or its own outcome
 	// would never reach the record.
 	self := v1.RecordOwner{Name: "b", UID: "uid-b"}
-	waiting := WaitForOriginal(v1.SideEffectOperationStatus{RequestHash: "sha256:1"}, env(), "a")
+	waiting := WaitForOriginal(v1.SideEffectOperationStatus{RequestHash: "sha256:1"}, env(), "a", false)
 	rec := v1.IdempotencyRecordSpec{Owner: v1.RecordOwner{Name: "a", UID: "uid-a"}, RequestHash: "sha256:1"}
 	d := Arbitrate(waiting, self, rec, false, Owner{}, policy(v1.IdempotencyLookup), env())
 	if d.Action != ScopeTakeOver || d.Decision.Status.DuplicateOf != "" {

@@ -293,6 +293,10 @@ func (w *World) pruneHeld() {
 func (w *World) standing(ref string) []*Effect {
 	var out []*Effect
 	for _, e := range w.current(ref) {
+		if e.Vouched {
+			// A person said it did not happen (I11: their word).
+			continue
+		}
 		undone := false
 		for _, u := range w.ledger {
 			if u.Target == e.ID {

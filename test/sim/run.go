@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
@@ -128,8 +130,9 @@ func (w *World) settle() {
 	}
 }
 
-// unsettled are the operations and sagas neither terminal nor in
-// NeedsReview.
+// unsettled are the operations and sagas neither terminal nor waiting
+// for a person (NeedsReview, or Stalled: a duplicate of an operation in
+// review, an operation whose tool is missing).
 func (w *World) unsettled() []string {
 	var out []string
 	for _, o := range w.server.List(kindSaga, Namespace) {
@@ -140,7 +143,8 @@ func (w *World) unsettled() []string {
 	}
 	for _, o := range w.server.List(kindOperation, Namespace) {
 		op := o.(*v1.SideEffectOperation)
-		if !op.Status.State.IsTerminal() && op.Status.State != v1.StateNeedsReview {
+		if !op.Status.State.IsTerminal() && op.Status.State != v1.StateNeedsReview &&
+			!meta.IsStatusConditionTrue(op.Status.Conditions, v1.ConditionStalled) {
 			out = append(out, fmt.Sprintf("%s (%s)", op.Name, op.Status.State.OrPlanned()))
 		}
 	}

@@ -484,6 +484,11 @@ func (w *World) resolve(name string, choice int64) {
 		res.Action, res.ExternalObjectID = v1.ResolutionMarkCommitted, seen[0].ID
 	case choice < 7:
 		res.Action = v1.ResolutionRetry
+		// The person vouches that nothing happened: an effect that did is
+		// theirs to answer for, not Once's.
+		for _, e := range w.current(refOf(op)) {
+			e.Vouched = true
+		}
 	default:
 		res.Action = v1.ResolutionFail
 	}

@@ -73,8 +73,9 @@ type Effect struct {
 	// Target is the charge a refund undoes; empty for a charge.
 	Target string
 	// Licensed marks an effect of an attempt a person allowed with Retry:
-	// the person vouched that no earlier effect existed.
-	Licensed bool
+	// the person vouched that no earlier effect existed. Vouched marks an
+	// effect that existed when a person vouched so.
+	Licensed, Vouched bool
 	// Holder made the request (the manager incarnation's claim holder).
 	Holder string
 	Epoch  int
