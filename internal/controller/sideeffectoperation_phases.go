@@ -192,11 +192,7 @@ func (r *SideEffectOperationReconciler) recordHeldAnswer(ctx context.Context, op
 		r.keepPending(p, a)
 		return fresh, false, nil
 	}
-	if err := r.keepEvidence(p, a); err != nil {
-		r.keepPending(p, a)
-		return nil, true, err
-	}
-	return nil, true, nil
+	return nil, true, r.keepEvidence(p, a)
 }
 
 // loadTool reads the operation's tool and derives the policy. ok is false

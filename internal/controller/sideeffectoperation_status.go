@@ -110,15 +110,27 @@ func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 		}
 		err := r.writeStatus(p, d)
 		if !apierrors.IsConflict(err) {
+			if err != nil {
+				// Kept for the next pass: an answer in hand is never
+				// dropped (I12).
+				r.keepPending(p, a)
+			}
 			return err
 		}
 		fresh, err := r.fresh(p)
+		if apierrors.IsNotFound(err) {
+			// The operation is gone, finalizer and all: nothing is left
+			// to record the answer in.
+			return nil
+		}
 		if err != nil {
-			return client.IgnoreNotFound(err)
+			r.keepPending(p, a)
+			return err
 		}
 		p.op = fresh
 	}
-	return nil
+	r.keepPending(p, a)
+	return errors.New("the late answer's write kept losing to newer versions; it will be retried")
 }
 
 // raiseSecondEffect tells a person at once of an answer that names an

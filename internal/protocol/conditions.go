@@ -29,12 +29,18 @@ import (
 
 // transition moves st to state and sets its conditions to match.
 func transition(st *v1.SideEffectOperationStatus, state v1.OperationState, reason, msg string, env Env) {
+	transitionBlocked(st, state, reason, msg, false, env)
+}
+
+// transitionBlocked is transition for a state that waits for something
+// outside it (blocked: Stalled, for kstatus).
+func transitionBlocked(st *v1.SideEffectOperationStatus, state v1.OperationState, reason, msg string, blocked bool, env Env) {
 	st.State = state
 	enforceFields(st)
 	// The outcome and its announcements are one write: the transactional
 	// outbox.
 	st.Outbox = outbox.Announce(st.Outbox, outbox.KindOperation, env.UID, state, env.Subscribers)
-	setConditions(st, reason, msg, false, env)
+	setConditions(st, reason, msg, blocked, env)
 }
 
 // setConditions derives the four conditions from the state, after kstatus:

@@ -251,8 +251,13 @@ func attemptMode(st v1.SideEffectOperationStatus, p Policy, env Env) (mode v1.Id
 	switch {
 	case st.IdempotencyMode != "" && st.IdempotencyMode != p.Mode:
 		return v1.IdempotencyNone, fmt.Sprintf("the tool's mode changed from %s to %s since it was made", st.IdempotencyMode, p.Mode)
-	case st.Promise != "" && st.Promise != p.Promise:
+	case st.Promise != "" && st.Promise != promiseUnknown && st.Promise != p.Promise:
 		return v1.IdempotencyNone, "the tool's description changed since it was made, so a re-send or a lookup would ask something else"
+	case st.Promise == promiseUnknown && p.Mode == v1.IdempotencyNative:
+		// Taken over from a record that does not say when the key was
+		// first sent (one written before attempts were pinned).
+		return v1.IdempotencyNone, "it was taken over from a record that does not say when its key was first sent, " +
+			"so a re-send may come after the tool's dedupe window"
 	case p.Mode == v1.IdempotencyNative && st.StartedTime != nil &&
 		!env.Now.Add(p.ClaimDuration).Before(st.StartedTime.Add(p.DedupeWindow)):
 		// A re-send leaves before its claim ends, and the tool's window
@@ -603,6 +608,10 @@ func fail(st *v1.SideEffectOperationStatus, p Policy, env Env, class v1.ErrorCla
 	transition(st, v1.StateFailedFinal, reason, msg, env)
 }
 
+// promiseUnknown is the promise of an attempt taken over from a record
+// that does not say what the attempt rested on.
+const promiseUnknown = "unknown"
+
 // Decided reports whether a failure with this Ready reason rests on a
 // person's decision, not on a proof that the request had no effect: a Fail
 // resolution, or a failure after a Retry a person allowed. Clients (pkg/once,
@@ -673,13 +682,12 @@ func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, 
 func WaitForOriginal(st v1.SideEffectOperationStatus, env Env, original string, inReview bool) v1.SideEffectOperationStatus {
 	st.DuplicateOf = original
 	msg := fmt.Sprintf("Duplicate of %s; waiting for it to end", original)
-	transition(&st, v1.StatePlanned, v1.ReasonWaitingForOriginal, msg, env)
 	if inReview {
 		// The original waits for a person, and so does its duplicate:
 		// Stalled, so that kubectl wait, Flux and Argo CD see it (I13).
 		msg = fmt.Sprintf("Duplicate of %s, which needs review: resolve %s", original, original)
-		setConditions(&st, v1.ReasonWaitingForOriginal, msg, true, env)
 	}
+	transitionBlocked(&st, v1.StatePlanned, v1.ReasonWaitingForOriginal, msg, inReview, env)
 	return st
 }
 
@@ -689,10 +697,11 @@ func WaitForOriginal(st v1.SideEffectOperationStatus, env Env, original string, 
 // ends, which can be as late as the longest claim from now.
 func Inherit(st v1.SideEffectOperationStatus, p Policy, env Env, previous string, pin *v1.RecordAttempt) Decision {
 	st.Attempts = max(st.Attempts, 1)
-	// The inherited attempt is reconciled as it was made: a record kept
-	// before attempts were pinned says nothing, and the tool's present
-	// description stands in for it.
-	st.IdempotencyMode, st.Promise = p.Mode, p.Promise
+	// The inherited attempt is reconciled as it was made. A record kept
+	// before attempts were pinned says nothing: the tool's present mode
+	// stands in for the attempt's, as it did before, but nothing says when
+	// its key was first sent (attemptMode).
+	st.IdempotencyMode, st.Promise = p.Mode, promiseUnknown
 	if pin != nil {
 		st.IdempotencyMode = cmp.Or(pin.Mode, p.Mode)
 		st.Promise = pin.Promise

@@ -609,7 +609,8 @@ func (d *decider) compensate() Decision {
 func (d *decider) undecidedFailure(failed int) (Decision, bool) {
 	step, ss := d.Spec.Steps[failed], &d.st.Steps[failed]
 	c, ok := d.child(OperationName(d.Name, step.Name, false, ss.Round), failed, false, ss.Round)
-	if !ok || !c.Decided {
+	if !ok || !c.Decided || (ss.Resolution != nil && ss.Resolution.Action == v1.SagaMarkCompensated) {
+		// Not a decision, or a person already said its effect is undone.
 		return Decision{}, false
 	}
 	if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaMarkCompensated && !SameResolution(r, ss.Resolution) {

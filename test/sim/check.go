@@ -45,6 +45,9 @@ const (
 	// the outcome or as evidence, by its next pass that reaches the API
 	// server; it is never dropped.
 	InvAnswerKept = "I12 an answer in hand is never dropped"
+	// InvRetention (I7): a scope's record outlives its retention; runs
+	// shorter than a retention forget nothing.
+	InvRetention = "I7 records outlive the retention"
 	// InvLiveness (I13): once faults stop, every operation reaches a
 	// terminal state or NeedsReview within ten simulated minutes, longer
 	// only where a declared delay says so.
@@ -90,13 +93,26 @@ func (w *World) check() {
 			w.fail(InvOneEffect, e.Ref, "%d effects (%s)", len(cur), effectList(cur))
 		}
 	}
-	for ref, list := range ops {
+	refs := make([]string, 0, len(ops))
+	for ref := range ops {
+		refs = append(refs, ref)
+	}
+	slices.Sort(refs)
+	for _, ref := range refs {
+		list := ops[ref]
 		effects := w.current(ref)
 		for _, op := range list {
 			st := op.Status
 			switch st.State {
 			case v1.StateCommitted:
-				if len(sortedEffects(w.ledger, ref)) == 0 {
+				// The effect it names is one of its scope's, of this
+				// lifetime; one that names none needs some effect.
+				expired := st.ExpiryTime != nil && !w.clock.Now().Before(st.ExpiryTime.Time)
+				if id := st.ExternalObjectID; id != "" && !expired {
+					if e := w.effectByID(id); e == nil || e.Ref != ref || e.Epoch != w.epochs[ref] {
+						w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) as %s, which is no effect of %s in this lifetime", reasonOf(st), id, ref)
+					}
+				} else if id == "" && len(sortedEffects(w.ledger, ref)) == 0 {
 					w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) with no effect at the tool", reasonOf(st))
 				}
 			case v1.StateFailedFinal:
@@ -230,6 +246,11 @@ func (w *World) forget() {
 	}
 	for _, e := range w.ledger {
 		if !remembered[e.Ref] && e.Epoch == w.epochs[e.Ref] {
+			if !w.opts.SecondLifetimes {
+				// A run is shorter than any retention: a scope forgotten
+				// in it lost its record (I7).
+				w.fail(InvRetention, e.Ref, "forgotten within its retention: no operation and no record keeps effect %s", e.ID)
+			}
 			w.epochs[e.Ref]++
 			delete(w.committed, e.Ref)
 			w.note("nothing remembers %s any more: a new effect of it is a first one", e.Ref)

@@ -122,8 +122,11 @@ type World struct {
 	// refs maps the scopes seen so far to the refs of the workload;
 	// committed holds the refs an operation was seen Committed for, since
 	// they were last forgotten.
-	refs       map[string]string
-	committed  map[string]bool
+	refs      map[string]string
+	committed map[string]bool
+	// licenses are the Retry resolutions (object and generation) whose
+	// one allowed effect was made.
+	licenses   map[string]bool
 	violations []Violation
 	effects    int
 }
@@ -226,7 +229,8 @@ func init() {
 func NewWorld(opts Options) *World {
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
-		epochs: map[string]int{}, refs: map[string]string{}, committed: map[string]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
+		epochs: map[string]int{}, refs: map[string]string{}, committed: map[string]bool{},
+		licenses: map[string]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
 	w.people = NewClient(w.server, nil, gate{})
@@ -520,7 +524,11 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 		op := &v1.SideEffectOperation{}
 		if w.server.Get(objKey{Kind: kindOperation, NamespacedName: pr.req.NamespacedName}, op) == nil &&
 			op.UID == pr.uid && op.Status.Resolution != nil && op.Status.Resolution.Action == v1.ResolutionRetry {
-			e.Licensed = true
+			// The first effect after a person's Retry is the one they
+			// allowed; any later one is Once's again.
+			license := fmt.Sprintf("%s/%d", op.UID, op.Status.Resolution.Generation)
+			e.Licensed = !w.licenses[license]
+			w.licenses[license] = true
 		}
 	}
 	w.ledger = append(w.ledger, e)
