@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	gocmp "github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -386,5 +389,115 @@ func TestFenced(t *testing.T) {
 		if got := Fenced(tc.st, f); got != tc.want {
 			t.Errorf("%s: want %v, got %v", name, tc.want, got)
 		}
+	}
+}
+
+// TestWhatAResendRestsOn: an unknown attempt is reconciled as it was made,
+// and a Native re-send only while the tool still remembers the key (the
+// simulator's stories in test/sim/testdata/stories found each case).
+func TestWhatAResendRestsOn(t *testing.T) {
+	native := policy(v1.IdempotencyNative)
+	native.Promise = "sha256:v1"
+	unknownAt := func(p Policy, e Env) v1.SideEffectOperationStatus {
+		st := execute(v1.SideEffectOperationStatus{}, p, e, false).Status
+		return AfterCall(st, p, e, CallResult{Outcome: v1.OutcomeUnknown, Message: "reset"}).Status
+	}
+	edited := native
+	edited.Promise = "sha256:v2"
+	late := env()
+	late.Now = now.Add(native.DedupeWindow)
+	cases := map[string]struct {
+		reason string
+		st     v1.SideEffectOperationStatus
+		p      Policy
+		e      Env
+		want   Action
+	}{
+		"WithinTheWindow": {"A re-send that reaches the tool in its window is a re-send.",
+			unknownAt(native, env()), native, env(), ActionResend},
+		"PastTheWindow": {"A re-send after the tool forgot the key would be a new request: a person decides.",
+			unknownAt(native, env()), native, late, ActionWrite},
+		"ToolEdited": {"The tool's description changed under the unknown outcome: a person decides.",
+			unknownAt(native, env()), edited, env(), ActionWrite},
+		"TakenOverWithoutPins": {"Taken over from a record that does not say when the key was first sent: a person decides.",
+			Inherit(v1.SideEffectOperationStatus{}, native, env(), "a", nil).Status, native, late, ActionWrite},
+		"TakenOverWithPins": {"Taken over with the attempt's pins: reconciled as it was made.",
+			Inherit(v1.SideEffectOperationStatus{}, native, env(), "a",
+				&v1.RecordAttempt{Mode: v1.IdempotencyNative, Promise: "sha256:v1", StartedTime: at(0)}).Status,
+			native, env(), ActionResend},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := tc.st
+			st.NextAttemptTime = nil
+			d := Next(st, nil, tc.p, tc.e)
+			if d.Action != tc.want {
+				t.Fatalf("%s\nNext: %s (%s), want %s", tc.reason, d.Action, d.Status.ErrorMessage, tc.want)
+			}
+			if tc.want == ActionWrite && d.Status.State != v1.StateNeedsReview {
+				t.Errorf("%s\nstate %s, want NeedsReview", tc.reason, d.Status.State)
+			}
+		})
+	}
+}
+
+// TestLookupWaitsWhateverTheToolSays: the lookup delay runs from the
+// attempt's last send even when the tool's description differs when the
+// outcome becomes unknown (it may change back before the question).
+func TestLookupWaitsWhateverTheToolSays(t *testing.T) {
+	p := policy(v1.IdempotencyLookup)
+	p.Promise = "sha256:v1"
+	st := execute(v1.SideEffectOperationStatus{}, p, env(), false).Status
+	edited := p
+	edited.Promise = "sha256:v2"
+	st = AfterCall(st, edited, env(), CallResult{Outcome: v1.OutcomeUnknown, Message: "reset"}).Status
+	if st.NextAttemptTime == nil || st.NextAttemptTime.Before(at(p.LookupDelay)) {
+		t.Fatalf("no lookup before the delay: next attempt %v", st.NextAttemptTime)
+	}
+	if d := Next(st, nil, p, env()); d.Action != ActionWait {
+		t.Errorf("the tool described as before, the lookup still waits: %s", d.Action)
+	}
+}
+
+// TestDecisionsAreReportedAsDecisions: a failure after a person's Retry
+// rests on their word, and a duplicate of a decided failure says so (I11).
+func TestDecisionsAreReportedAsDecisions(t *testing.T) {
+	p := policy(v1.IdempotencyNone)
+	st := execute(v1.SideEffectOperationStatus{}, p, env(), false).Status
+	st = AfterCall(st, p, env(), CallResult{Outcome: v1.OutcomeUnknown, Message: "reset"}).Status
+	st = Next(st, nil, p, env()).Status
+	if st.State != v1.StateNeedsReview {
+		t.Fatalf("a None tool's unknown outcome goes to a person: %s", st.State)
+	}
+	e := env()
+	e.Generation = 2
+	retry := &v1.Resolution{Action: v1.ResolutionRetry, By: "alice"}
+	st = Next(st, retry, p, e).Status
+	st = AfterCall(st, p, e, CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 400, Message: "400 Bad Request"}).Status
+	reason := meta.FindStatusCondition(st.Conditions, v1.ConditionReady).Reason
+	if st.State != v1.StateFailedFinal || reason != v1.ReasonFailedAfterRetry || !Decided(reason) {
+		t.Fatalf("a failure after a person's Retry: %s %s, want FailedFinal FailedAfterRetry", st.State, reason)
+	}
+	o := v1.RecordOutcome{State: st.State, Reason: reason, ErrorMessage: st.ErrorMessage, ExpiryTime: *at(time.Hour)}
+	dup := Adopt(v1.SideEffectOperationStatus{}, p, env(), "a", o).Status
+	if r := meta.FindStatusCondition(dup.Conditions, v1.ConditionReady).Reason; !Decided(r) {
+		t.Errorf("a duplicate of a decided failure reads %s, not a decision", r)
+	}
+	if !dup.ExpiryTime.Equal(at(time.Hour)) {
+		t.Errorf("a duplicate reports the scope's outcome as long as the scope keeps it: expiry %v", dup.ExpiryTime)
+	}
+}
+
+// TestDuplicateOfAReviewWaitsStalled: the duplicate of an operation in
+// review is Stalled, and deciding again changes nothing (no write).
+func TestDuplicateOfAReviewWaitsStalled(t *testing.T) {
+	w := WaitForOriginal(v1.SideEffectOperationStatus{}, env(), "a", true)
+	if !meta.IsStatusConditionTrue(w.Conditions, v1.ConditionStalled) {
+		t.Fatalf("not Stalled: %+v", w.Conditions)
+	}
+	later := env()
+	later.Now = now.Add(time.Minute)
+	if again := WaitForOriginal(w, later, "a", true); !equality.Semantic.DeepEqual(again, w) {
+		t.Errorf("deciding again changed the status:\n%s", gocmp.Diff(w, again))
 	}
 }

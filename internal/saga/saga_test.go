@@ -458,6 +458,19 @@ func set(state v1.OperationState, names ...string) func(*sim) {
 	}
 }
 
+// decided fails existing operations on a person's decision (their Fail,
+// or a failure after their Retry).
+func decided(names ...string) func(*sim) {
+	return func(s *sim) {
+		set(failedFinal, names...)(s)
+		for _, name := range names {
+			c := s.children[name]
+			c.Decided = true
+			s.children[name] = c
+		}
+	}
+}
+
 // resolve writes a person's resolution for step, replacing the step's.
 func resolve(step string, action v1.SagaResolutionAction, reason string) func(*sim) {
 	return func(s *sim) {
@@ -745,6 +758,20 @@ func TestDecideForward(t *testing.T) {
 // the saga is Compensated only when every one is undone.
 func TestDecideCompensation(t *testing.T) {
 	runSequences(t, map[string]sequence{
+		"DecidedFailure": {
+			reason: "A step that ended on a person's decision may have taken effect: the saga waits for a person " +
+				"before it compensates anything (I8, I14), then compensates last first once they mark it compensated.",
+			stages: []stage{start, toCharge, toShip,
+				same("Ship failed by a person: review, no compensation yet.", decided("order.ship"),
+					review(outcome{Step: "ship", Done: 2, ToUndo: 2, Failed: "ship"}, ReasonStepFailed)),
+				{reason: "Marked compensated: charge is compensated, then reserve.",
+					do:   resolve("ship", v1.SagaMarkCompensated, "refunded by hand"),
+					acts: []string{"create order.charge.undo k/charge/compensate"}, want: shipFails.want},
+				{reason: "Then reserve.", do: set(committed, "order.charge.undo"),
+					acts: []string{"create order.reserve.undo k/reserve/compensate"}, want: comp("reserve", 2, 1, 2, "ship")},
+				same("Compensated.", set(committed, "order.reserve.undo"), compensated2),
+			},
+		},
 		"FailFirst": {
 			reason: "The first step fails for good: nothing took effect, nothing to compensate.",
 			stages: []stage{start,
