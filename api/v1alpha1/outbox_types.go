@@ -65,8 +65,17 @@ type OutboxEntry struct {
 	Subscriber string `json:"subscriber"`
 
 	// eventID is the CloudEvent id, the same on every delivery of this
-	// entry: "<object UID>/<state>/<subscriber>". Consumers dedupe on it.
+	// entry and for every object that announces the same outcome (a
+	// duplicate, an operation made again by a redelivered message):
+	// "<scope>/<state>/<effect>/<subscriber>". An operation's scope is its
+	// status.recordName and its effect its status.externalObjectID; a
+	// saga's scope is "saga-" and a digest of its namespace and key, and its
+	// effect a digest of its steps' external ids. The effect is "-" when
+	// there is none, and a digest when it is long or unusual. Entries
+	// written by earlier versions read "<object UID>/<state>/<subscriber>".
+	// Consumers dedupe on it.
 	// +required
+	// +kubebuilder:validation:MaxLength=256
 	EventID string `json:"eventID"`
 
 	// type is the CloudEvent type, for example

@@ -29,6 +29,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/outbox"
+	"github.com/once-dev/once/internal/saga"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -76,7 +77,10 @@ var _ = Describe("Outbox", func() {
 		op := waitFor(ns, "charge", v1.StateCommitted)
 		// The commit write itself carries the announcement.
 		Expect(op.Status.Outbox).To(HaveLen(1))
-		id := outbox.EventID(op.UID, v1.StateCommitted, "audit")
+		// Named by the scope and the effect, not by the object.
+		Expect(op.Status.RecordName).NotTo(BeEmpty())
+		Expect(op.Status.ExternalObjectID).NotTo(BeEmpty())
+		id := op.Status.RecordName + "/Committed/" + outbox.EffectPart(op.Status.ExternalObjectID) + "/audit"
 		Expect(op.Status.Outbox[0].EventID).To(Equal(id))
 
 		op = settledEntry(ns, "charge")
@@ -98,6 +102,37 @@ var _ = Describe("Outbox", func() {
 		Expect(data.State).To(Equal(v1.StateCommitted))
 		Expect(data.ExternalObjectID).To(Equal(op.Status.ExternalObjectID))
 		Expect(data.IdempotencyKey).To(Equal("charge"))
+	})
+
+	It("announces one outcome under one id, from the original, its duplicate and its successor", func() {
+		sink := ns + "-dup"
+		create(subscribe(newOp(ns, "charge", "pay", map[string]any{"amount": 16}), sink))
+		first := settledEntry(ns, "charge")
+		Expect(first.Status.Outbox[0].State).To(Equal(v1.DeliveryDelivered))
+		id := first.Status.Outbox[0].EventID
+
+		By("a duplicate: another operation with the same key")
+		dup := subscribe(newOp(ns, "charge-again", "pay", map[string]any{"amount": 16}), sink)
+		dup.Spec.IdempotencyKey = "charge"
+		create(dup)
+		again := settledEntry(ns, "charge-again")
+		Expect(again.Status.DuplicateOf).To(Equal("charge"))
+		Expect(again.Status.Outbox[0].EventID).To(Equal(id))
+
+		By("a successor: the operation deleted and made again, as a redelivered message would")
+		remove(first)
+		create(subscribe(newOp(ns, "charge", "pay", map[string]any{"amount": 16}), sink))
+		successor := settledEntry(ns, "charge")
+		Expect(successor.UID).NotTo(Equal(first.UID))
+		Expect(successor.Status.DuplicateOf).To(Equal("charge"), describe(successor))
+		Expect(successor.Status.Outbox[0].EventID).To(Equal(id))
+
+		st := sinkOf(sink)
+		Expect(st.Events).To(HaveLen(1), "one effect, one id")
+		Expect(st.Events[0].ID).To(Equal(id))
+		Expect(st.Events[0].Deliveries).To(Equal(3))
+		Expect(st.Events[0].Consumed).To(Equal(1), "a subscriber that dedupes by id sees the effect once")
+		Expect(effectsOf(v1.IdempotencyNative, ns, "charge")).To(Equal(1), "one effect")
 	})
 
 	It("redelivers the same event after a refusal and a lost answer", func() {
@@ -194,7 +229,9 @@ var _ = Describe("Outbox", func() {
 		s = getSaga(ns, "scale")
 		st := sinkOf(sink)
 		Expect(st.Events).To(HaveLen(1))
-		Expect(st.Events[0].ID).To(Equal(outbox.EventID(s.UID, v1.StateCommitted, "audit")))
+		Expect(st.Events[0].ID).To(Equal(s.Status.Outbox[0].EventID))
+		Expect(st.Events[0].ID).To(HavePrefix(saga.ScopeName(ns, "scale") + "/Committed/"))
+		Expect(st.Events[0].ID).To(HaveSuffix("/audit"))
 		Expect(st.Events[0].Type).To(Equal("dev.once.saga.committed"))
 		// The saga's steps named no subscriber: their operations announce nothing.
 		for _, name := range operationsOf(ns, "scale") {

@@ -132,7 +132,7 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, err
 	}
 	plan, planErr := r.plan(&s)
-	view := saga.View{Name: s.Name, Generation: s.Generation, UID: s.UID, Spec: &s.Spec, Status: s.Status,
+	view := saga.View{Name: s.Name, Generation: s.Generation, Namespace: s.Namespace, Spec: &s.Spec, Status: s.Status,
 		Children: children(&s, ops), Plan: plan, PlanErr: planErr, Now: r.Clock.Now()}
 	var requeue time.Duration
 	// Each decision validates a step, writes a checkpoint or creates one

@@ -67,7 +67,7 @@ func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.Side
 		op:       op,
 		st:       *op.Status.DeepCopy(),
 		env: protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: r.jitter(),
-			UID: op.UID, Subscribers: op.Spec.Subscribers},
+			RecordName: protocol.OperationScope(op).RecordName(), Subscribers: op.Spec.Subscribers},
 		// Until the tool is loaded, the policy knows what the operation
 		// alone says: enough to apply a person's resolution or to fail.
 		policy: protocol.Policy{Retention: protocol.Retention(&op.Spec),

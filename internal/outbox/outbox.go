@@ -26,13 +26,14 @@ limitations under the License.
 package outbox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/text"
@@ -55,11 +56,68 @@ func Announced(state v1.OperationState) bool {
 	return state.IsTerminal()
 }
 
+// Identity is what an announcement announces, whatever object carries it:
+// the idempotency scope its outcome belongs to and the effect it stands
+// for. Every object that carries one outcome (an operation, its duplicates,
+// an operation made again by a redelivered message, which adopts the first
+// one's outcome) has one identity, so one effect is announced under one id
+// (docs/outbox.md, "The event id").
+type Identity struct {
+	// Scope names the scope: an operation's scope record name
+	// (protocol.Scope.RecordName, which status.recordName holds); a saga's
+	// saga.ScopeName. It must not be empty.
+	Scope string
+	// Effect identifies the effect the outcome stands for: an operation's
+	// status.externalObjectID, a saga's saga.Effect; empty when the outcome
+	// names none (a failure, as a rule).
+	Effect string
+}
+
+// MaxEventIDLength is the API's bound on an entry's eventID. EventID stays
+// within it: a scope's name (70 characters), a state (11), an effect (64),
+// a subscriber's name (63) and three slashes.
+const MaxEventIDLength = 256
+
 // EventID is the CloudEvent id of the announcement of state to subscriber:
-// the same on every delivery, and different for every object (the UID),
-// outcome and subscriber.
-func EventID(uid types.UID, state v1.OperationState, subscriber string) string {
-	return fmt.Sprintf("%s/%s/%s", uid, state, subscriber)
+// "<scope>/<state>/<effect>/<subscriber>", where effect is EffectPart of
+// id.Effect. It is the same on every delivery and for every object that
+// carries the outcome, and different for every scope, outcome, effect and
+// subscriber.
+func EventID(id Identity, state v1.OperationState, subscriber string) string {
+	return id.Scope + "/" + string(state) + "/" + EffectPart(id.Effect) + "/" + subscriber
+}
+
+// maxPlainEffect is the longest effect an event id holds as it is.
+const maxPlainEffect = 64
+
+// EffectPart is how an event id names an effect: "-" for none; the
+// external id itself when it has at most 64 characters, all letters,
+// digits, '.', '_' or '-', and does not start with '-' (ch_3PqX); otherwise
+// "sha256:" and the first 32 hex digits of its SHA-256. No plain id is "-"
+// or holds a ':', so no two effects share a part.
+func EffectPart(effect string) string {
+	if effect == "" {
+		return "-"
+	}
+	if plainEffect(effect) {
+		return effect
+	}
+	sum := sha256.Sum256([]byte(effect))
+	return "sha256:" + hex.EncodeToString(sum[:16])
+}
+
+// plainEffect reports whether an event id may hold effect as it is.
+func plainEffect(effect string) bool {
+	if len(effect) > maxPlainEffect || effect[0] == '-' {
+		return false
+	}
+	for _, c := range []byte(effect) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // EventType is the CloudEvent type of the announcement of state, for
@@ -68,35 +126,38 @@ func EventType(kind Kind, state v1.OperationState) string {
 	return fmt.Sprintf("dev.once.%s.%s", kind, strings.ToLower(string(state)))
 }
 
-// Announce returns entries with a Pending entry for every subscriber that
-// has none for the announcement of state yet. It changes nothing when
-// state is not announced or no one subscribed, so an object without
-// subscribers costs nothing.
-func Announce(entries []v1.OutboxEntry, kind Kind, uid types.UID, state v1.OperationState,
+// Announce returns entries with a Pending entry, under the id of id, for
+// every subscriber that has none for the announcement of state yet. An
+// entry counts by its subscriber and its type, not by its id, so an entry
+// written under an earlier form of the id (the object's UID, before
+// announcements were named by their scope) still stands for its
+// announcement, and an upgrade never announces an outcome twice. It
+// changes nothing when state is not announced or no one subscribed, so an
+// object without subscribers costs nothing.
+func Announce(entries []v1.OutboxEntry, kind Kind, id Identity, state v1.OperationState,
 	subscribers []v1.Subscriber) []v1.OutboxEntry {
 	if !Announced(state) {
 		return entries
 	}
+	typ := EventType(kind, state)
 	// An append never writes into the caller's array.
 	entries = slices.Clip(entries)
 	for _, s := range subscribers {
-		id := EventID(uid, state, s.Name)
-		if hasEvent(entries, id) || len(entries) >= v1.MaxSubscribers {
+		if hasEntry(entries, s.Name, typ) || len(entries) >= v1.MaxSubscribers {
 			continue
 		}
-		entries = append(entries, v1.OutboxEntry{Subscriber: s.Name, EventID: id,
-			Type: EventType(kind, state), State: v1.DeliveryPending})
+		entries = append(entries, v1.OutboxEntry{Subscriber: s.Name, EventID: EventID(id, state, s.Name),
+			Type: typ, State: v1.DeliveryPending})
 	}
 	return entries
 }
 
-func hasEvent(entries []v1.OutboxEntry, id string) bool {
-	for _, e := range entries {
-		if e.EventID == id {
-			return true
-		}
-	}
-	return false
+// hasEntry reports whether entries announce the event type typ to
+// subscriber, under any id.
+func hasEntry(entries []v1.OutboxEntry, subscriber, typ string) bool {
+	return slices.ContainsFunc(entries, func(e v1.OutboxEntry) bool {
+		return e.Subscriber == subscriber && e.Type == typ
+	})
 }
 
 // EntryDue reports whether e is to be delivered now.

@@ -38,8 +38,10 @@ func transitionBlocked(st *v1.SideEffectOperationStatus, state v1.OperationState
 	st.State = state
 	enforceFields(st)
 	// The outcome and its announcements are one write: the transactional
-	// outbox.
-	st.Outbox = outbox.Announce(st.Outbox, outbox.KindOperation, env.UID, state, env.Subscribers)
+	// outbox. The effect is read after enforceFields, as the write records
+	// it and as the scope's record will keep it for duplicates.
+	st.Outbox = outbox.Announce(st.Outbox, outbox.KindOperation,
+		outbox.Identity{Scope: env.RecordName, Effect: st.ExternalObjectID}, state, env.Subscribers)
 	setConditions(st, reason, msg, blocked, env)
 }
 

@@ -24,12 +24,23 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
-const opUID = "0e5e0000-0000-4000-8000-000000000001"
+// shop is the scope of the operations of these tests; other is another.
+var (
+	shop = Scope{Namespace: "shop", Tool: v1.ToolReference{Kind: v1.ToolKindTool, Name: "pay"},
+		Operation: "charge.create", Key: "order-1"}
+	other = Scope{Namespace: "shop", Tool: v1.ToolReference{Kind: v1.ToolKindTool, Name: "pay"},
+		Operation: "charge.create", Key: "order-2"}
+)
 
-// subscribed is env() for an operation with subscribers.
+// subscribed is env() for an operation of the scope shop with subscribers.
 func subscribed(names ...string) Env {
+	return subscribedIn(shop, names...)
+}
+
+// subscribedIn is env() for an operation of scope with subscribers.
+func subscribedIn(scope Scope, names ...string) Env {
 	e := env()
-	e.UID = opUID
+	e.RecordName = scope.RecordName()
 	for _, n := range names {
 		e.Subscribers = append(e.Subscribers, v1.Subscriber{Name: n, URL: "http://" + n + ".example/"})
 	}
@@ -54,24 +65,24 @@ func TestOutboxInTheOutcomeWrite(t *testing.T) {
 			decide: func(e Env) Decision {
 				return AfterCall(started1(), policy(v1.IdempotencyNone), e, CallResult{Outcome: v1.OutcomeSucceeded, HTTPStatus: 201})
 			},
-			want: []string{"audit " + opUID + "/Committed/audit dev.once.operation.committed Pending",
-				"crm " + opUID + "/Committed/crm dev.once.operation.committed Pending"},
+			want: []string{"audit " + shop.RecordName() + "/Committed/-/audit dev.once.operation.committed Pending",
+				"crm " + shop.RecordName() + "/Committed/-/crm dev.once.operation.committed Pending"},
 		},
 		"Rejected": {
 			reason: "A rejection for good is an outcome",
 			decide: func(e Env) Decision {
 				return AfterCall(started1(), policy(v1.IdempotencyNone), e, CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 422})
 			},
-			want: []string{"audit " + opUID + "/FailedFinal/audit dev.once.operation.failedfinal Pending",
-				"crm " + opUID + "/FailedFinal/crm dev.once.operation.failedfinal Pending"},
+			want: []string{"audit " + shop.RecordName() + "/FailedFinal/-/audit dev.once.operation.failedfinal Pending",
+				"crm " + shop.RecordName() + "/FailedFinal/-/crm dev.once.operation.failedfinal Pending"},
 		},
 		"InvalidSpec": {
 			reason: "An operation failed before any call is announced too",
 			decide: func(e Env) Decision {
 				return Fail(v1.SideEffectOperationStatus{}, policy(v1.IdempotencyNone), e, v1.ErrorInvalid, v1.ReasonInvalidSpec, "bad")
 			},
-			want: []string{"audit " + opUID + "/FailedFinal/audit dev.once.operation.failedfinal Pending",
-				"crm " + opUID + "/FailedFinal/crm dev.once.operation.failedfinal Pending"},
+			want: []string{"audit " + shop.RecordName() + "/FailedFinal/-/audit dev.once.operation.failedfinal Pending",
+				"crm " + shop.RecordName() + "/FailedFinal/-/crm dev.once.operation.failedfinal Pending"},
 		},
 		"Duplicate": {
 			reason: "A duplicate reports, and announces, its original's outcome",
@@ -79,8 +90,8 @@ func TestOutboxInTheOutcomeWrite(t *testing.T) {
 				return Adopt(v1.SideEffectOperationStatus{}, policy(v1.IdempotencyNone), e, "first",
 					v1.RecordOutcome{State: v1.StateCommitted, ExternalObjectID: "ch_1"})
 			},
-			want: []string{"audit " + opUID + "/Committed/audit dev.once.operation.committed Pending",
-				"crm " + opUID + "/Committed/crm dev.once.operation.committed Pending"},
+			want: []string{"audit " + shop.RecordName() + "/Committed/ch_1/audit dev.once.operation.committed Pending",
+				"crm " + shop.RecordName() + "/Committed/ch_1/crm dev.once.operation.committed Pending"},
 		},
 		"Claim": {
 			reason: "A claim is not an outcome",
@@ -123,6 +134,84 @@ func TestOutboxInTheOutcomeWrite(t *testing.T) {
 			}
 			if plain := tc.decide(env()); plain.Status.Outbox != nil {
 				t.Errorf("%s: without subscribers the record has an outbox: %+v", tc.reason, plain.Status.Outbox)
+			}
+		})
+	}
+}
+
+// outcome is the outcome a terminal operation's record keeps for its
+// duplicates, as the controller's outcomeOf copies it from the status.
+func outcome(st v1.SideEffectOperationStatus) v1.RecordOutcome {
+	return v1.RecordOutcome{State: st.State, Attempts: st.Attempts, ExternalObjectID: st.ExternalObjectID,
+		ExternalRequestID: st.ExternalRequestID, Result: st.Result, ResultDigest: st.ResultDigest,
+		ErrorClass: st.ErrorClass, ErrorMessage: st.ErrorMessage, CompletionTime: *st.CompletionTime,
+		ExpiryTime: *st.ExpiryTime}
+}
+
+// eventIDs are the ids a decision announces under.
+func eventIDs(d Decision) []string {
+	var ids []string
+	for _, e := range d.Status.Outbox {
+		ids = append(ids, e.EventID)
+	}
+	return ids
+}
+
+// TestOneOutcomeOneID: every operation that carries one outcome announces
+// it under one id, whatever object it is (the original, a duplicate, an
+// operation made again by a redelivered message after the first was
+// deleted, which adopts the outcome its record keeps); another scope or
+// another effect is announced under another id.
+func TestOneOutcomeOneID(t *testing.T) {
+	pol := policy(v1.IdempotencyNone)
+	commit := func(scope Scope, id string) Decision {
+		return AfterCall(started1(), pol, subscribedIn(scope, "audit", "crm"),
+			CallResult{Outcome: v1.OutcomeSucceeded, HTTPStatus: 201, ExternalObjectID: id})
+	}
+	reject := func(scope Scope) Decision {
+		return AfterCall(started1(), pol, subscribedIn(scope, "audit", "crm"),
+			CallResult{Outcome: v1.OutcomePermanent, HTTPStatus: 422})
+	}
+	adopt := func(scope Scope, original Decision) Decision {
+		return Adopt(v1.SideEffectOperationStatus{}, pol, subscribedIn(scope, "audit", "crm"), "first",
+			outcome(original.Status))
+	}
+	cases := map[string]struct {
+		reason        string
+		first, second Decision
+		same          bool
+	}{
+		"Duplicate": {
+			reason: "A duplicate (or an operation made again by a redelivered message) adopts the commit and " +
+				"announces it under the original's id",
+			first: commit(shop, "ch_1"), second: adopt(shop, commit(shop, "ch_1")), same: true,
+		},
+		"DuplicateOfAFailure": {
+			reason: "A duplicate of a failure announces it under the original's id",
+			first:  reject(shop), second: adopt(shop, reject(shop)), same: true,
+		},
+		"AnotherScope": {
+			reason: "The same effect id in another scope is another announcement",
+			first:  commit(shop, "ch_1"), second: commit(other, "ch_1"),
+		},
+		"SecondLifetime": {
+			reason: "The key used again after its record expired makes another effect, announced under another id",
+			first:  commit(shop, "ch_1"), second: commit(shop, "ch_2"),
+		},
+		"SecondLifetimeFailsAgain": {
+			reason: "The one limit (docs/outbox.md, \"The event id\"): a key used again after its record expired " +
+				"that fails again without an external id announces under the first failure's id",
+			first: reject(shop), second: reject(shop), same: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			a, b := eventIDs(tc.first), eventIDs(tc.second)
+			if len(a) != 2 || len(b) != 2 {
+				t.Fatalf("%s: want two announcements each, got %q and %q", tc.reason, a, b)
+			}
+			if same := cmp.Equal(a, b); same != tc.same {
+				t.Errorf("%s: ids %q and %q: want the same %v", tc.reason, a, b, tc.same)
 			}
 		})
 	}

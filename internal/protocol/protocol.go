@@ -23,7 +23,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/text"
@@ -70,9 +69,11 @@ type Env struct {
 	Generation int64
 	// Jitter returns a uniformly random duration in [0, d].
 	Jitter func(d time.Duration) time.Duration
-	// UID is the object's metadata.uid, which the ids of its outcome's
-	// announcements derive from.
-	UID types.UID
+	// RecordName is the name of the operation's scope record
+	// (Scope.RecordName), which the ids of its outcome's announcements
+	// derive from, with the effect the status records: every operation of
+	// one scope announces one outcome under one id (package outbox).
+	RecordName string
 	// Subscribers are the object's spec.subscribers: a terminal transition
 	// records their announcements in the same write (package outbox).
 	Subscribers []v1.Subscriber

@@ -20,9 +20,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
 // Labels on a saga's operations, so that people and the saga find them.
@@ -80,4 +83,35 @@ func OperationKey(sagaKey, step string, undo bool, round int32) string {
 		key += fmt.Sprintf("/%d", round)
 	}
 	return key
+}
+
+// ScopeName names a saga's scope, its namespace and its effective key, in
+// the ids of its announcements: "saga-" and the hex SHA-256 of the two,
+// each escaped so that no choice of them can forge another pair's string.
+// Sagas of one key in one namespace make each step's effect at most once
+// (OperationKey), so they share one scope; the prefix keeps it apart from
+// every operation's scope record name ("scope-…").
+func ScopeName(namespace, key string) string {
+	sum := sha256.Sum256([]byte(url.PathEscape(namespace) + "/" + url.PathEscape(key)))
+	return "saga-" + hex.EncodeToString(sum[:])
+}
+
+// Effect is what a saga's outcome stands for, in the ids of its
+// announcements: the external ids of its steps' and compensations' effects,
+// in spec order, each with the name of its step; empty when none names
+// one. A saga whose steps duplicate another saga's adopts their outcomes,
+// external ids included, and so has the same Effect; a saga of a key used
+// again after its steps' records expired makes new effects, and so has
+// another, unless none of them names an external id.
+func Effect(st v1.SagaStatus) string {
+	var parts []string
+	for _, s := range st.Steps {
+		if s.ExternalObjectID != "" {
+			parts = append(parts, url.QueryEscape(s.Name)+"="+url.QueryEscape(s.ExternalObjectID))
+		}
+		if c := s.Compensation; c != nil && c.ExternalObjectID != "" {
+			parts = append(parts, url.QueryEscape(s.Name+".undo")+"="+url.QueryEscape(c.ExternalObjectID))
+		}
+	}
+	return strings.Join(parts, "&")
 }

@@ -32,7 +32,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/outbox"
@@ -78,11 +77,11 @@ type Child struct {
 type View struct {
 	Name       string
 	Generation int64
-	// UID is the saga's metadata.uid, which the ids of its outcome's
-	// announcements derive from.
-	UID    types.UID
-	Spec   *v1.SagaSpec
-	Status v1.SagaStatus
+	// Namespace is the saga's; with its key it is the saga's scope, which
+	// the ids of its outcome's announcements derive from (ScopeName).
+	Namespace string
+	Spec      *v1.SagaSpec
+	Status    v1.SagaStatus
 	// Children are the saga's operations by name; a missing one was not
 	// created yet.
 	Children map[string]Child
@@ -695,8 +694,11 @@ func (d *decider) review(step, reason, msg string) Decision {
 func (d *decider) end(state v1.OperationState, reason, msg string) Decision {
 	d.st.State = state
 	// The outcome and its announcements are one write: the transactional
-	// outbox.
-	d.st.Outbox = outbox.Announce(d.st.Outbox, outbox.KindSaga, d.UID, state, d.Spec.Subscribers)
+	// outbox, named by the saga's scope and its steps' effects, so that
+	// every saga of one key that reaches this outcome announces it under
+	// one id.
+	id := outbox.Identity{Scope: ScopeName(d.Namespace, Key(d.Name, d.Spec)), Effect: Effect(d.st)}
+	d.st.Outbox = outbox.Announce(d.st.Outbox, outbox.KindSaga, id, state, d.Spec.Subscribers)
 	if d.st.CompletionTime == nil {
 		t := metav1.NewTime(d.Now)
 		d.st.CompletionTime = &t

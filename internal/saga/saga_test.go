@@ -116,7 +116,7 @@ func newSim(t *testing.T, steps []v1.SagaStep) *sim {
 // pass is one reconcile; it returns the actions taken.
 func (s *sim) pass() []string {
 	s.t.Helper()
-	view := View{Name: sagaName, UID: sagaUID, Generation: 1, Spec: &s.spec, Status: s.status, Children: s.children,
+	view := View{Name: sagaName, Namespace: sagaNamespace, Generation: 1, Spec: &s.spec, Status: s.status, Children: s.children,
 		Plan: s.plan, PlanErr: s.planErr, Now: s.now}
 	var acts []string
 	for range 100 {

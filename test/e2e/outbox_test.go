@@ -35,6 +35,7 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/failpoint"
 	"github.com/once-dev/once/internal/ingress"
+	"github.com/once-dev/once/internal/outbox"
 	"github.com/once-dev/once/test/chaos"
 	"github.com/once-dev/once/test/harness"
 	"github.com/once-dev/once/test/sandbox"
@@ -59,9 +60,11 @@ type outboxRecord struct {
 		UID  string `json:"uid"`
 	} `json:"metadata"`
 	Status struct {
-		State         string           `json:"state"`
-		CommittedTime time.Time        `json:"committedTime"`
-		Outbox        []v1.OutboxEntry `json:"outbox"`
+		State            string           `json:"state"`
+		CommittedTime    time.Time        `json:"committedTime"`
+		RecordName       string           `json:"recordName"`
+		ExternalObjectID string           `json:"externalObjectID"`
+		Outbox           []v1.OutboxEntry `json:"outbox"`
 	} `json:"status"`
 }
 
@@ -123,7 +126,11 @@ var _ = Describe("The outbox under kill -9", func() {
 		for _, r := range records {
 			Expect(r.Status.Outbox).To(HaveLen(1))
 			entry := r.Status.Outbox[0]
-			Expect(entry.EventID).To(Equal(r.Metadata.UID + "/Committed/audit"))
+			// Named by the operation's scope and effect, as its status records them, not by the object.
+			Expect(r.Status.RecordName).NotTo(BeEmpty())
+			Expect(entry.EventID).To(Equal(outbox.EventID(
+				outbox.Identity{Scope: r.Status.RecordName, Effect: r.Status.ExternalObjectID}, v1.StateCommitted, "audit")))
+			Expect(entry.EventID).NotTo(ContainSubstring(r.Metadata.UID))
 			seen := bySource["/apis/effects.once.dev/v1alpha1/namespaces/"+ns+"/sideeffectoperations/"+r.Metadata.Name]
 			Expect(seen).To(HaveLen(1), "%s: one id across every delivery (ids stable), and one delivered (none lost)", r.Metadata.Name)
 			Expect(seen[0].ID).To(Equal(entry.EventID))
