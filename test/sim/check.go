@@ -48,6 +48,9 @@ const (
 	// InvRetention (I7): a scope's record outlives its retention; runs
 	// shorter than a retention forget nothing.
 	InvRetention = "I7 records outlive the retention"
+	// InvOneAnnouncement (I15): the outbox announces each effect under one
+	// id, whatever object carries it, at least once.
+	InvOneAnnouncement = "I15 one effect, one announcement id"
 	// InvLiveness (I13): once faults stop, every operation reaches a
 	// terminal state or NeedsReview within ten simulated minutes, longer
 	// only where a declared delay says so.
@@ -245,7 +248,7 @@ func (w *World) forget() {
 		}
 	}
 	for _, e := range w.ledger {
-		if !remembered[e.Ref] && e.Epoch == w.epochs[e.Ref] {
+		if !remembered[e.Ref] && e.Epoch == w.epochs[e.Ref] && !byHand(e) {
 			if !w.opts.SecondLifetimes {
 				// A run is shorter than any retention: a scope forgotten
 				// in it lost its record (I7).
@@ -335,7 +338,8 @@ func (w *World) standing(ref string) []*Effect {
 // its compensation.
 func (w *World) checkSagaOrder(e *Effect) {
 	parts := strings.Split(e.Ref, "/")
-	if len(parts) < 2 {
+	if len(parts) < 2 || byHand(e) {
+		// A person undoing an effect by hand keeps an order of their own.
 		return
 	}
 	var steps []v1.SagaStep
@@ -367,4 +371,53 @@ func (w *World) checkSagaOrder(e *Effect) {
 // workload: a record names its scope, not its ref.
 func scopeOf(tool, operation, key string) string {
 	return tool + "/" + operation + "/" + key
+}
+
+// checkAnnouncement runs when the subscriber receives an announcement: an
+// effect already announced under another id is announced twice.
+func (w *World) checkAnnouncement(d Delivery) {
+	if d.ExternalObjectID == "" {
+		return
+	}
+	for _, o := range w.deliveries {
+		if o.ExternalObjectID == d.ExternalObjectID && o.State == d.State && o.ID != d.ID {
+			w.fail(InvOneAnnouncement, d.ExternalObjectID, "%s announced as %s (by %s) and as %s (by %s)",
+				d.State, o.ID, o.Name, d.ID, d.Name)
+			return
+		}
+	}
+}
+
+// checkDelivered runs once everything has settled: every announcement a
+// status says was delivered reached the subscriber, and none is pending.
+func (w *World) checkDelivered() {
+	received := map[string]bool{}
+	for _, d := range w.deliveries {
+		received[d.ID] = true
+	}
+	for _, kind := range []string{kindOperation, kindSaga} {
+		for _, o := range w.server.List(kind, Namespace) {
+			var entries []v1.OutboxEntry
+			switch x := o.(type) {
+			case *v1.SideEffectOperation:
+				entries = x.Status.Outbox
+			case *v1.Saga:
+				entries = x.Status.Outbox
+			}
+			for _, e := range entries {
+				switch {
+				case e.State == v1.DeliveryPending:
+					w.fail(InvOneAnnouncement, o.GetName(), "announcement %s still pending after the faults stopped", e.EventID)
+				case e.State == v1.DeliveryDelivered && !received[e.EventID]:
+					w.fail(InvOneAnnouncement, o.GetName(), "announcement %s recorded as delivered, never received", e.EventID)
+				}
+			}
+		}
+	}
+}
+
+// byHand reports whether a person made the effect by hand (an undo), not
+// Once: no record is meant to keep it.
+func byHand(e *Effect) bool {
+	return strings.HasSuffix(e.Ref, byHandSuffix)
 }

@@ -19,12 +19,14 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/saga"
 )
 
 // Result is what a run found.
@@ -115,7 +117,7 @@ func (w *World) settle() {
 		if progressed {
 			continue
 		}
-		if len(w.unsettled()) == 0 {
+		if len(w.unsettled()) == 0 && !w.announcing() {
 			break
 		}
 		d := w.untilDue()
@@ -128,16 +130,19 @@ func (w *World) settle() {
 	if left := w.unsettled(); len(left) > 0 {
 		w.fail(InvLiveness, strings.Join(left, ","), "still unsettled %s after the faults stopped", quietLimit)
 	}
+	w.checkDelivered()
 }
 
 // unsettled are the operations and sagas neither terminal nor waiting
-// for a person (NeedsReview, or Stalled: a duplicate of an operation in
-// review, an operation whose tool is missing).
+// for a person (NeedsReview; Stalled: a duplicate of an operation in
+// review, an operation whose tool is missing; a step's approval).
 func (w *World) unsettled() []string {
 	var out []string
 	for _, o := range w.server.List(kindSaga, Namespace) {
 		s := o.(*v1.Saga)
-		if !s.Status.State.IsTerminal() && s.Status.State != v1.StateNeedsReview {
+		ready := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+		approval := ready != nil && ready.Reason == saga.ReasonWaitingForApproval
+		if !s.Status.State.IsTerminal() && s.Status.State != v1.StateNeedsReview && !approval {
 			out = append(out, fmt.Sprintf("saga %s (%s)", s.Name, s.Status.State.OrPlanned()))
 		}
 	}
@@ -149,6 +154,16 @@ func (w *World) unsettled() []string {
 		}
 	}
 	return out
+}
+
+// announcing reports whether an announcement is still to be delivered.
+func (w *World) announcing() bool {
+	for _, kind := range []string{kindOperation, kindSaga} {
+		if slices.ContainsFunc(w.server.List(kind, Namespace), pendingOutbox) {
+			return true
+		}
+	}
+	return false
 }
 
 // Close ends the passes that are still frozen, so that no goroutine of

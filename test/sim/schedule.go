@@ -22,12 +22,14 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/review"
+	"github.com/once-dev/once/internal/saga"
 )
 
 // Kind is a kind of action of the scheduler.
@@ -57,6 +59,10 @@ const (
 	// Resolve: a person resolves an operation in NeedsReview, after
 	// looking at the tool.
 	Resolve Kind = "resolve"
+	// ResolveSaga: a person decides what a saga in review waits on, after
+	// looking at the tool; Approve: a person approves a saga's step.
+	ResolveSaga Kind = "resolve-saga"
+	Approve     Kind = "approve"
 	// Quiet: the faults stop (no more freezes, every request arrives and
 	// is answered), and everything has its time to settle (I13).
 	Quiet Kind = "quiet"
@@ -176,6 +182,18 @@ func (w *World) Plan(rng *rand.Rand) Action {
 		{1, func() bool {
 			names := []string{toolChat, toolDesk, toolPay}
 			a.Kind, a.Name, a.N = EditTool, names[rng.IntN(len(names))], rng.Int64N(4)
+			return true
+		}},
+		{2, func() bool {
+			sagas := w.sagasWaiting()
+			if len(sagas) == 0 {
+				return false
+			}
+			s := sagas[rng.IntN(len(sagas))]
+			a.Kind, a.Name = ResolveSaga, s.Name
+			if s.Status.State != v1.StateNeedsReview {
+				a.Kind = Approve
+			}
 			return true
 		}},
 		{3, func() bool {
@@ -332,6 +350,10 @@ func (w *World) Apply(a Action) {
 		w.editTool(a.Name, a.N)
 	case Resolve:
 		w.resolve(a.Name, a.N)
+	case ResolveSaga:
+		w.resolveSaga(a.Name)
+	case Approve:
+		w.approve(a.Name)
 	case Quiet:
 		w.settle()
 	}
@@ -400,6 +422,18 @@ func (w *World) describe(a Action) string {
 			return ""
 		}
 		return fmt.Sprintf("a person looks at the tool and resolves %s", a.Name)
+	case ResolveSaga, Approve:
+		s := &v1.Saga{}
+		if w.server.Get(w.manifestKey(a.Name), s) != nil || s.Status.CurrentStep == "" {
+			return ""
+		}
+		if a.Kind == Approve {
+			return fmt.Sprintf("a person approves step %s of saga %s", s.Status.CurrentStep, a.Name)
+		}
+		if s.Status.State != v1.StateNeedsReview {
+			return ""
+		}
+		return fmt.Sprintf("a person looks at the tools and resolves step %s of saga %s", s.Status.CurrentStep, a.Name)
 	}
 	return ""
 }
@@ -528,4 +562,58 @@ func (w *World) forgotten(mf client.Object) bool {
 		}
 	}
 	return false
+}
+
+// byHandSuffix marks the ref of an effect a person made by hand.
+const byHandSuffix = "/by-hand"
+
+// sagasWaiting are the sagas that wait for a person: in review, or for an
+// approval.
+func (w *World) sagasWaiting() []*v1.Saga {
+	var out []*v1.Saga
+	for _, o := range w.server.List(kindSaga, Namespace) {
+		s := o.(*v1.Saga)
+		ready := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+		waiting := s.Status.State == v1.StateNeedsReview ||
+			(ready != nil && ready.Reason == saga.ReasonWaitingForApproval)
+		if waiting && s.DeletionTimestamp.IsZero() && s.Status.CurrentStep != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// approve is a person's approval of the step a saga waits on, through the
+// code kubectl once approve runs.
+func (w *World) approve(name string) {
+	s := &v1.Saga{}
+	must(w.server.Get(w.manifestKey(name), s))
+	a := v1.SagaApproval{Step: s.Status.CurrentStep, By: "bob", Reason: fmt.Sprintf("looked at step %d", w.step)}
+	if err := review.ApproveStep(context.Background(), w.people, s, a); err != nil {
+		w.note("the approval fails: %v", err)
+	}
+}
+
+// resolveSaga is a person's decision on the step a saga in review waits
+// on: they look at the tool, undo by hand every effect of the step they
+// can see there, and mark the step compensated. What they cannot see they
+// vouch for: it stands on their word (I11).
+func (w *World) resolveSaga(name string) {
+	s := &v1.Saga{}
+	must(w.server.Get(w.manifestKey(name), s))
+	step := s.Status.CurrentStep
+	ref := name + "/" + step
+	for _, e := range w.standing(ref) {
+		if !w.tools[e.Tool].Lookup || w.clock.Now().Before(e.Visible) {
+			e.Vouched = true
+			continue
+		}
+		undo := w.recordEffect(w.tools[e.Tool], e.Endpoint, "", ref+byHandSuffix)
+		undo.Target = e.ID
+		w.note("alice undoes %s by hand", e.ID)
+	}
+	r := v1.SagaResolution{Step: step, Action: v1.SagaMarkCompensated, By: "alice", Reason: fmt.Sprintf("review at step %d", w.step)}
+	if err := review.ResolveSaga(context.Background(), w.people, s, r); err != nil {
+		w.note("the resolution fails: %v", err)
+	}
 }

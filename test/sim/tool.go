@@ -203,6 +203,9 @@ var errReset = errors.New("read tcp 10.0.0.2:41234->10.0.0.9:443: read: connecti
 
 func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	w := t.w
+	if req.URL.Hostname() == sinkHost {
+		return w.sink(req)
+	}
 	tool := w.tools[strings.TrimSuffix(req.URL.Hostname(), ".sim")]
 	if tool == nil {
 		return nil, fmt.Errorf("dial tcp: lookup %s: no such host", req.URL.Hostname())
@@ -269,4 +272,57 @@ func sortedEffects(ledger []*Effect, ref string) []*Effect {
 	}
 	slices.SortStableFunc(out, func(a, b *Effect) int { return a.At.Compare(b.At) })
 	return out
+}
+
+// sinkHost is the subscribers' address.
+const sinkHost = "hooks.sim"
+
+// Delivery is one announcement a subscriber received.
+type Delivery struct {
+	ID               string
+	Kind, Name       string
+	State            string
+	ExternalObjectID string
+	At               time.Time
+}
+
+// sink is the subscriber: it keeps every announcement that reaches it, in
+// a ledger of its own, and answers 202. A delivery meets the faults a
+// tool's request does: refused, lost, or answered after it arrived.
+func (w *World) sink(req *http.Request) (*http.Response, error) {
+	pr := w.running
+	if err := w.toolGate(pr, "before it delivers to the subscriber"); err != nil {
+		return nil, err
+	}
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
+	f := w.drawFault(pr)
+	if f == faultRefused {
+		return nil, errors.New("dial tcp 10.0.0.7:443: connect: connection refused")
+	}
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{})
+	}
+	if f == faultLostBefore || f == fault503Before {
+		return nil, errReset
+	}
+	var body struct {
+		Kind             string `json:"kind"`
+		Name             string `json:"name"`
+		State            string `json:"state"`
+		ExternalObjectID string `json:"externalObjectID"`
+	}
+	b, _ := io.ReadAll(req.Body)
+	_ = json.Unmarshal(b, &body)
+	d := Delivery{ID: req.Header.Get("Ce-Id"), Kind: body.Kind, Name: body.Name, State: body.State,
+		ExternalObjectID: body.ExternalObjectID, At: w.clock.Now()}
+	w.deliveries = append(w.deliveries, d)
+	w.note("the subscriber receives %s %s of %s (id %s)", body.State, body.ExternalObjectID, body.Name, d.ID)
+	w.checkAnnouncement(d)
+	if f == faultLostAfter || f == fault503After {
+		return nil, errReset
+	}
+	return &http.Response{StatusCode: http.StatusAccepted, Status: "202 Accepted", Header: http.Header{},
+		Body: io.NopCloser(bytes.NewReader(nil))}, nil
 }

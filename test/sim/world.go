@@ -116,6 +116,8 @@ type World struct {
 	step   int
 	story  []string
 	events []recorded
+	// deliveries are what the subscriber received.
+	deliveries []Delivery
 	// held are the answers managers received, until they are recorded.
 	held   []*heldAnswer
 	epochs map[string]int
@@ -153,6 +155,7 @@ type Manager struct {
 	op          *controller.SideEffectOperationReconciler
 	rec         *controller.IdempotencyRecordReconciler
 	saga        *controller.SagaReconciler
+	relays      map[string]*controller.OutboxReconciler
 	queue       map[request]time.Time
 	failures    map[request]int
 	parked      map[request]*passRun
@@ -170,9 +173,11 @@ type request struct {
 // The controllers of a manager, as work queue items and schedules name
 // them.
 const (
-	ctrlOperation = "op"
-	ctrlRecord    = "record"
-	ctrlSaga      = "saga"
+	ctrlOperation      = "op"
+	ctrlRecord         = "record"
+	ctrlSaga           = "saga"
+	ctrlRelayOperation = "relay"
+	ctrlRelaySaga      = "relay-saga"
 )
 
 func (r request) String() string {
@@ -314,15 +319,19 @@ func workload() []*v1.SideEffectOperation {
 				Parameters:     &runtime.RawExtension{Raw: fmt.Appendf(nil, `{"ref":%q,"amount":%d}`, ref, amount)}}}
 		return o
 	}
+	audited := func(o *v1.SideEffectOperation) *v1.SideEffectOperation {
+		o.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "http://" + sinkHost + "/events"}}
+		return o
+	}
 	return []*v1.SideEffectOperation{
 		op("pay-1", "pay", "", 100),
-		op("pay-2", "pay", "order-7", 250),
-		op("pay-3", "pay", "order-7", 250),
+		audited(op("pay-2", "pay", "order-7", 250)),
+		audited(op("pay-3", "pay", "order-7", 250)),
 		op("desk-1", "desk", "", 1),
 		op("desk-2", "desk", "ticket-9", 2),
 		op("desk-3", "desk", "ticket-9", 3),
 		op("chat-1", toolChat, "", 1),
-		op("chat-2", toolChat, "msg-4", 1),
+		audited(op("chat-2", toolChat, "msg-4", 1)),
 	}
 }
 
@@ -343,9 +352,14 @@ func sagas() []*v1.Saga {
 		}
 		return st
 	}
+	approved := func(s v1.SagaStep) v1.SagaStep {
+		s.RequiresApproval = true
+		return s
+	}
 	return []*v1.Saga{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "order-1"}, Spec: v1.SagaSpec{Steps: []v1.SagaStep{
-			step("order-1", "charge", "pay", `,"amount":5`), step("order-1", "ticket", "desk", ""), step("order-1", "notify", toolChat, "")}}},
+			step("order-1", "charge", "pay", `,"amount":5`), approved(step("order-1", "ticket", "desk", "")),
+			step("order-1", "notify", toolChat, "")}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "order-2"}, Spec: v1.SagaSpec{Steps: []v1.SagaStep{
 			step("order-2", "charge", "pay", `,"amount":7`), step("order-2", "ticket", "desk", `,"reject":true`)}}},
 	}
@@ -378,6 +392,7 @@ func (m *Manager) boot() {
 		Recorder: recorder{w}, Clock: w.clock, Transport: transport{w}, Jitter: w.jitter})
 	must(err)
 	m.op, m.rec, m.saga = rs.Operation, rs.Record, rs.Saga
+	m.relays = map[string]*controller.OutboxReconciler{ctrlRelayOperation: rs.Outbox[0], ctrlRelaySaga: rs.Outbox[1]}
 	must(m.op.IndexFields(context.Background(), m.cache))
 	for k := range m.cache.objects {
 		m.changed(k, nil, m.cache.objects[k])
@@ -409,8 +424,14 @@ func (m *Manager) changed(k objKey, old, cur client.Object) {
 	switch k.Kind {
 	case kindSaga:
 		m.enqueue(request{ctrlSaga, k.NamespacedName}, 0)
+		if pendingOutbox(cur) {
+			m.enqueue(request{ctrlRelaySaga, k.NamespacedName}, 0)
+		}
 	case kindOperation:
 		m.enqueue(request{ctrlOperation, k.NamespacedName}, 0)
+		if pendingOutbox(cur) {
+			m.enqueue(request{ctrlRelayOperation, k.NamespacedName}, 0)
+		}
 		for _, o := range []client.Object{old, cur} {
 			if o == nil {
 				continue
@@ -537,6 +558,24 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	return e
 }
 
+// pendingOutbox reports whether an object has an announcement to deliver:
+// the relays' watch.
+func pendingOutbox(o client.Object) bool {
+	var entries []v1.OutboxEntry
+	switch x := o.(type) {
+	case *v1.SideEffectOperation:
+		entries = x.Status.Outbox
+	case *v1.Saga:
+		entries = x.Status.Outbox
+	}
+	for _, e := range entries {
+		if e.State == v1.DeliveryPending {
+			return true
+		}
+	}
+	return false
+}
+
 // effectByID is the ledger's effect with that id, or nil.
 func (w *World) effectByID(id string) *Effect {
 	for _, e := range w.ledger {
@@ -589,6 +628,8 @@ func (w *World) start(m *Manager, r request) {
 		rec = m.rec.Reconcile
 	case ctrlSaga:
 		rec = m.saga.Reconcile
+	case ctrlRelayOperation, ctrlRelaySaga:
+		rec = m.relays[r.ctrl].Reconcile
 	}
 	go func() {
 		res, err := rec(context.Background(), ctrl.Request{NamespacedName: r.NamespacedName})
