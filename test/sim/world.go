@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -57,6 +58,10 @@ type Options struct {
 	// FreezeInKernel adds a freeze point after the last check before a
 	// request's bytes leave: a process stopped there sends when it wakes.
 	FreezeInKernel bool
+	// FrozenTimers keeps a frozen pass's timers (the claim's fence) from
+	// firing until it runs again, as a stopped process's cannot, instead
+	// of firing them on time.
+	FrozenTimers bool
 	// NoFinalizerPolicy runs without the admission policy that adds the
 	// record finalizer at create.
 	NoFinalizerPolicy bool
@@ -196,7 +201,10 @@ type passRun struct {
 	point       string
 	parkedAt    int
 	apiErr      bool
-	uid         types.UID
+	// timers are the pass's timers that came due while it was frozen
+	// (Options.FrozenTimers).
+	timers []func()
+	uid    types.UID
 }
 
 func (p *passRun) dead() bool { return p.incarnation != p.m.incarnation }
@@ -389,7 +397,7 @@ func (m *Manager) boot() {
 	// cache, clock and tools.
 	rs, err := controller.Config{Holder: m.holder(), MaxClaim: 2 * time.Minute, ClaimGrace: 10 * time.Second,
 		MaxConcurrentReconciles: 4}.Build(controller.Deps{Client: m.client, APIReader: m.client.Reader(),
-		Recorder: recorder{w}, Clock: w.clock, Transport: transport{w}, Jitter: w.jitter})
+		Recorder: recorder{w}, Clock: processClock{w.clock, w}, Transport: transport{w}, Jitter: w.jitter})
 	must(err)
 	m.op, m.rec, m.saga = rs.Operation, rs.Record, rs.Saga
 	m.relays = map[string]*controller.OutboxReconciler{ctrlRelayOperation: rs.Outbox[0], ctrlRelaySaga: rs.Outbox[1]}
@@ -643,9 +651,26 @@ func (w *World) resume(pr *passRun) {
 	if pr.m.parked[pr.req] == pr {
 		delete(pr.m.parked, pr.req)
 	}
+	// A frozen process's timers fire when it runs again, racing what the
+	// pass does next: the scheduler decides which comes first.
+	late := pr.timers
+	pr.timers = nil
+	first := len(late) > 0 && w.sub.IntN(2) == 0
+	if first {
+		w.note("the timers of %s's pass of %s fire as it wakes", pr.m.Name, pr.req)
+		for _, f := range late {
+			f()
+		}
+	}
 	w.running = pr
 	pr.resume <- struct{}{}
 	w.await(pr)
+	if len(late) > 0 && !first {
+		w.note("the timers of %s's pass of %s fire after it went on", pr.m.Name, pr.req)
+		for _, f := range late {
+			f()
+		}
+	}
 }
 
 func (w *World) await(pr *passRun) {
@@ -691,4 +716,26 @@ func sortedRequests[T any](q map[request]T) []request {
 		return cmp.Or(cmp.Compare(a.ctrl, b.ctrl), cmp.Compare(a.NamespacedName.String(), b.NamespacedName.String()))
 	})
 	return out
+}
+
+// processClock is a manager's view of the clock: a timer armed by a pass
+// belongs to that pass, and, with Options.FrozenTimers, one that comes due
+// while the pass is frozen fires only when the pass runs again.
+type processClock struct {
+	*Clock
+	w *World
+}
+
+func (c processClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	pr := c.w.running
+	if pr == nil || !c.w.opts.FrozenTimers {
+		return c.Clock.AfterFunc(d, f)
+	}
+	return c.Clock.AfterFunc(d, func() {
+		if frozen, ok := pr.m.parked[pr.req]; ok && frozen == pr {
+			pr.timers = append(pr.timers, f)
+			return
+		}
+		f()
+	})
 }
