@@ -19,7 +19,7 @@ limitations under the License.
 // an outcome, return the next record and the action to take. It has no
 // client and does no I/O, so every rule is table-tested here.
 //
-// The invariants it keeps (DESIGN.md §2):
+// The invariants it keeps (docs/design.md, "Invariants"):
 //
 //   - Every call to the tool is preceded by a record that claims it: Next
 //     never returns a call action without a record to write first, and that
