@@ -92,9 +92,11 @@ var _ = Describe("Saga", func() {
 	})
 
 	It("reads as in progress to kstatus while a step runs", func() {
-		// The desk refuses the ticket once with a 429 and the step backs
-		// off for two seconds: the saga is Started, working, not stalled.
-		faults(ns, sandbox.FaultRule{Mode: "native", Collection: "tickets", Fault: "429", Count: 1})
+		// The desk refuses the ticket twice with a 429 and the step backs
+		// off: the saga is Started, working, not stalled. Twice, because a
+		// backoff has full jitter and one alone may be over before a poll
+		// sees it.
+		faults(ns, sandbox.FaultRule{Mode: "native", Collection: "tickets", Fault: "429", Count: 2})
 		steps := changeSteps()
 		steps[0].RetryPolicy.InitialBackoff = &metav1.Duration{Duration: 4 * time.Second}
 		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
