@@ -145,7 +145,7 @@ N ?= 2000
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: build controlplane-binaries ## Chaos run: N operations and N/8 sagas under tool faults and manager kills; prints the DESIGN.md §7 figures.
+chaos: build controlplane-binaries ## Chaos run: N operations and N/8 sagas under tool faults and manager kills; prints the docs/design.md, Figures to report figures.
 	go run ./hack/chaos -n $(N) $(CHAOS_FLAGS)
 
 ##@ Benchmark

@@ -19,7 +19,7 @@ limitations under the License.
 // duplicates, conflicts and re-applies, and sagas of several steps whose
 // compensations run when a step is refused, while the tool fails requests
 // (compensations too) and the manager is killed; then it prints the
-// figures of DESIGN.md §7 as a table, writes them as JSON, and exits
+// figures of docs/design.md, Figures to report as a table, writes them as JSON, and exits
 // non-zero if it saw a duplicate effect, a lost operation or saga, a saga
 // compensated early or a violated invariant.
 //

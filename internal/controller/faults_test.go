@@ -33,7 +33,7 @@ import (
 	"github.com/once-dev/once/test/sandbox"
 )
 
-// The fault matrix of DESIGN.md §8, faults 1-8, each against a real API
+// The fault matrix of docs/design.md, The fault matrix, faults 1-8, each against a real API
 // server and the sandbox tool, counting effects at the tool's ledger.
 var _ = Describe("The fault matrix", func() {
 	var ns string

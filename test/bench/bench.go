@@ -117,7 +117,7 @@ const (
 	operation   = "charge.create"
 )
 
-// budgetResources are the resources of the write budget (DESIGN.md §6);
+// budgetResources are the resources of the write budget (docs/design.md, The write budget);
 // events are counted apart.
 var budgetResources = map[string]bool{"sideeffectoperations": true, "idempotencyrecords": true, "events": true}
 

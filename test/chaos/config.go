@@ -19,7 +19,7 @@ limitations under the License.
 // deliveries, same-key-different-payload conflicts and GitOps re-applies,
 // and sagas of several steps whose data flows from step to step, some of
 // which a step refused for good makes compensate, while the tool injects
-// the failures of DESIGN.md §8 and the lies of real gateways, proxies and
+// the failures of docs/design.md, The fault matrix and the lies of real gateways, proxies and
 // tools (into compensations too, and fault 9: compensations that fail a
 // few times, or for good until a person decides), and the manager is
 // killed at random moments and inside the protocol's crash windows, or
@@ -27,8 +27,8 @@ limitations under the License.
 //
 // When every operation and saga has settled, Run counts the effects at the
 // tool's ledger (never from the operator's own status), computes the
-// figures of DESIGN.md §7, and checks the falsifiers of the invariants of
-// DESIGN.md §2 that can be observed from outside: two effects for one key,
+// figures of docs/design.md, Figures to report, and checks the falsifiers of the invariants of
+// docs/design.md, Invariants that can be observed from outside: two effects for one key,
 // a create's or a cancel's (I1), an effect nobody claimed (I2), a
 // conflicting request that executed (I4), a duplicate that reports another
 // answer (I5), a saga that reports an effect undone while it stands (I8),
@@ -63,7 +63,7 @@ type Config struct {
 	// timing still varies between runs with the same seed.
 	Seed int64
 	// FaultRate is the share of effect requests the sandbox fails, spread
-	// over the failure kinds of DESIGN.md §8 (default 0.3). Lookups fail
+	// over the failure kinds of docs/design.md, The fault matrix (default 0.3). Lookups fail
 	// at the same rate.
 	FaultRate float64
 	// LieShare is the share of those failures drawn from the ways real
@@ -86,7 +86,7 @@ type Config struct {
 	// StallShare is the share of kills replaced by a stall: the manager's
 	// next claimed attempts wait between the claim and the call for longer
 	// than the claim and the Lookup tool's lookupDelay, while a successor
-	// runs next to it; then it is killed. It is DESIGN.md §8's "worker
+	// runs next to it; then it is killed. It is docs/design.md's fault matrix's "worker
 	// double execution" (a GC pause, a frozen node). Default 0.15.
 	StallShare float64
 	// TermShare is the share of kills replaced by a graceful stop: SIGTERM,
@@ -132,7 +132,7 @@ type Config struct {
 	IrreversibleShare float64
 	// CompensationFaultShare is the share of the compensations of failing
 	// sagas that a rule of their own fails a few times (429, or 503 where
-	// the tool dedupes) before they may succeed: DESIGN.md §8's fault 9,
+	// the tool dedupes) before they may succeed: fault 9 of docs/design.md's fault matrix,
 	// "compensation fails midway" (default 0.3).
 	CompensationFaultShare float64
 	// CompensationRefusalShare is the share of those compensations that a

@@ -201,7 +201,7 @@ func (s *supervisor) restart() bool {
 // attempt up, find it absent and retry before the stalled call is sent.
 const stallFor = lookupDelay + 3*time.Second
 
-// stall is DESIGN.md §8's "worker double execution": it makes the running
+// stall is docs/design.md's fault matrix's "worker double execution": it makes the running
 // manager's next claimed attempt (and every other attempt it claims
 // meanwhile) wait stallFor between the claim and the call, as a long GC
 // pause or a frozen node would; starts a successor next to it at once;

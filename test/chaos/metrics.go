@@ -31,7 +31,7 @@ import (
 var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "APPLY": true}
 
 // writeResources are the resources whose writes make up the write budget
-// of an operation (DESIGN.md §6), and sagas, counted apart.
+// of an operation (docs/design.md, The write budget), and sagas, counted apart.
 var writeResources = map[string]bool{"sideeffectoperations": true, "idempotencyrecords": true, sagaResource: true}
 
 // sagaResource is the resource of Sagas.

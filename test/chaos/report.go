@@ -102,8 +102,8 @@ func (i Issue) String() string {
 	return s
 }
 
-// Report holds the figures of DESIGN.md §7 for one chaos run, the
-// violations of DESIGN.md §2's invariants it saw, and what it did to the
+// Report holds the figures of docs/design.md, Figures to report for one chaos run, the
+// violations of the invariants of docs/design.md it saw, and what it did to the
 // system.
 type Report struct {
 	Seed int64 `json:"seed"`
@@ -164,7 +164,7 @@ type Report struct {
 	// NeedsReview after a re-send was answered 401, 403 or 404 (the
 	// resend-4xx faults), or 422 (a saga step's drawn rejection, which the
 	// tool answers afresh to a re-send when the first attempt never
-	// reached it): a person is needed by design there, as DESIGN.md §4
+	// reached it): a person is needed by design there, as docs/design.md, Unknown outcomes
 	// says of any 4xx answering a re-send that is not a replay.
 	NeedsReviewResendRefused int     `json:"needs_review_resend_refused"`
 	ManualRecoveryRate       float64 `json:"manual_recovery_rate"`
@@ -323,7 +323,7 @@ func (r Report) Table() string {
 	row("objects", r.Objects, fmt.Sprintf("incl. %d duplicate deliveries and %d conflicting requests; %d re-applies",
 		r.DuplicatesInjected, r.ConflictsInjected, r.Reapplies))
 	row("final_states", formatCounts(r.States), "objects by status.state")
-	section("DESIGN.md §7, counted at the tool's ledger")
+	section("docs/design.md, Figures to report, counted at the tool's ledger")
 	row("effects", r.Effects, fmt.Sprintf("create effects in the ledger; and %d cancels (compensations)", r.Cancels))
 	row("duplicate_effects", r.DuplicateEffects, "sum over scope keys, creates' and cancels', of (effects − 1)")
 	row("dsr", rate(r.DSR), fmt.Sprintf("duplicate_effects / (operations + saga_operations %d)", r.SagaOperations))
@@ -347,7 +347,7 @@ func (r Report) Table() string {
 	if r.Sagas > 0 {
 		r.sagaRows(row, section, rate, of)
 	}
-	section("DESIGN.md §6, the write budget")
+	section("docs/design.md, The write budget, the write budget")
 	row("writes_per_operation", fmt.Sprintf("%.2f", r.WritesPerOperation),
 		fmt.Sprintf("(writes_total − writes_driver) / operations; %.2f per object", r.WritesPerObject))
 	row("writes_total", r.WritesTotal,
@@ -382,7 +382,7 @@ func (r Report) Table() string {
 	row("masked_duplicates", r.MaskedDuplicates, "second creates for an existing effect that 409-exists refused; must be 0")
 	row("durations_s", fmt.Sprintf("%.0f", r.TotalSeconds),
 		fmt.Sprintf("chaos %.0f, settle %.0f", r.ChaosSeconds, r.SettleSeconds))
-	row("violations", len(r.Violations), "falsifiers of DESIGN.md §2")
+	row("violations", len(r.Violations), "falsifiers of docs/design.md, Invariants")
 	row("findings", len(r.Findings), "")
 	if m := r.MCP; m != nil {
 		row("mcp_calls", m.Calls, fmt.Sprintf("logical tool calls through the MCP gateway, %d attempts", m.Attempts))

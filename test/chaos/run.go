@@ -483,7 +483,7 @@ func WaitToolsReady(ctx context.Context, c client.Client, ns string, names ...st
 }
 
 // faultRules are the sandbox's faults for the run's namespace, for each
-// tool: the failures of DESIGN.md §8 and, lieShare of the draws, the lies
+// tool: the failures of docs/design.md, The fault matrix and, lieShare of the draws, the lies
 // of real gateways, proxies and tools, so that about rate of all effect
 // requests fail, creates and cancels (the sagas' compensations) alike,
 // each drawn by rules of their own so that the report can tell them

@@ -60,8 +60,8 @@ type SagaStep struct {
 }
 
 // SagaFigures are the figures of a run's sagas: their final states, their
-// compensations (DESIGN.md §7's compensation success rate), and the checks
-// of I8 (DESIGN.md §2) and fault 9 (DESIGN.md §8), all counted at the
+// compensations (docs/design.md's figures: compensation success rate), and the checks
+// of I8 (docs/design.md, Invariants) and fault 9 (docs/design.md, The fault matrix), all counted at the
 // tool's ledger.
 type SagaFigures struct {
 	// Sagas counts the Saga objects, duplicates included;
@@ -469,7 +469,7 @@ func (c *sagaCheck) failureTime() time.Time {
 // sagaRows writes the sagas' section of the table.
 func (r Report) sagaRows(row func(string, any, string), section func(string), rate func(float64) string,
 	of func(int, int) string) {
-	section("sagas: DESIGN.md §7 compensation success, I8, §8 fault 9")
+	section("sagas: docs/design.md, Figures to report compensation success, I8, fault 9")
 	row("sagas", r.Sagas, fmt.Sprintf("incl. %d duplicates (same key and spec) and %d re-applies; %d steps; "+
 		"%d with a step the tool refuses for good", r.SagaDuplicatesInjected, r.SagaReapplies, r.SagaSteps, r.SagasRejecting))
 	row("saga_final_states", formatCounts(r.SagaStates), "sagas by status.state")
