@@ -347,7 +347,7 @@ func (r Report) Table() string {
 	if r.Sagas > 0 {
 		r.sagaRows(row, section, rate, of)
 	}
-	section("docs/design.md, The write budget, the write budget")
+	section("docs/design.md, The write budget")
 	row("writes_per_operation", fmt.Sprintf("%.2f", r.WritesPerOperation),
 		fmt.Sprintf("(writes_total − writes_driver) / operations; %.2f per object", r.WritesPerObject))
 	row("writes_total", r.WritesTotal,
