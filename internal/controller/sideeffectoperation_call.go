@@ -18,7 +18,11 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,10 +97,9 @@ func (r *SideEffectOperationReconciler) call(p *pass, action protocol.Action) (a
 		return nil, true
 	}
 	a = &answer{action: action, attempt: p.st.Claim.Attempt, state: p.st.State}
+	ctx, fence, stop := r.keepClaim(p, a)
 	req := effects.Request{Operation: p.op.Spec.Operation, Key: p.st.ToolIdempotencyKey,
-		Parameters: p.params, Timeout: p.timeout, Mode: p.st.IdempotencyMode}
-
-	ctx, stop := r.keepClaim(p, a)
+		Parameters: p.params, Timeout: p.timeout, Mode: p.st.IdempotencyMode, Fence: fence}
 	outcome := ""
 	switch action {
 	case protocol.ActionLookup:
@@ -124,23 +127,38 @@ func (r *SideEffectOperationReconciler) call(p *pass, action protocol.Action) (a
 }
 
 // keepClaim bounds a call by its claim and renews the claim while a call
-// that may outlive it runs. The call's context ends when the claim expires:
-// after that the attempt belongs to whoever takes it over, who counts on no
-// request of it leaving later (a worker that stalled between its claim and
-// its call must not send at all). If the claim is lost, the context ends
-// too. The renewals work on a copy of the operation; stop ends them, waits
-// for them, and hands the pass the newest version they wrote.
-func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx context.Context, stop func()) {
+// that may outlive it runs. After the claim's expiry the attempt belongs to
+// whoever takes it over, who counts on no request of it leaving later (a
+// worker that stalled between its claim and its call must not send at
+// all). Two things keep it so: fence, which the transport asks at the last
+// moment before the request is written, compares the clock with the
+// claim's expiry; and the call's context ends when the claim expires or is
+// lost. The timer alone is not enough: a process that was frozen wakes up
+// with its timers and its writers racing. The renewals work on a copy of
+// the operation; stop ends them, waits for them, and hands the pass the
+// newest version they wrote.
+func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx context.Context, fence func() error, stop func()) {
 	ctx, cancel := context.WithCancel(p.ctx)
+	var expiry atomic.Int64 // the claim's expiry, in Unix nanoseconds
+	expiry.Store(p.st.Claim.ExpiryTime.UnixNano())
+	fence = func() error {
+		if ctx.Err() != nil {
+			return errClaimLost
+		}
+		if at := time.Unix(0, expiry.Load()); !r.Clock.Now().Before(at) {
+			return fmt.Errorf("%w (claim expiry %s)", errClaimExpired, at.UTC().Format(time.RFC3339))
+		}
+		return nil
+	}
 	left := p.st.Claim.ExpiryTime.Sub(r.Clock.Now())
 	if left <= 0 {
 		cancel()
-		return ctx, cancel
+		return ctx, fence, cancel
 	}
-	expiry := r.Clock.AfterFunc(left, cancel)
+	timer := r.Clock.AfterFunc(left, cancel)
 	if p.timeout <= r.MaxClaim {
-		return ctx, func() {
-			expiry.Stop()
+		return ctx, fence, func() {
+			timer.Stop()
 			cancel()
 		}
 	}
@@ -161,14 +179,16 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 					return
 				}
 				latest = op
-				expiry.Reset(op.Status.Claim.ExpiryTime.Sub(r.Clock.Now()))
+				at := op.Status.Claim.ExpiryTime
+				expiry.Store(at.UnixNano())
+				timer.Reset(at.Sub(r.Clock.Now()))
 			}
 		}
 	})
-	return ctx, func() {
+	return ctx, fence, func() {
 		close(done)
 		wg.Wait()
-		expiry.Stop()
+		timer.Stop()
 		cancel()
 		if latest.ResourceVersion != p.op.ResourceVersion {
 			p.op = latest
@@ -176,6 +196,14 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 		}
 	}
 }
+
+var (
+	// errClaimExpired stops a request whose claim expired before it was
+	// written: the attempt may be another worker's now.
+	errClaimExpired = errors.New("the claim expired before the request was written")
+	// errClaimLost stops a request whose claim was lost or whose pass ended.
+	errClaimLost = errors.New("the claim was lost before the request was written")
+)
 
 // renew extends the claim of op, a copy of the pass's operation, and
 // returns the version it wrote; false means the claim is no longer this

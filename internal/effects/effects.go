@@ -40,6 +40,10 @@ type Request struct {
 	// Mode is the idempotency mode the attempt was made under, which
 	// decides how an answer is classified; empty means the tool's.
 	Mode v1.IdempotencyMode
+	// Fence, if set, is asked at the last moment before the request is
+	// written; an error stops it there, and the request never left. The
+	// operation reconciler checks its claim so.
+	Fence func() error
 }
 
 // ValidateVerdict is a tool's answer to a dry run.

@@ -26,6 +26,9 @@ limitations under the License.
 // what happens:
 //
 //   - "kill": the process sends itself SIGKILL, as kill -9 would;
+//   - "stop": the process sends itself SIGSTOP, as a stalled node or a
+//     debugger would, and goes on from there once it is continued
+//     (SIGCONT);
 //   - "abandon": the pass stops and writes nothing more, as if the worker
 //     had died there: it blocks until the manager stops, so that the same
 //     manager does not pick the object up again (for tests that run the
@@ -42,6 +45,10 @@ const (
 	// ExecuteAfterClaim: the attempt's claim is recorded; the tool has not
 	// been called.
 	ExecuteAfterClaim = "executeAfterClaim"
+	// BeforeWrite: a call's request (an attempt's or a re-send's) has its
+	// connection and is about to be written: the last moment before its
+	// bytes leave, where its claim's fence is asked. Meant for "stop".
+	BeforeWrite = "beforeWrite"
 	// ExecuteAfterAnswer: the tool answered the attempt; the answer is not
 	// recorded.
 	ExecuteAfterAnswer = "executeAfterAnswer"
@@ -63,5 +70,5 @@ const (
 )
 
 // Points lists every point.
-var Points = []string{BindAfterNoRecord, ExecuteAfterClaim, ExecuteAfterAnswer, ReconcileAfterClaim, ReconcileAfterAnswer,
+var Points = []string{BindAfterNoRecord, ExecuteAfterClaim, BeforeWrite, ExecuteAfterAnswer, ReconcileAfterClaim, ReconcileAfterAnswer,
 	TakeoverAfterRecord, OutboxBeforeDeliver, OutboxAfterDeliver}

@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 
 	gofail "go.etcd.io/gofail/runtime"
@@ -56,6 +57,15 @@ func Hit(ctx context.Context, name string) bool {
 		_, _ = fmt.Fprintf(os.Stderr, "failpoint %s: killing the process\n", name)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
+	case "stop":
+		_, _ = fmt.Fprintf(os.Stderr, "failpoint %s: stopping the process\n", name)
+		// Sent to this thread, which the kernel then stops before the
+		// call returns: a SIGSTOP sent to the process lands on its main
+		// thread, and this one would go on for a moment.
+		runtime.LockOSThread()
+		_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
+		runtime.UnlockOSThread()
+		return false
 	case "abandon":
 		<-ctx.Done()
 		return true

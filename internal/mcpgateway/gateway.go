@@ -396,7 +396,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	g.cfg.Logger.Info("tools/call", "tool", req.Params.Name, "user", c.user, "namespace", ns,
 		"operation", once.ObjectName(ref, operation, r.Key))
 	res, err := once.New(c.kube).Do(ctx, r)
-	return answerOf(res, err), nil
+	return Answer(res, err), nil
 }
 
 // usableTool reads the tool a call names, as its caller; a tool error
@@ -487,8 +487,8 @@ func toolError(code, msg string, extra map[string]any) *mcp.CallToolResult {
 		StructuredContent: sc}
 }
 
-// answerOf turns Do's outcome into the call's answer.
-func answerOf(res once.Result, err error) *mcp.CallToolResult {
+// Answer turns Do's outcome into a call's answer: what an agent is told.
+func Answer(res once.Result, err error) *mcp.CallToolResult {
 	if err != nil {
 		return errorAnswer(err)
 	}

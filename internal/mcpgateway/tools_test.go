@@ -150,7 +150,7 @@ func TestAnswerOf(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := answerOf(tc.res, tc.err)
+			got := Answer(tc.res, tc.err)
 			if got.IsError != tc.isError {
 				t.Errorf("IsError = %v, want %v", got.IsError, tc.isError)
 			}

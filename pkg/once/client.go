@@ -388,6 +388,14 @@ func (c *Client) wait(ctx context.Context, op *v1.SideEffectOperation, progress 
 	}
 }
 
+// Outcome is the answer Do gives for op as it stands: done is false while
+// op has not ended, and Do would wait on. For callers that watch
+// operations themselves.
+func Outcome(op *v1.SideEffectOperation) (res Result, done bool, err error) {
+	res, err, done = outcome(op)
+	return res, done, err
+}
+
 // outcome reads the answer of op, if it has one.
 func outcome(op *v1.SideEffectOperation) (Result, error, bool) {
 	st := op.Status

@@ -17,16 +17,20 @@ limitations under the License.
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/mcpgateway"
 	"github.com/once-dev/once/internal/protocol"
+	"github.com/once-dev/once/pkg/once"
 )
 
 // The invariants the simulator checks after every step, as docs/design.md
@@ -127,9 +131,12 @@ func (w *World) check() {
 				if st.ExpiryTime != nil {
 					effects = before(effects, st.ExpiryTime.Time)
 				}
-				if len(effects) > 0 && !saysDecision(st) {
-					w.fail(InvNoFalseNoEffect, op.Name, "FailedFinal (%s: %s) while the tool holds %s",
-						reasonOf(st), st.ErrorMessage, effectList(effects))
+				if len(effects) == 0 {
+					break
+				}
+				if who := toldNoEffect(op); who != "" {
+					w.fail(InvNoFalseNoEffect, op.Name, "FailedFinal (%s: %s) while the tool holds %s: %s",
+						reasonOf(st), st.ErrorMessage, effectList(effects), who)
 				}
 			}
 		}
@@ -153,11 +160,31 @@ func (w *World) check() {
 	w.pruneHeld()
 }
 
-// saysDecision reports whether a failure is reported as a person's
-// decision, not as a proof that nothing happened: the reason clients
-// (pkg/once, the MCP gateway) read it from.
-func saysDecision(st v1.SideEffectOperationStatus) bool {
-	return protocol.Decided(reasonOf(st))
+// toldNoEffect says who tells that op had no effect, each through its own
+// code: its status (a failure whose reason is no person's decision, as
+// kubectl and Flux show it), pkg/once (a FailedError not Decided) and the
+// MCP gateway (its words to the agent, from pkg/once's answer). The
+// ingress answers with the state alone.
+func toldNoEffect(op *v1.SideEffectOperation) string {
+	var who []string
+	if !protocol.Decided(reasonOf(op.Status)) {
+		who = append(who, "its status")
+	}
+	if res, done, err := once.Outcome(op); done && err != nil {
+		var failed *once.FailedError
+		if errors.As(err, &failed) && !failed.Decided {
+			who = append(who, "pkg/once")
+		}
+		for _, c := range mcpgateway.Answer(res, err).Content {
+			if t, ok := c.(*mcp.TextContent); ok && strings.Contains(t.Text, "no lasting effect") {
+				who = append(who, "the MCP gateway")
+			}
+		}
+	}
+	if len(who) == 0 {
+		return ""
+	}
+	return "told no effect by " + strings.Join(who, ", ")
 }
 
 // sameRequest are the effects made with an operation's parameters.

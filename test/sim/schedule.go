@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -117,7 +118,9 @@ func (w *World) Plan(rng *rand.Rand) Action {
 		}},
 		{8, func() bool {
 			m := w.managers[rng.IntN(len(w.managers))]
-			ps := sortedRequests(m.parked)
+			ps := slices.DeleteFunc(sortedRequests(m.parked), func(r request) bool {
+				return w.clock.Now().Before(m.parked[r].holdUntil)
+			})
 			if len(ps) == 0 {
 				return false
 			}
@@ -530,6 +533,10 @@ func (w *World) resolve(name string, choice int64) {
 	// The same code path as kubectl once resolve's.
 	if err := review.ResolveOperation(context.Background(), w.people, op, *res); err != nil {
 		w.note("the resolution fails: %v", err)
+		return
+	}
+	if res.Action == v1.ResolutionRetry {
+		w.licenses[fmt.Sprintf("%s#%d", refOf(op), w.epochs[refOf(op)])]++
 	}
 }
 

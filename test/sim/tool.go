@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/protocol"
 )
 
@@ -219,9 +220,15 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := w.toolGate(pr, "before it sends "+what); err != nil {
 		return nil, err
 	}
-	// The transport checks the request's context before it writes: a
-	// claim whose fence fired while the manager was frozen stops here.
+	// The transport checks the request's context, then asks its fence at
+	// the last moment before it writes, as the real one's connection does:
+	// a claim that expired while the manager was frozen stops here, whether
+	// or not its timer fired yet.
 	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
+	if err := httpeffects.CheckFence(req.Context()); err != nil {
+		w.note("%s: the claim's fence stops it: %v", what, err)
 		return nil, err
 	}
 	if w.opts.FreezeInKernel {

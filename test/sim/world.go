@@ -76,7 +76,7 @@ type Options struct {
 
 // DefaultOptions are what make test and make sim run with.
 func DefaultOptions(seed uint64) Options {
-	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25}
+	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25, FrozenTimers: true}
 }
 
 // The workload's tools and their operations: a charge, and the refund that
@@ -131,9 +131,9 @@ type World struct {
 	// they were last forgotten.
 	refs      map[string]string
 	committed map[string]bool
-	// licenses are the Retry resolutions (object and generation) whose
-	// one allowed effect was made.
-	licenses   map[string]bool
+	// licenses count, per scope and epoch, the effects people allowed
+	// with a Retry that were not made yet.
+	licenses   map[string]int
 	violations []Violation
 	effects    int
 }
@@ -200,7 +200,10 @@ type passRun struct {
 	resume      chan struct{}
 	point       string
 	parkedAt    int
-	apiErr      bool
+	// holdUntil is when the freeze ends at the soonest: a stopped process
+	// or a stalled node stays so while the others go on.
+	holdUntil time.Time
+	apiErr    bool
 	// timers are the pass's timers that came due while it was frozen
 	// (Options.FrozenTimers).
 	timers []func()
@@ -243,7 +246,7 @@ func NewWorld(opts Options) *World {
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
 		epochs: map[string]int{}, refs: map[string]string{}, committed: map[string]bool{},
-		licenses: map[string]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
+		licenses: map[string]int{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
 	w.people = NewClient(w.server, nil, gate{})
@@ -550,15 +553,13 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	}
 	if pr := w.running; pr != nil {
 		e.Holder = pr.m.holder()
-		op := &v1.SideEffectOperation{}
-		if w.server.Get(objKey{Kind: kindOperation, NamespacedName: pr.req.NamespacedName}, op) == nil &&
-			op.UID == pr.uid && op.Status.Resolution != nil && op.Status.Resolution.Action == v1.ResolutionRetry {
-			// The first effect after a person's Retry is the one they
-			// allowed; any later one is Once's again.
-			license := fmt.Sprintf("%s/%d", op.UID, op.Status.Resolution.Generation)
-			e.Licensed = !w.licenses[license]
-			w.licenses[license] = true
-		}
+	}
+	// The first effect after a person's Retry is the one they allowed,
+	// whichever object of the scope makes it: the record carries their word
+	// to the next object of the key. Any later one is Once's again.
+	if scope := fmt.Sprintf("%s#%d", ref, e.Epoch); w.licenses[scope] > 0 {
+		e.Licensed = true
+		w.licenses[scope]--
 	}
 	w.ledger = append(w.ledger, e)
 	w.note("the tool %s makes effect %s for %s", t.Name, e.ID, ref)
@@ -678,6 +679,13 @@ func (w *World) await(pr *passRun) {
 	w.running = nil
 	if !msg.done {
 		pr.parkedAt = w.step
+		// Most freezes are short (a GC pause, a slow syscall); one in
+		// three lasts minutes (a stopped process, a stalled node), long
+		// enough for the others to take over.
+		pr.holdUntil = time.Time{}
+		if w.sub.IntN(3) == 0 {
+			pr.holdUntil = w.clock.Now().Add(time.Duration(1+w.sub.IntN(600)) * time.Second)
+		}
 		pr.m.parked[pr.req] = pr
 		w.note("manager %s freezes in its pass of %s, %s", pr.m.Name, pr.req, pr.point)
 		return

@@ -94,7 +94,9 @@ func NewClient(spec *v1.ToolSpec, headers nethttp.Header, transport nethttp.Roun
 // connection reuse. net/http replays a request on a reused connection that
 // failed, when the request carries an Idempotency-Key header; without reuse
 // there is no replay, and a stale pooled connection cannot turn a request
-// that never left into one whose outcome is unknown.
+// that never left into one whose outcome is unknown. A connection of its
+// own also carries the request's fence (effects.Request.Fence) to its
+// last moment: the write.
 //
 // It dials only the addresses egress allows (nil: the built-in refusals),
 // checked on the address dialled, after name resolution. It uses no proxy
@@ -102,7 +104,7 @@ func NewClient(spec *v1.ToolSpec, headers nethttp.Header, transport nethttp.Roun
 func NewTransport(egress *Egress) *nethttp.Transport {
 	t := nethttp.DefaultTransport.(*nethttp.Transport).Clone()
 	t.Proxy = nil
-	t.DialContext = egress.dialer().DialContext
+	t.DialContext = dialFenced(egress.dialer().DialContext)
 	t.MaxResponseHeaderBytes = maxHeaderBytes
 	t.DisableKeepAlives = true
 	t.ForceAttemptHTTP2 = false
@@ -283,7 +285,13 @@ func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answe
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
 	var wrote atomic.Bool
+	ctx, f := withFence(ctx, req.Fence)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) {
+			if f != nil {
+				f.connected.Store(true)
+			}
+		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			if info.Err == nil {
 				wrote.Store(true)
@@ -312,7 +320,9 @@ func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answe
 
 	resp, err := c.http.Do(hr)
 	if err != nil {
-		return answer{}, wrote.Load(), redact(err)
+		// net/http reports a request written once it is in its buffer; a
+		// fence that stopped the flush knows that nothing of it left.
+		return answer{}, wrote.Load() && !f.stoppedRequest(), redact(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+cutSlack))

@@ -86,10 +86,17 @@ func (t *Tool) Calls() int {
 	return t.calls
 }
 
-// Execute answers the next scripted answer.
+// Execute answers the next scripted answer, unless the request's fence
+// stops it before it is sent.
 func (t *Tool) Execute(_ context.Context, req effects.Request) protocol.CallResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if req.Fence != nil {
+		if err := req.Fence(); err != nil {
+			return protocol.CallResult{Request: "POST /" + req.Operation, Outcome: v1.OutcomeRetryable,
+				Message: "request never left: " + err.Error()}
+		}
+	}
 	a := Succeed
 	if t.calls < len(t.Script) {
 		a = t.Script[t.calls]

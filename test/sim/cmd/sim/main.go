@@ -39,7 +39,7 @@ func main() {
 	seed := flag.Uint64("seed", 0, "run this seed alone (0: draw -seeds random ones)")
 	first := flag.Uint64("first", 0, "the first of -seeds consecutive seeds (0: random)")
 	again := flag.Bool("second-lifetimes", false, "let a run outlast the records' retention, and people apply a manifest again after its scope was forgotten")
-	timers := flag.Bool("frozen-timers", false, "a frozen pass's timers (the claim's fence) fire only when it runs again, as a stopped process's")
+	timers := flag.Bool("frozen-timers", true, "a frozen pass's timers fire only when it runs again, as a stopped process's (false: on time)")
 	kernel := flag.Bool("freeze-in-kernel", false, "also freeze a manager after its last check, with the request's bytes already leaving")
 	keepGoing := flag.Bool("keep-going", false, "count every failing seed instead of stopping at the first")
 	save := flag.String("save", "", "write each shrunk failing schedule to this folder, as seed-N.json")
