@@ -156,14 +156,23 @@ func (s *APIServer) Get(k objKey, into client.Object) error {
 
 // List returns copies of the objects of a kind, by name.
 func (s *APIServer) List(kind, namespace string) []client.Object {
-	return listOf(s.objects, kind, namespace)
+	return listOf(s.objects, kind, namespace, true)
 }
 
-func listOf(objects map[objKey]client.Object, kind, namespace string) []client.Object {
+// peek returns the stored objects of a kind themselves, by name: for the
+// checker, which reads them after every step and never writes them.
+func (s *APIServer) peek(kind, namespace string) []client.Object {
+	return listOf(s.objects, kind, namespace, false)
+}
+
+func listOf(objects map[objKey]client.Object, kind, namespace string, copied bool) []client.Object {
 	var out []client.Object
 	for k, o := range objects {
 		if k.Kind == kind && (namespace == "" || k.Namespace == namespace) {
-			out = append(out, o.DeepCopyObject().(client.Object))
+			if copied {
+				o = o.DeepCopyObject().(client.Object)
+			}
+			out = append(out, o)
 		}
 	}
 	slices.SortFunc(out, func(a, b client.Object) int {

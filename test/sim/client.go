@@ -106,7 +106,7 @@ func listInto(objects map[objKey]client.Object, indexes map[string]map[string]cl
 	o := (&client.ListOptions{}).ApplyOptions(opts)
 	kind := itemKind(list)
 	var items []runtime.Object
-	for _, obj := range listOf(objects, kind, o.Namespace) {
+	for _, obj := range listOf(objects, kind, o.Namespace, false) {
 		if o.LabelSelector != nil && !o.LabelSelector.Matches(labels.Set(obj.GetLabels())) {
 			continue
 		}
@@ -119,7 +119,7 @@ func listInto(objects map[objKey]client.Object, indexes map[string]map[string]cl
 				continue
 			}
 		}
-		items = append(items, obj)
+		items = append(items, obj.DeepCopyObject())
 	}
 	return meta.SetList(list, items)
 }
