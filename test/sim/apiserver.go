@@ -159,10 +159,11 @@ func (s *APIServer) List(kind, namespace string) []client.Object {
 	return listOf(s.objects, kind, namespace, true)
 }
 
-// peek returns the stored objects of a kind themselves, by name: for the
-// checker, which reads them after every step and never writes them.
-func (s *APIServer) peek(kind, namespace string) []client.Object {
-	return listOf(s.objects, kind, namespace, false)
+// peek returns the stored objects of a kind in the world's namespace
+// themselves, by name: for the checker, which reads them after every step
+// and never writes them.
+func (s *APIServer) peek(kind string) []client.Object {
+	return listOf(s.objects, kind, Namespace, false)
 }
 
 func listOf(objects map[objKey]client.Object, kind, namespace string, copied bool) []client.Object {

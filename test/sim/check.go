@@ -84,7 +84,7 @@ func (w *World) fail(inv, subject, format string, args ...any) {
 func (w *World) check() {
 	w.forget()
 	ops := map[string][]*v1.SideEffectOperation{}
-	for _, o := range w.server.peek(kindOperation, Namespace) {
+	for _, o := range w.server.peek(kindOperation) {
 		op := o.(*v1.SideEffectOperation)
 		ops[refOf(op)] = append(ops[refOf(op)], op)
 	}
@@ -141,7 +141,7 @@ func (w *World) check() {
 			}
 		}
 	}
-	for _, o := range w.server.peek(kindSaga, Namespace) {
+	for _, o := range w.server.peek(kindSaga) {
 		s := o.(*v1.Saga)
 		if s.Status.State != v1.StateCompensated {
 			continue
@@ -249,7 +249,7 @@ func effectList(es []*Effect) string {
 // A later effect of that scope is a new one, not a second one.
 func (w *World) forget() {
 	remembered := map[string]bool{}
-	for _, o := range w.server.peek(kindOperation, Namespace) {
+	for _, o := range w.server.peek(kindOperation) {
 		op := o.(*v1.SideEffectOperation)
 		sc := protocol.OperationScope(op)
 		w.refs[scopeOf(sc.Tool.Name, sc.Operation, sc.Key)] = refOf(op)
@@ -268,7 +268,7 @@ func (w *World) forget() {
 			remembered[refOf(op)] = true
 		}
 	}
-	for _, o := range w.server.peek(kindRecord, Namespace) {
+	for _, o := range w.server.peek(kindRecord) {
 		rec := o.(*v1.IdempotencyRecord)
 		if at, ok := protocol.RecordExpiry(rec.Spec); !ok || w.clock.Now().Before(at) {
 			remembered[w.refs[scopeOf(rec.Spec.ToolRef.Name, rec.Spec.Operation, rec.Spec.IdempotencyKey)]] = true
@@ -423,7 +423,7 @@ func (w *World) checkDelivered() {
 		received[d.ID] = true
 	}
 	for _, kind := range []string{kindOperation, kindSaga} {
-		for _, o := range w.server.peek(kind, Namespace) {
+		for _, o := range w.server.peek(kind) {
 			var entries []v1.OutboxEntry
 			switch x := o.(type) {
 			case *v1.SideEffectOperation:

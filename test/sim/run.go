@@ -138,7 +138,7 @@ func (w *World) settle() {
 // review, an operation whose tool is missing; a step's approval).
 func (w *World) unsettled() []string {
 	var out []string
-	for _, o := range w.server.peek(kindSaga, Namespace) {
+	for _, o := range w.server.peek(kindSaga) {
 		s := o.(*v1.Saga)
 		ready := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
 		approval := ready != nil && ready.Reason == saga.ReasonWaitingForApproval
@@ -146,7 +146,7 @@ func (w *World) unsettled() []string {
 			out = append(out, fmt.Sprintf("saga %s (%s)", s.Name, s.Status.State.OrPlanned()))
 		}
 	}
-	for _, o := range w.server.peek(kindOperation, Namespace) {
+	for _, o := range w.server.peek(kindOperation) {
 		op := o.(*v1.SideEffectOperation)
 		if !op.Status.State.IsTerminal() && op.Status.State != v1.StateNeedsReview &&
 			!meta.IsStatusConditionTrue(op.Status.Conditions, v1.ConditionStalled) {
@@ -159,7 +159,7 @@ func (w *World) unsettled() []string {
 // announcing reports whether an announcement is still to be delivered.
 func (w *World) announcing() bool {
 	for _, kind := range []string{kindOperation, kindSaga} {
-		if slices.ContainsFunc(w.server.peek(kind, Namespace), pendingOutbox) {
+		if slices.ContainsFunc(w.server.peek(kind), pendingOutbox) {
 			return true
 		}
 	}

@@ -291,7 +291,7 @@ func opKey(name string) objKey {
 
 func (w *World) inReview() []string {
 	var out []string
-	for _, o := range w.server.peek(kindOperation, Namespace) {
+	for _, o := range w.server.peek(kindOperation) {
 		op := o.(*v1.SideEffectOperation)
 		if op.Status.State == v1.StateNeedsReview && op.DeletionTimestamp.IsZero() {
 			out = append(out, op.Name)
