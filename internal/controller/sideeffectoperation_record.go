@@ -17,11 +17,13 @@ limitations under the License.
 package controller
 
 import (
+	"context"
 	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/metrics"
@@ -33,19 +35,100 @@ import (
 // resolution edit).
 const fencedRetries = 5
 
-// writeStatus writes d.Status with the object's resourceVersion as the
-// precondition: a worker with a stale view loses with a conflict. On
-// success the pass carries the new version.
+// putStatus is the operation reconciler's one status writer: it writes st
+// as op's status with op's resourceVersion as the precondition, so that a
+// worker with a stale view loses with a conflict, and leaves op as the API
+// server answered (as it was, on failure). A pass's decisions
+// (writeStatus) and the claim's renewals (renew) go through it.
+func (r *SideEffectOperationReconciler) putStatus(ctx context.Context, op *v1.SideEffectOperation,
+	st v1.SideEffectOperationStatus) error {
+	prev := op.Status
+	op.Status = st
+	if err := r.Status().Update(ctx, op); err != nil {
+		op.Status = prev
+		return err
+	}
+	return nil
+}
+
+// writeStatus writes a decision's status; on success the pass carries the
+// new version, and the decision's event and metrics are emitted.
 func (r *SideEffectOperationReconciler) writeStatus(p *pass, d protocol.Decision) error {
 	from := p.op.Status.State
-	prev := p.op.Status
-	p.op.Status = d.Status
-	if err := r.Status().Update(p.ctx, p.op); err != nil {
-		p.op.Status = prev
+	if err := r.putStatus(p.ctx, p.op, d.Status); err != nil {
 		return err
 	}
 	p.st = *p.op.Status.DeepCopy()
 	r.observe(p, from, d)
+	return nil
+}
+
+// record writes the decision an answer leads to, fenced on the claim the
+// call ran under.
+func (r *SideEffectOperationReconciler) record(p *pass, a *answer) (reconcile.Result, error) {
+	d, err := r.writeFenced(p, a.apply(p.st, p.policy, p.env), a)
+	return reconcile.Result{RequeueAfter: d.RequeueAfter}, err
+}
+
+// resume records an answer whose write failed in an earlier pass: as the
+// attempt's outcome while the record still shows its claim, else as a late
+// answer, never dropped.
+func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Result, error) {
+	if !a.claimHeld(p.st, r.Holder) {
+		// The cache may lag behind the claim: ask the API server.
+		fresh, err := r.fresh(p)
+		if err != nil {
+			r.keepPending(p, a)
+			return reconcile.Result{}, err
+		}
+		p.op, p.st = fresh, *fresh.Status.DeepCopy()
+	}
+	if a.claimHeld(p.st, r.Holder) {
+		return r.record(p, a)
+	}
+	if err := r.keepEvidence(p, a); err != nil {
+		return reconcile.Result{}, err
+	}
+	p.st = *p.op.Status.DeepCopy()
+	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
+}
+
+// recordHeldAnswer records an answer this manager holds for an operation
+// its cache shows settled by someone else, as protocol.Stale decides: as
+// evidence, as the commit a person was about to be asked for, or as a
+// second effect, raised at once. done is false when the API server shows
+// the answer's claim still held (the cache lagged): the pass goes on with
+// fresh, whose drive records the answer as the attempt's outcome.
+func (r *SideEffectOperationReconciler) recordHeldAnswer(ctx context.Context, op *v1.SideEffectOperation) (
+	fresh *v1.SideEffectOperation, done bool, err error) {
+	fresh = &v1.SideEffectOperation{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+		return nil, true, client.IgnoreNotFound(err)
+	}
+	p := r.newPass(ctx, fresh)
+	a := r.takePending(p)
+	if a == nil {
+		return fresh, false, nil
+	}
+	if a.claimHeld(p.st, r.Holder) {
+		r.keepPending(p, a)
+		return fresh, false, nil
+	}
+	return nil, true, r.keepEvidence(p, a)
+}
+
+// keepPending remembers an answer whose write failed for a reason other
+// than a conflict (the API server was unreachable, say), so that the next
+// pass records it rather than treating the attempt as unknown.
+func (r *SideEffectOperationReconciler) keepPending(p *pass, a *answer) {
+	r.pending.Store(p.op.UID, a)
+}
+
+// takePending returns the remembered answer, if any, and forgets it.
+func (r *SideEffectOperationReconciler) takePending(p *pass) *answer {
+	if v, ok := r.pending.LoadAndDelete(p.op.UID); ok {
+		return v.(*answer)
+	}
 	return nil
 }
 

@@ -24,7 +24,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -36,6 +35,20 @@ import (
 // secretRetry is how soon an operation blocked on a Secret looks again:
 // Secrets are not watched.
 const secretRetry = 10 * time.Second
+
+// A pass of the operation reconciler reads in the order of an attempt's
+// lifecycle, a file each:
+//
+//   - sideeffectoperation_pass.go: what the pass learns of the operation
+//     and its tool, and the decision it carries out (drive, step);
+//   - sideeffectoperation_scope.go: binding the operation to its scope's
+//     record, before any claim;
+//   - sideeffectoperation_claim.go: the claim, written first, renewed while
+//     a long call runs, and asked as the call's fence;
+//   - sideeffectoperation_call.go: the call to the tool, and its answer;
+//   - sideeffectoperation_record.go: the answer recorded, fenced on the
+//     claim, or kept as evidence once the claim moved on; the one status
+//     writer.
 
 // pass is one reconciliation of one operation: what it learned, and the
 // working copy of the record.
@@ -142,57 +155,10 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
 }
 
-// resume records an answer whose write failed in an earlier pass: as the
-// attempt's outcome while the record still shows its claim, else as a late
-// answer, never dropped.
-func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Result, error) {
-	if !a.claimHeld(p.st, r.Holder) {
-		// The cache may lag behind the claim: ask the API server.
-		fresh, err := r.fresh(p)
-		if err != nil {
-			r.keepPending(p, a)
-			return reconcile.Result{}, err
-		}
-		p.op, p.st = fresh, *fresh.Status.DeepCopy()
-	}
-	if a.claimHeld(p.st, r.Holder) {
-		return r.record(p, a)
-	}
-	if err := r.keepEvidence(p, a); err != nil {
-		return reconcile.Result{}, err
-	}
-	p.st = *p.op.Status.DeepCopy()
-	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
-}
-
 // settledElsewhere reports whether an operation no longer waits for a call
 // of any manager: it is terminal, or a person must decide.
 func settledElsewhere(op *v1.SideEffectOperation) bool {
 	return op.Status.State.IsTerminal() || op.Status.State == v1.StateNeedsReview
-}
-
-// recordHeldAnswer records an answer this manager holds for an operation
-// its cache shows settled by someone else, as protocol.Stale decides: as
-// evidence, as the commit a person was about to be asked for, or as a
-// second effect, raised at once. done is false when the API server shows
-// the answer's claim still held (the cache lagged): the pass goes on with
-// fresh, whose drive records the answer as the attempt's outcome.
-func (r *SideEffectOperationReconciler) recordHeldAnswer(ctx context.Context, op *v1.SideEffectOperation) (
-	fresh *v1.SideEffectOperation, done bool, err error) {
-	fresh = &v1.SideEffectOperation{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
-		return nil, true, client.IgnoreNotFound(err)
-	}
-	p := r.newPass(ctx, fresh)
-	a := r.takePending(p)
-	if a == nil {
-		return fresh, false, nil
-	}
-	if a.claimHeld(p.st, r.Holder) {
-		r.keepPending(p, a)
-		return fresh, false, nil
-	}
-	return nil, true, r.keepEvidence(p, a)
 }
 
 // loadTool reads the operation's tool and derives the policy. ok is false
@@ -269,32 +235,4 @@ func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reco
 	}
 	p.env.Now = r.Clock.Now()
 	return r.record(p, a)
-}
-
-// record writes the decision an answer leads to, fenced on the claim the
-// call ran under.
-func (r *SideEffectOperationReconciler) record(p *pass, a *answer) (reconcile.Result, error) {
-	d, err := r.writeFenced(p, a.apply(p.st, p.policy, p.env), a)
-	return reconcile.Result{RequeueAfter: d.RequeueAfter}, err
-}
-
-// prepareCall connects to the tool and takes a retry from its budget.
-func (r *SideEffectOperationReconciler) prepareCall(p *pass, d protocol.Decision) (reconcile.Result, bool, error) {
-	if p.client == nil {
-		c, err := r.Connector.Connect(p.ctx, p.tool)
-		if err != nil {
-			return r.block(p, v1.ReasonToolInvalid, fmt.Sprintf("%s %s cannot be called: %v",
-				p.tool.Kind(), p.tool.GetName(), err), secretRetry)
-		}
-		p.client = c
-	}
-	if d.Retry {
-		if wait, ok := r.Budgets.Take(toolKeyOf(p.tool), p.tool.GetSpec().RetryBudget, p.env.Now); !ok {
-			budgetExhausted(p.tool)
-			p.log.V(1).Info("Retry budget spent; retry deferred", "tool", p.tool.GetName(), "wait", wait)
-			return reconcile.Result{RequeueAfter: wait}, false, nil
-		}
-		countRetry(p.tool)
-	}
-	return reconcile.Result{}, true, nil
 }
