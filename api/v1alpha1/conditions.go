@@ -97,6 +97,10 @@ const (
 	// allowed a retry, vouching that an earlier attempt had no effect:
 	// "no effect" rests on their word, not on a proof.
 	ReasonFailedAfterRetry = "FailedAfterRetry"
+	// ReasonEffectReported: the operation had failed for good when a late
+	// answer of the tool named an effect of it: its "no effect" does not
+	// hold, and the effect may stand. A person should look.
+	ReasonEffectReported = "EffectReported"
 	// ReasonResolvedRetry: a person allowed another attempt.
 	ReasonResolvedRetry = "ResolvedRetry"
 	// ReasonValid: a tool's definition is valid.

@@ -218,7 +218,7 @@ func children(s *v1.Saga, ops map[string]*v1.SideEffectOperation) map[string]sag
 		}
 		if ready := meta.FindStatusCondition(op.Status.Conditions, v1.ConditionReady); ready != nil {
 			c.Message = ready.Message
-			c.Decided = op.Status.State == v1.StateFailedFinal && protocol.Decided(ready.Reason)
+			c.Decided = op.Status.State == v1.StateFailedFinal && protocol.Unproven(ready.Reason)
 		}
 		out[name] = c
 	}

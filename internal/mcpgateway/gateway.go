@@ -512,6 +512,8 @@ const (
 	fieldState      = "state"
 	fieldExternalID = "externalObjectID"
 	fieldReplayed   = "replayed"
+	// fieldReason is a failure's reason, in an error's structured content.
+	fieldReason = "reason"
 )
 
 // structuredAnswer is a successful answer: sc, as structured content and
@@ -536,15 +538,20 @@ func errorAnswer(err error) *mcp.CallToolResult {
 		return toolError(codeMismatch, fmt.Sprintf("this idempotency key was already used for a request with other "+
 			"arguments (%s %s); nothing was done for this call. Use a new key for a new request: %s",
 			kind(mismatch.Kind), mismatch.Name, mismatch.Message), map[string]any{kind(mismatch.Kind): mismatch.Name})
+	case errors.As(err, &failed) && failed.EffectReported:
+		return toolError(codeFailed, fmt.Sprintf("the %s %s failed, but the tool later reported an effect of it (%s): %s. "+
+			"That effect may stand: do not make this request again under a new key; a person should look. "+
+			"The same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),
+			map[string]any{kind(failed.Kind): failed.Name, fieldReason: failed.Reason})
 	case errors.As(err, &failed) && failed.Decided:
 		return toolError(codeFailed, fmt.Sprintf("the %s %s ended on a person's decision (%s): %s. "+
 			"Whether an earlier attempt took effect was not established: do not make this request again under a new "+
 			"key; the same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),
-			map[string]any{kind(failed.Kind): failed.Name, "reason": failed.Reason})
+			map[string]any{kind(failed.Kind): failed.Name, fieldReason: failed.Reason})
 	case errors.As(err, &failed):
 		return toolError(codeFailed, fmt.Sprintf("the %s %s failed for good and had no lasting effect (%s): %s; "+
 			"the same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),
-			map[string]any{kind(failed.Kind): failed.Name, "reason": failed.Reason})
+			map[string]any{kind(failed.Kind): failed.Name, fieldReason: failed.Reason})
 	case errors.As(err, &review):
 		return toolError(codeNeedsReview, fmt.Sprintf("Once cannot tell whether the effect of %s %s happened, "+
 			"and will not guess: a person must decide (%s). Do not retry with a new key. Call this tool again later "+

@@ -142,8 +142,12 @@ func TestAnswerOf(t *testing.T) {
 	}{
 		"Committed": {res: once.Result{Namespace: "ns", Name: "x", State: v1.StateCommitted, ExternalObjectID: "ch_1",
 			Result: json.RawMessage(`{"id":"ch_1"}`), Found: true}, text: `"replayed":true`},
-		"Mismatch":    {err: &once.MismatchError{Name: "x"}, isError: true, code: codeMismatch, text: "Use a new key"},
-		"Failed":      {err: &once.FailedError{Name: "x", Reason: "Rejected"}, isError: true, code: codeFailed, text: "failed for good"},
+		"Mismatch": {err: &once.MismatchError{Name: "x"}, isError: true, code: codeMismatch, text: "Use a new key"},
+		"Failed":   {err: &once.FailedError{Name: "x", Reason: "Rejected"}, isError: true, code: codeFailed, text: "failed for good"},
+		"Decided": {err: &once.FailedError{Name: "x", Reason: "ResolvedFailed", Decided: true}, isError: true, code: codeFailed,
+			text: "was not established"},
+		"EffectReported": {err: &once.FailedError{Name: "x", Reason: "EffectReported", EffectReported: true}, isError: true,
+			code: codeFailed, text: "later reported an effect of it"},
 		"NeedsReview": {err: &once.NeedsReviewError{Name: "x"}, isError: true, code: codeNeedsReview, text: "a person must decide"},
 		"Pending":     {err: &once.PendingError{Name: "x", State: "Started"}, isError: true, code: codePending, text: "same idempotency key"},
 		"Other":       {err: errors.New("connection refused"), isError: true, code: codeAPI, text: "connection refused"},
@@ -157,6 +161,10 @@ func TestAnswerOf(t *testing.T) {
 			text := got.Content[0].(*mcp.TextContent).Text
 			if !strings.Contains(text, tc.text) || (tc.code != "" && !strings.HasPrefix(text, tc.code+": ")) {
 				t.Errorf("text %q, want it to start with %q and contain %q", text, tc.code, tc.text)
+			}
+			var failed *once.FailedError
+			if errors.As(tc.err, &failed) && (failed.Decided || failed.EffectReported) && strings.Contains(text, "no lasting effect") {
+				t.Errorf("a failure that does not prove no effect is told as one (I11): %q", text)
 			}
 		})
 	}

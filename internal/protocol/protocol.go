@@ -621,6 +621,14 @@ func Decided(reason string) bool {
 	return reason == v1.ReasonResolvedFailed || reason == v1.ReasonFailedAfterRetry
 }
 
+// Unproven reports whether a failure with this Ready reason leaves open
+// whether the request had an effect: it rests on a person's decision
+// (Decided), or a late answer of the tool named an effect after it
+// (EffectReported). Clients never report it as "no effect" (I11).
+func Unproven(reason string) bool {
+	return Decided(reason) || reason == v1.ReasonEffectReported
+}
+
 // end closes the record with a completion time and an expiry; what a
 // terminal record may not hold, stateFields clears.
 func end(st *v1.SideEffectOperationStatus, p Policy, env Env) {
@@ -667,12 +675,15 @@ func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, 
 		st.CommittedTime = timePtr(env.Now)
 	}
 	reason := v1.ReasonDuplicate
-	if Decided(o.Reason) {
-		// A person's decision is not a proof that nothing happened: the
-		// duplicate reports it as the original does, so that no client
-		// reads "no effect" into it (I11).
+	if Unproven(o.Reason) {
+		// A person's decision is not a proof that nothing happened, nor is
+		// a failure the tool contradicted: the duplicate reports it as the
+		// original does, so that no client reads "no effect" into it (I11).
 		reason = o.Reason
 		msg = fmt.Sprintf("Duplicate of %s, which ended on a person's decision: %s", original, o.ErrorMessage)
+		if o.Reason == v1.ReasonEffectReported {
+			msg = fmt.Sprintf("Duplicate of %s, whose failure the tool contradicted: %s", original, o.ErrorMessage)
+		}
 	}
 	transition(&st, state, reason, msg, env)
 	return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: v1.ReasonDuplicate, Message: msg}}

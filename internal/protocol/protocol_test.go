@@ -583,6 +583,13 @@ func TestBackoffIsCappedExponential(t *testing.T) {
 	}
 }
 
+// failedFinal is a record that failed for good with this Ready reason.
+func failedFinal(reason string) v1.SideEffectOperationStatus {
+	st := v1.SideEffectOperationStatus{State: v1.StateFailedFinal, Attempts: 1}
+	SetConditions(&st.Conditions, st.State, false, 1, time.Unix(0, 0), reason, "failed")
+	return st
+}
+
 func TestStale(t *testing.T) {
 	found := &CallResult{Outcome: v1.OutcomeSucceeded, ExternalObjectID: "ch_1"}
 	committed := v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 2, ExternalObjectID: "ch_2"}
@@ -592,6 +599,8 @@ func TestStale(t *testing.T) {
 		late    Late
 		verdict LateVerdict
 		state   v1.OperationState
+		// ready is the Ready reason the record must read after, if set.
+		ready string
 	}{
 		"FailureIsEvidence": {
 			reason:  "An answer that names no effect is evidence, whatever the record.",
@@ -638,10 +647,23 @@ func TestStale(t *testing.T) {
 			verdict: LateSecondEffect, state: v1.StateCommitted,
 		},
 		"SuccessAfterFailedFinal": {
-			reason:  "A terminal failure stays terminal; the effect it denies is raised.",
-			cur:     v1.SideEffectOperationStatus{State: v1.StateFailedFinal, Attempts: 1},
+			reason: "Sequence 6: a terminal failure stays terminal, but stops saying the request had no effect: " +
+				"the effect it denied is raised, and the reason reads EffectReported.",
+			cur:     failedFinal(v1.ReasonRetriesExhausted),
 			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded"}},
-			verdict: LateSecondEffect, state: v1.StateFailedFinal,
+			verdict: LateSecondEffect, state: v1.StateFailedFinal, ready: v1.ReasonEffectReported,
+		},
+		"SuccessAfterAPersonsFail": {
+			reason:  "A person's Fail already says nothing of the effect: the answer is raised, the decision stands.",
+			cur:     failedFinal(v1.ReasonResolvedFailed),
+			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded"}},
+			verdict: LateSecondEffect, state: v1.StateFailedFinal, ready: v1.ReasonResolvedFailed,
+		},
+		"FailureAfterFailedFinal": {
+			reason:  "An answer that names no effect leaves a failure as it is.",
+			cur:     failedFinal(v1.ReasonRetriesExhausted),
+			late:    Late{Attempt: 1, Observation: v1.Observation{Attempt: 1, Outcome: "Retryable"}},
+			verdict: LateEvidence, state: v1.StateFailedFinal, ready: v1.ReasonRetriesExhausted,
 		},
 		"FutureAttempt": {
 			reason:  "An answer about an attempt the record never claimed is ignored.",
@@ -661,6 +683,9 @@ func TestStale(t *testing.T) {
 			}
 			if d.Status.State != tc.state {
 				t.Errorf("%s: state: want %s, got %s", tc.reason, tc.state, d.Status.State)
+			}
+			if got := readyReason(d.Status); tc.ready != "" && got != tc.ready {
+				t.Errorf("%s: Ready reason: want %s, got %s", tc.reason, tc.ready, got)
 			}
 			if verdict != LateCommits && d.Status.ExternalObjectID != tc.cur.ExternalObjectID {
 				t.Errorf("%s: evidence changed the record's effect: %+v", tc.reason, d.Status)

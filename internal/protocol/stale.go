@@ -17,6 +17,10 @@ limitations under the License.
 package protocol
 
 import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
@@ -87,6 +91,16 @@ func Stale(cur v1.SideEffectOperationStatus, p Policy, env Env, l Late) (Decisio
 			d := committed(cur, p, env, *e, false)
 			d.Event.Message += ", by the answer of a worker that had lost its claim"
 			return d, LateCommits
+		case cur.State == v1.StateFailedFinal && !Unproven(readyReason(cur)):
+			// The failure said the request had no effect; the tool says
+			// otherwise. The record stays terminal, but stops saying so.
+			observe(&cur, o)
+			msg := fmt.Sprintf("Failed for good (%s), but a late answer to attempt %d names effect %q: "+
+				"the effect may stand; a person should look", readyReason(cur), l.Attempt, e.ExternalObjectID)
+			cur.ErrorMessage = msg
+			transition(&cur, v1.StateFailedFinal, v1.ReasonEffectReported, msg, env)
+			return Decision{Action: ActionWrite, Status: cur,
+				Event: &Event{Warning: true, Reason: v1.ReasonEffectReported, Message: msg}}, LateSecondEffect
 		default:
 			verdict = LateSecondEffect
 		}
@@ -99,4 +113,12 @@ func Stale(cur v1.SideEffectOperationStatus, p Policy, env Env, l Late) (Decisio
 // unless both are known and differ.
 func sameEffect(a, b string) bool {
 	return a == "" || b == "" || a == b
+}
+
+// readyReason is the reason of a record's Ready condition.
+func readyReason(st v1.SideEffectOperationStatus) string {
+	if c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
 }

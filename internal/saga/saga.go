@@ -68,8 +68,9 @@ type Child struct {
 	// Foreign marks an operation with the expected name that this saga
 	// does not control.
 	Foreign bool
-	// Decided marks an operation a person failed (a Fail resolution): a
-	// decision, which does not establish that it had no effect.
+	// Decided marks a failed operation whose failure does not establish
+	// that it had no effect (protocol.Unproven): a person's decision, or a
+	// failure the tool contradicted with a late answer.
 	Decided bool
 }
 

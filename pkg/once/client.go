@@ -139,10 +139,11 @@ func (e *MismatchError) Error() string {
 }
 
 // FailedError: the operation failed for good. Either the tool refused it,
-// with no effect, or (Decided) a person resolved it with Fail: the
+// with no effect; or (Decided) a person resolved it with Fail: the
 // operation must not run, and whether an earlier attempt took effect was
-// not established. In neither case may the request be made again under a
-// new key without finding out.
+// not established; or (EffectReported) the tool named an effect of it after
+// it failed, and that effect may stand. In no case may the request be made
+// again under a new key without finding out.
 type FailedError struct {
 	// Kind is "operation" or "saga"; empty means operation.
 	Kind            string
@@ -154,6 +155,9 @@ type FailedError struct {
 	// Decided: a person's Fail resolution ended it, after an outcome Once
 	// could not tell.
 	Decided bool
+	// EffectReported: after it failed, a late answer of the tool named an
+	// effect of it; a person should look.
+	EffectReported bool
 }
 
 func (e *FailedError) Error() string {
@@ -419,7 +423,8 @@ func outcome(op *v1.SideEffectOperation) (Result, error, bool) {
 				Message: cmp.Or(st.ErrorMessage, msg)}, true
 		}
 		return Result{}, &FailedError{Namespace: op.Namespace, Name: op.Name, Class: st.ErrorClass,
-			Reason: reason, Message: cmp.Or(st.ErrorMessage, msg), Decided: protocol.Decided(reason)}, true
+			Reason: reason, Message: cmp.Or(st.ErrorMessage, msg), Decided: protocol.Decided(reason),
+			EffectReported: reason == v1.ReasonEffectReported}, true
 	case v1.StateNeedsReview:
 		return Result{}, &NeedsReviewError{Namespace: op.Namespace, Name: op.Name, Message: msg}, true
 	}

@@ -131,6 +131,9 @@ func (w *World) check() {
 				if st.ExpiryTime != nil {
 					effects = before(effects, st.ExpiryTime.Time)
 				}
+				// An answer a manager still holds is not known to Once
+				// yet: I12 sees that it is recorded.
+				effects = slices.DeleteFunc(effects, w.heldByLive)
 				if len(effects) == 0 {
 					break
 				}
@@ -160,19 +163,31 @@ func (w *World) check() {
 	w.pruneHeld()
 }
 
+// heldByLive reports whether a manager that still runs holds the answer
+// that names e, not yet recorded.
+func (w *World) heldByLive(e *Effect) bool {
+	for _, h := range w.held {
+		if h.effect == e && h.m.incarnation == h.incarnation {
+			return true
+		}
+	}
+	return false
+}
+
 // toldNoEffect says who tells that op had no effect, each through its own
-// code: its status (a failure whose reason is no person's decision, as
-// kubectl and Flux show it), pkg/once (a FailedError not Decided) and the
-// MCP gateway (its words to the agent, from pkg/once's answer). The
-// ingress answers with the state alone.
+// code: its status (a failure whose reason protocol.Unproven does not
+// leave open, as kubectl and Flux show it), pkg/once (a FailedError
+// neither Decided nor EffectReported) and the MCP gateway (its words to
+// the agent, from pkg/once's answer). The ingress answers with the state
+// alone.
 func toldNoEffect(op *v1.SideEffectOperation) string {
 	var who []string
-	if !protocol.Decided(reasonOf(op.Status)) {
+	if !protocol.Unproven(reasonOf(op.Status)) {
 		who = append(who, "its status")
 	}
 	if res, done, err := once.Outcome(op); done && err != nil {
 		var failed *once.FailedError
-		if errors.As(err, &failed) && !failed.Decided {
+		if errors.As(err, &failed) && !failed.Decided && !failed.EffectReported {
 			who = append(who, "pkg/once")
 		}
 		for _, c := range mcpgateway.Answer(res, err).Content {

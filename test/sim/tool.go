@@ -231,9 +231,10 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		w.note("%s: the claim's fence stops it: %v", what, err)
 		return nil, err
 	}
-	if w.opts.FreezeInKernel {
+	if w.opts.FreezeInKernel && pr != nil && w.sub.Float64() < w.opts.FreezeRate {
 		// Bytes in the kernel's buffer leave even while the process is
-		// frozen: nothing the manager checks can stop them any more.
+		// frozen, or after it died: nothing the manager checks can stop
+		// them any more.
 		w.freezeAt(pr, "with "+what+" in the kernel's buffer")
 	}
 	f := w.drawFault(pr)
