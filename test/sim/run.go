@@ -138,6 +138,16 @@ func (w *World) settle() {
 // review, an operation whose tool is missing; a step's approval).
 func (w *World) unsettled() []string {
 	var out []string
+	if w.namespaceState() == namespaceTerminating {
+		var left []string
+		for k := range w.server.objects {
+			if k.Namespace == Namespace {
+				left = append(left, k.String())
+			}
+		}
+		slices.Sort(left)
+		out = append(out, fmt.Sprintf("namespace %s, terminating, holds %s", Namespace, strings.Join(left, " ")))
+	}
 	for _, o := range w.server.peek(kindSaga) {
 		s := o.(*v1.Saga)
 		ready := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)

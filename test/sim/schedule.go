@@ -23,6 +23,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,6 +56,9 @@ const (
 	Apply Kind = "apply"
 	// Delete: a person or a GitOps prune deletes an operation.
 	Delete Kind = "delete"
+	// DeleteNamespace: a person deletes the workload's namespace, records
+	// and all; the next apply creates it again, with its tools.
+	DeleteNamespace Kind = "delete-namespace"
 	// EditTool: a person edits a tool, within what the tool really does.
 	EditTool Kind = "edit-tool"
 	// Resolve: a person resolves an operation in NeedsReview, after
@@ -180,6 +184,15 @@ func (w *World) Plan(rng *rand.Rand) Action {
 				return false
 			}
 			a.Kind, a.Name = Delete, mf.GetName()
+			return true
+		}},
+		{1, func() bool {
+			// Rare: a namespace deleted with work in flight, about once
+			// in two runs.
+			if rng.IntN(40) != 0 || w.namespaceState() != namespaceActive {
+				return false
+			}
+			a.Kind = DeleteNamespace
 			return true
 		}},
 		{1, func() bool {
@@ -338,6 +351,9 @@ func (w *World) Apply(a Action) {
 	case Reconnect:
 		m.cutOff = false
 	case Apply:
+		if w.namespaceState() == namespaceGone {
+			w.recreateNamespace()
+		}
 		for _, mf := range w.manifests {
 			if mf.GetName() == a.Name {
 				if err := w.server.Create(mf.DeepCopyObject().(client.Object)); err != nil {
@@ -349,6 +365,8 @@ func (w *World) Apply(a Action) {
 		if o, ok := w.server.objects[w.manifestKey(a.Name)]; ok {
 			must(w.server.Delete(o, nil))
 		}
+	case DeleteNamespace:
+		w.deleteNamespace()
 	case EditTool:
 		w.editTool(a.Name, a.N)
 	case Resolve:
@@ -393,6 +411,8 @@ func (w *World) describe(a Action) string {
 		return fmt.Sprintf("manager %s's cache catches up by %d of %d changes", m.Name, min(int(a.N), m.cache.Behind()), m.cache.Behind())
 	case Tick:
 		return fmt.Sprintf("the clock moves %s", time.Duration(a.N))
+	case Apply, Delete, DeleteNamespace, EditTool, Quiet, Resolve, ResolveSaga, Approve:
+		return w.describePerson(a)
 	case Crash:
 		return fmt.Sprintf("manager %s crashes and restarts as %s-%d", m.Name, m.Name, m.incarnation+1)
 	case Cut:
@@ -405,6 +425,13 @@ func (w *World) describe(a Action) string {
 			return ""
 		}
 		return fmt.Sprintf("manager %s reaches the API server again", m.Name)
+	}
+	return ""
+}
+
+// describePerson is describe for what people do, and for the quiet phase.
+func (w *World) describePerson(a Action) string {
+	switch a.Kind {
 	case Apply:
 		if w.exists(a.Name) {
 			return ""
@@ -415,7 +442,15 @@ func (w *World) describe(a Action) string {
 			return ""
 		}
 		return fmt.Sprintf("a person deletes %s", a.Name)
+	case DeleteNamespace:
+		if w.namespaceState() != namespaceActive {
+			return ""
+		}
+		return fmt.Sprintf("a person deletes namespace %s, with everything in it", Namespace)
 	case EditTool:
+		if _, ok := w.server.objects[objKey{Kind: kindTool, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: a.Name}}]; !ok {
+			return ""
+		}
 		return fmt.Sprintf("a person edits tool %s: %s", a.Name, toolEdits[a.N%int64(len(toolEdits))])
 	case Quiet:
 		return "the faults stop: no more freezes, every request arrives and is answered"
@@ -623,4 +658,47 @@ func (w *World) resolveSaga(name string) {
 	if err := review.ResolveSaga(context.Background(), w.people, s, r); err != nil {
 		w.note("the resolution fails: %v", err)
 	}
+}
+
+// The states of the workload's namespace.
+const (
+	namespaceActive = iota
+	namespaceTerminating
+	namespaceGone
+)
+
+func (w *World) namespaceState() int {
+	ns, ok := w.server.objects[objKey{Kind: kindNamespace, NamespacedName: types.NamespacedName{Name: Namespace}}]
+	switch {
+	case !ok:
+		return namespaceGone
+	case !ns.GetDeletionTimestamp().IsZero():
+		return namespaceTerminating
+	}
+	return namespaceActive
+}
+
+// deleteNamespace is kubectl delete namespace: every object in it goes,
+// its scope records with them. A person who does that forgets every key
+// of the namespace on purpose: an effect it made is not the record's to
+// outlive (I7), and a key applied again in a new namespace of the same
+// name starts a new lifetime.
+func (w *World) deleteNamespace() {
+	for _, e := range w.ledger {
+		if e.Epoch == w.epochs[e.Ref] {
+			w.wiped[e.Ref] = true
+		}
+	}
+	ns, _ := w.server.objects[objKey{Kind: kindNamespace, NamespacedName: types.NamespacedName{Name: Namespace}}]
+	must(w.server.Delete(ns, nil))
+}
+
+// recreateNamespace is what GitOps applies before anything in a namespace
+// that is gone: the namespace, and its tools as they were first described.
+func (w *World) recreateNamespace() {
+	must(w.server.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}))
+	for _, name := range []string{toolChat, toolDesk, toolPay} {
+		must(w.server.Create(toolCR(w.tools[name])))
+	}
+	w.note("GitOps creates namespace %s again, with its tools", Namespace)
 }

@@ -133,7 +133,10 @@ type World struct {
 	committed map[string]bool
 	// licenses count, per scope and epoch, the effects people allowed
 	// with a Retry that were not made yet.
-	licenses   map[string]int
+	licenses map[string]int
+	// wiped are the refs whose effects a namespace's deletion forgot on
+	// purpose, until nothing remembers them.
+	wiped      map[string]bool
 	violations []Violation
 	effects    int
 }
@@ -246,7 +249,7 @@ func NewWorld(opts Options) *World {
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
 		epochs: map[string]int{}, refs: map[string]string{}, committed: map[string]bool{},
-		licenses: map[string]int{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
+		licenses: map[string]int{}, wiped: map[string]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
 	w.people = NewClient(w.server, nil, gate{})
