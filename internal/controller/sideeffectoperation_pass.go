@@ -136,6 +136,13 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
 	}
 	if res, ok, err := r.loadTool(p); !ok {
+		if a := r.takePending(p); a != nil {
+			if err != nil {
+				r.keepPending(p, a)
+				return res, err
+			}
+			return res, r.recordWithoutTool(p, a)
+		}
 		return res, err
 	}
 	if planned {

@@ -117,6 +117,22 @@ func (r *SideEffectOperationReconciler) recordHeldAnswer(ctx context.Context, op
 	return nil, true, r.keepEvidence(p, a)
 }
 
+// recordWithoutTool records an answer in hand while its tool cannot be
+// used (deleted, made invalid, or gone with its terminating namespace),
+// under the policy the attempt pinned: the answer was classified when it
+// came, under the mode the attempt was made in. Waiting for the tool could
+// hold it for ever, and a crash would lose it (I12).
+func (r *SideEffectOperationReconciler) recordWithoutTool(p *pass, a *answer) error {
+	p.policy = protocol.NewPolicy(&v1.ToolSpec{Idempotency: v1.ToolIdempotency{Mode: p.st.IdempotencyMode}},
+		&p.op.Spec, r.limits())
+	p.policy.Promise = p.st.Promise
+	if !a.claimHeld(p.st, r.Holder) {
+		return r.keepEvidence(p, a)
+	}
+	_, err := r.record(p, a)
+	return err
+}
+
 // keepPending remembers an answer whose write failed for a reason other
 // than a conflict (the API server was unreachable, say), so that the next
 // pass records it rather than treating the attempt as unknown.

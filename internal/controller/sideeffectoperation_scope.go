@@ -321,10 +321,10 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 // recordPendingAnswer writes an answer this manager holds in memory (its
 // write failed for a reason other than a conflict) before the operation's
 // outcome is kept: otherwise the record would say unknown for an answer in
-// hand. The claim it ran under must still be the record's. While the
-// tool, whose policy the answer is applied under, is not usable, the
-// answer is kept and the release waits (wait > 0); once the claim has
-// expired the answer is evidence only.
+// hand. The claim it ran under must still be the record's; once the claim
+// has expired the answer is evidence only. An answer whose tool is not
+// usable is recorded all the same (recordWithoutTool): the tool of an
+// operation in a terminating namespace never comes back.
 func (r *SideEffectOperationReconciler) recordPendingAnswer(p *pass) (wait time.Duration, err error) {
 	a := r.takePending(p)
 	if a == nil {
@@ -334,8 +334,11 @@ func (r *SideEffectOperationReconciler) recordPendingAnswer(p *pass) (wait time.
 		return 0, r.keepEvidence(p, a)
 	}
 	if res, ok, err := r.loadTool(p); !ok {
-		r.keepPending(p, a)
-		return max(res.RequeueAfter, secretRetry), err
+		if err != nil {
+			r.keepPending(p, a)
+			return max(res.RequeueAfter, secretRetry), err
+		}
+		return 0, r.recordWithoutTool(p, a)
 	}
 	_, err = r.record(p, a)
 	return 0, err

@@ -291,14 +291,13 @@ func (w *World) forget() {
 	}
 	for _, e := range w.ledger {
 		if !remembered[e.Ref] && e.Epoch == w.epochs[e.Ref] && !byHand(e) {
-			if !w.opts.SecondLifetimes && !w.wiped[e.Ref] {
+			if !w.opts.SecondLifetimes && !w.wiped[e.Namespace] {
 				// A run is shorter than any retention: a scope forgotten
 				// in it lost its record (I7).
 				w.fail(InvRetention, e.Ref, "forgotten within its retention: no operation and no record keeps effect %s", e.ID)
 			}
 			w.epochs[e.Ref]++
 			delete(w.committed, e.Ref)
-			delete(w.wiped, e.Ref)
 			w.note("nothing remembers %s any more: a new effect of it is a first one", e.Ref)
 		}
 	}

@@ -680,15 +680,12 @@ func (w *World) namespaceState() int {
 
 // deleteNamespace is kubectl delete namespace: every object in it goes,
 // its scope records with them. A person who does that forgets every key
-// of the namespace on purpose: an effect it made is not the record's to
+// of the namespace on purpose, with what calls in flight learn after it:
+// an effect made in that namespace's lifetime is not a record's to
 // outlive (I7), and a key applied again in a new namespace of the same
 // name starts a new lifetime.
 func (w *World) deleteNamespace() {
-	for _, e := range w.ledger {
-		if e.Epoch == w.epochs[e.Ref] {
-			w.wiped[e.Ref] = true
-		}
-	}
+	w.wiped[w.namespaces] = true
 	ns, _ := w.server.objects[objKey{Kind: kindNamespace, NamespacedName: types.NamespacedName{Name: Namespace}}]
 	must(w.server.Delete(ns, nil))
 }
@@ -697,6 +694,7 @@ func (w *World) deleteNamespace() {
 // that is gone: the namespace, and its tools as they were first described.
 func (w *World) recreateNamespace() {
 	must(w.server.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}))
+	w.namespaces++
 	for _, name := range []string{toolChat, toolDesk, toolPay} {
 		must(w.server.Create(toolCR(w.tools[name])))
 	}

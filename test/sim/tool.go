@@ -73,6 +73,9 @@ type Effect struct {
 	Visible time.Time
 	// Target is the charge a refund undoes; empty for a charge.
 	Target string
+	// Namespace is the lifetime of the workload's namespace it was made
+	// in (World.namespaces).
+	Namespace int
 	// Licensed marks an effect of an attempt a person allowed with Retry:
 	// the person vouched that no earlier effect existed. Vouched marks an
 	// effect that existed when a person vouched so.

@@ -58,9 +58,9 @@ type Options struct {
 	// FreezeInKernel adds a freeze point after the last check before a
 	// request's bytes leave: a process stopped there sends when it wakes.
 	FreezeInKernel bool
-	// FrozenTimers keeps a frozen pass's timers (the claim's fence) from
-	// firing until it runs again, as a stopped process's cannot, instead
-	// of firing them on time.
+	// FrozenTimers keeps a frozen pass's timers (the claim's timer among
+	// them) from firing until it runs again, as a stopped process's
+	// cannot, instead of firing them on time.
 	FrozenTimers bool
 	// NoFinalizerPolicy runs without the admission policy that adds the
 	// record finalizer at create.
@@ -134,9 +134,11 @@ type World struct {
 	// licenses count, per scope and epoch, the effects people allowed
 	// with a Retry that were not made yet.
 	licenses map[string]int
-	// wiped are the refs whose effects a namespace's deletion forgot on
-	// purpose, until nothing remembers them.
-	wiped      map[string]bool
+	// namespaces counts the namespace's lifetimes (it is created again
+	// after a deletion); wiped holds those a person deleted, forgetting
+	// every effect made in them on purpose.
+	namespaces int
+	wiped      map[int]bool
 	violations []Violation
 	effects    int
 }
@@ -249,7 +251,7 @@ func NewWorld(opts Options) *World {
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
 		epochs: map[string]int{}, refs: map[string]string{}, committed: map[string]bool{},
-		licenses: map[string]int{}, wiped: map[string]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
+		licenses: map[string]int{}, wiped: map[int]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
 	w.people = NewClient(w.server, nil, gate{})
@@ -549,7 +551,7 @@ func (w *World) drawFault(pr *passRun) fault {
 func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	w.effects++
 	e := &Effect{ID: fmt.Sprintf("%s_%d", t.Name, w.effects), Tool: t.Name, Endpoint: endpoint, Key: key, Ref: ref,
-		At: w.clock.Now(), Epoch: w.epochs[ref]}
+		At: w.clock.Now(), Epoch: w.epochs[ref], Namespace: w.namespaces}
 	e.Visible = e.At
 	if t.Lookup && t.MaxLag > 0 {
 		e.Visible = e.At.Add(time.Duration(w.sub.Int64N(int64(t.MaxLag) + 1)))

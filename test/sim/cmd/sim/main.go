@@ -62,6 +62,9 @@ func main() {
 			list = append(list, base+i)
 		}
 	}
+	if len(list) > 1 {
+		fmt.Printf("seeds %d to %d, %d steps each and a quiet phase\n", list[0], list[len(list)-1], *steps)
+	}
 	began := time.Now()
 	total, failed := 0, 0
 	for _, s := range list {
