@@ -105,8 +105,8 @@ type Deps struct {
 	APIReader client.Reader
 	// Recorder records the events of operations and sagas.
 	Recorder events.EventRecorder
-	// Clock is what the reconcilers read the time from; a claim's fence is
-	// armed on it.
+	// Clock is what the reconcilers read the time from; a claim's expiry,
+	// its timer and its fence are read on it.
 	Clock clock.WithTickerAndDelayedExecution
 	// Transport carries the calls to tools and the deliveries to
 	// subscribers.

@@ -58,10 +58,11 @@ func (r *SideEffectOperationReconciler) prepareCall(p *pass, d protocol.Decision
 // whoever takes it over, who counts on no request of it leaving later (a
 // worker that stalled between its claim and its call must not send at
 // all). Two things keep it so: fence, which the transport asks at the last
-// moment before the request is written, compares the clock with the
-// claim's expiry; and the call's context ends when the claim expires or is
-// lost. The timer alone is not enough: a process that was frozen wakes up
-// with its timers and its writers racing. The renewals work on a copy of
+// moment before the request is written, lets it go only until the claim's
+// expiry less the claim grace, the margin for clocks skewed between
+// managers; and the call's context ends when the claim expires or is lost.
+// The timer alone is not enough: a process that was frozen wakes up with
+// its timers and its writers racing. The renewals work on a copy of
 // the operation; stop ends them, waits for them, and hands the pass the
 // newest version they wrote.
 func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx context.Context, fence func() error, stop func()) {
@@ -72,8 +73,10 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 		if ctx.Err() != nil {
 			return errClaimLost
 		}
-		if at := time.Unix(0, expiry.Load()); !r.Clock.Now().Before(at) {
-			return fmt.Errorf("%w (claim expiry %s)", errClaimExpired, at.UTC().Format(time.RFC3339))
+		at := time.Unix(0, expiry.Load())
+		if !r.Clock.Now().Before(at.Add(-r.ClaimGrace)) {
+			return fmt.Errorf("%w (claim expiry %s, less %s of grace for skewed clocks)",
+				errClaimExpired, at.UTC().Format(time.RFC3339), r.ClaimGrace)
 		}
 		return nil
 	}
@@ -125,9 +128,9 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 }
 
 var (
-	// errClaimExpired stops a request whose claim expired before it was
-	// written: the attempt may be another worker's now.
-	errClaimExpired = errors.New("the claim expired before the request was written")
+	// errClaimExpired stops a request whose claim's time to send ran out
+	// before it was written: the attempt may be another worker's now.
+	errClaimExpired = errors.New("the claim's time to send ran out before the request was written")
 	// errClaimLost stops a request whose claim was lost or whose pass ended.
 	errClaimLost = errors.New("the claim was lost before the request was written")
 )

@@ -69,7 +69,8 @@ type SideEffectOperationReconciler struct {
 	Connector effects.Connector
 	Validator ToolValidator
 	Budgets   *RetryBudgets
-	// Clock is the manager's clock; a claim's fence is armed on it.
+	// Clock is the manager's clock; a claim's expiry, its timer and its
+	// fence are read on it.
 	Clock clock.WithTickerAndDelayedExecution
 	// Jitter draws a uniform duration in [0, d] for backoffs (full
 	// jitter); math/rand if nil. The simulator draws from its seed.

@@ -22,7 +22,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"syscall"
 
 	gofail "go.etcd.io/gofail/runtime"
@@ -59,12 +58,7 @@ func Hit(ctx context.Context, name string) bool {
 		select {} // the signal is on its way
 	case "stop":
 		_, _ = fmt.Fprintf(os.Stderr, "failpoint %s: stopping the process\n", name)
-		// Sent to this thread, which the kernel then stops before the
-		// call returns: a SIGSTOP sent to the process lands on its main
-		// thread, and this one would go on for a moment.
-		runtime.LockOSThread()
-		_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
-		runtime.UnlockOSThread()
+		stopProcess()
 		return false
 	case "abandon":
 		<-ctx.Done()

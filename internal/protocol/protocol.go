@@ -739,17 +739,21 @@ func LookupObservation(env Env, attempt int32, r LookupResult) v1.Observation {
 		ExternalObjectID: r.ExternalObjectID, Message: capMessage(r.Message)}
 }
 
+// newClaim is a claim of attempt from now. Its expiry is rounded up to a
+// whole second, as status times are kept: the holder's fence and its
+// successors read the same instant, and the holder loses none of its time
+// to send.
 func newClaim(env Env, p Policy, attempt int32) *v1.Claim {
 	now := metav1.NewTime(env.Now)
 	return &v1.Claim{Holder: env.Holder, Attempt: attempt, AcquireTime: now, RenewTime: now,
-		ExpiryTime: metav1.NewTime(env.Now.Add(p.ClaimDuration))}
+		ExpiryTime: metav1.NewTime(ceilSecond(env.Now.Add(p.ClaimDuration)))}
 }
 
 // Renew extends the claim st holds for this worker.
 func Renew(st v1.SideEffectOperationStatus, p Policy, env Env) v1.SideEffectOperationStatus {
 	c := *st.Claim
 	c.RenewTime = metav1.NewTime(env.Now)
-	c.ExpiryTime = metav1.NewTime(env.Now.Add(p.ClaimDuration))
+	c.ExpiryTime = metav1.NewTime(ceilSecond(env.Now.Add(p.ClaimDuration)))
 	st.Claim = &c
 	return st
 }

@@ -619,7 +619,8 @@ func (d *decider) undecidedFailure(failed int) (Decision, bool) {
 		return Decision{}, false
 	}
 	return d.review(step.Name, ReasonStepFailed, fmt.Sprintf(
-		"step %s ended on a person's decision, which does not establish that it had no effect; if it took effect, "+
+		"step %s ended without proof that it had no effect (a person's decision, or a failure the tool contradicted "+
+			"later); if it took effect, "+
 			"undo it by hand, then set spec.resolutions {step: %s, action: MarkCompensated} and the steps before it "+
 			"are compensated, last first", step.Name, step.Name)), true
 }

@@ -24,6 +24,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,6 +111,9 @@ func NewTransport(egress *Egress) *nethttp.Transport {
 	t.ForceAttemptHTTP2 = false
 	t.Protocols = new(nethttp.Protocols)
 	t.Protocols.SetHTTP1(true)
+	// Offer HTTP/1.1 alone in the TLS handshake: a tool that speaks
+	// HTTP/2 would pick it, and then be written HTTP/1.1.
+	t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	return t
 }
 

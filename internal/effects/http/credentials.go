@@ -181,7 +181,7 @@ func (c *Connector) transport(r *secretReader, t *v1.TLSConfig) (nethttp.RoundTr
 	if !ok {
 		return nil, fmt.Errorf("tls: the manager's transport %T cannot take a TLS configuration", c.Transport)
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, NextProtos: []string{"http/1.1"}}
 	if t.CASecretName != "" {
 		pool, err := x509.SystemCertPool()
 		if err != nil {

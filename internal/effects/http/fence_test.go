@@ -145,3 +145,22 @@ func TestFenceTakesNoConnectionOfAnother(t *testing.T) {
 		t.Fatalf("the tool saw %d requests, want 1", n)
 	}
 }
+
+// TestHTTP2Tool shows a tool that speaks HTTP/2 over TLS answered in
+// HTTP/1.1: the transport offers nothing else in the handshake, so the
+// tool never picks a protocol the transport then does not speak.
+func TestHTTP2Tool(t *testing.T) {
+	tool := &fenceTool{}
+	srv := httptest.NewUnstartedServer(tool)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	transport := NewTransport(loopback)
+	transport.TLSClientConfig.RootCAs = srv.Client().Transport.(*nethttp.Transport).TLSClientConfig.RootCAs
+	c := newClient(t, fenceSpec(srv.URL), transport)
+	r := c.Execute(context.Background(), effects.Request{Operation: "create", Key: "k-1",
+		Parameters: []byte(`{}`), Timeout: 5 * time.Second})
+	if r.Outcome != v1.OutcomeSucceeded || tool.requests.Load() != 1 {
+		t.Fatalf("outcome %s (%s), %d requests at the tool; want one, answered", r.Outcome, r.Message, tool.requests.Load())
+	}
+}

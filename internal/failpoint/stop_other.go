@@ -1,0 +1,31 @@
+//go:build failpoints && !linux
+
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package failpoint
+
+import (
+	"os"
+	"syscall"
+)
+
+// stopProcess stops the process with SIGSTOP. Outside Linux the signal is
+// the process's, and the calling thread may go on for a moment before it
+// stops.
+func stopProcess() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+}
