@@ -113,10 +113,13 @@ func (w *World) check() {
 			switch st.State {
 			case v1.StateCommitted:
 				// The effect it names is one of its scope's, of this
-				// lifetime; one that names none needs some effect.
+				// lifetime, or one the tool itself still answers the key
+				// with (a Native tool replays an effect Once forgot, as
+				// after a namespace's deletion); one that names none
+				// needs some effect.
 				expired := st.ExpiryTime != nil && !w.clock.Now().Before(st.ExpiryTime.Time)
 				if id := st.ExternalObjectID; id != "" && !expired {
-					if e := w.effectByID(id); e == nil || e.Ref != ref || e.Epoch != w.epochs[ref] {
+					if e := w.effectByID(id); e == nil || e.Ref != ref || (e.Epoch != w.epochs[ref] && !w.replays(e)) {
 						w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) as %s, which is no effect of %s in this lifetime", reasonOf(st), id, ref)
 					}
 				} else if id == "" && len(sortedEffects(w.ledger, ref)) == 0 {
@@ -161,6 +164,17 @@ func (w *World) check() {
 		}
 	}
 	w.pruneHeld()
+}
+
+// replays reports whether e's tool still answers its key with it: a
+// Native tool within its window.
+func (w *World) replays(e *Effect) bool {
+	t := w.tools[e.Tool]
+	if t == nil || t.Window == 0 {
+		return false
+	}
+	k, ok := t.keys[e.Endpoint+" "+e.Key]
+	return ok && k.effect == e && w.clock.Now().Sub(k.at) < t.Window
 }
 
 // heldByLive reports whether a manager that still runs holds the answer
