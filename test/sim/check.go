@@ -166,6 +166,13 @@ func (w *World) check() {
 	w.pruneHeld()
 }
 
+// inNamespace names a ref in one lifetime of the workload's namespace: a
+// step committed before the namespace was deleted still came first for a
+// later step whose call was in flight then.
+func inNamespace(ref string, lifetime int) string {
+	return fmt.Sprintf("%s@%d", ref, lifetime)
+}
+
 // replays reports whether e's tool still answers its key with it: a
 // Native tool within its window.
 func (w *World) replays(e *Effect) bool {
@@ -283,7 +290,7 @@ func (w *World) forget() {
 		sc := protocol.OperationScope(op)
 		w.refs[scopeOf(sc.Tool.Name, sc.Operation, sc.Key)] = refOf(op)
 		if op.Status.State == v1.StateCommitted {
-			w.committed[refOf(op)] = true
+			w.committed[inNamespace(refOf(op), w.namespaces)] = true
 		}
 		// An operation remembers its scope once it has made an attempt
 		// or taken an outcome over; a new one knows nothing yet, nor does a
@@ -311,7 +318,12 @@ func (w *World) forget() {
 				w.fail(InvRetention, e.Ref, "forgotten within its retention: no operation and no record keeps effect %s", e.ID)
 			}
 			w.epochs[e.Ref]++
-			delete(w.committed, e.Ref)
+			if !w.wiped[e.Namespace] {
+				// A key used again in the same namespace starts over; a
+				// deleted namespace's steps keep their order for the
+				// calls still in flight in it.
+				delete(w.committed, inNamespace(e.Ref, e.Namespace))
+			}
 			w.note("nothing remembers %s any more: a new effect of it is a first one", e.Ref)
 		}
 	}
@@ -410,7 +422,7 @@ func (w *World) checkSagaOrder(e *Effect) {
 	}
 	if len(parts) == 2 && i > 0 {
 		prev := parts[0] + "/" + steps[i-1].Name
-		if !w.committed[prev] {
+		if !w.committed[inNamespace(prev, e.Namespace)] {
 			w.fail(InvSagaOrder, e.Ref, "effect %s before step %s committed", e.ID, steps[i-1].Name)
 		}
 	}

@@ -128,7 +128,8 @@ type World struct {
 	epochs map[string]int
 	// refs maps the scopes seen so far to the refs of the workload;
 	// committed holds the refs an operation was seen Committed for, since
-	// they were last forgotten.
+	// they were last forgotten, per lifetime of the namespace
+	// (inNamespace).
 	refs      map[string]string
 	committed map[string]bool
 	// licenses count, per scope and epoch, the effects people allowed
