@@ -137,11 +137,7 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 	}
 	if res, ok, err := r.loadTool(p); !ok {
 		if a := r.takePending(p); a != nil {
-			if err != nil {
-				r.keepPending(p, a)
-				return res, err
-			}
-			return res, r.recordWithoutTool(p, a)
+			return res, r.recordWithoutTool(p, a, err)
 		}
 		return res, err
 	}

@@ -121,8 +121,14 @@ func (r *SideEffectOperationReconciler) recordHeldAnswer(ctx context.Context, op
 // used (deleted, made invalid, or gone with its terminating namespace),
 // under the policy the attempt pinned: the answer was classified when it
 // came, under the mode the attempt was made in. Waiting for the tool could
-// hold it for ever, and a crash would lose it (I12).
-func (r *SideEffectOperationReconciler) recordWithoutTool(p *pass, a *answer) error {
+// hold it for ever, and a crash would lose it (I12). loadErr is why the
+// tool could not be read, if reading failed: the answer is then kept for
+// the next pass instead, as after any failed read.
+func (r *SideEffectOperationReconciler) recordWithoutTool(p *pass, a *answer, loadErr error) error {
+	if loadErr != nil {
+		r.keepPending(p, a)
+		return loadErr
+	}
 	p.policy = protocol.NewPolicy(&v1.ToolSpec{Idempotency: v1.ToolIdempotency{Mode: p.st.IdempotencyMode}},
 		&p.op.Spec, r.limits())
 	p.policy.Promise = p.st.Promise

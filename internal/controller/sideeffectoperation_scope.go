@@ -24,7 +24,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -299,8 +298,8 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 	}
 	p := r.newPass(ctx, fresh)
 	if err := p.identify(); err == nil {
-		if wait, err := r.recordPendingAnswer(p); err != nil || wait > 0 {
-			return p.result(ctrl.Result{RequeueAfter: wait}, err)
+		if err := r.recordPendingAnswer(p); err != nil {
+			return p.result(ctrl.Result{}, err)
 		}
 		done := false
 		for i := 0; !done; i++ {
@@ -325,23 +324,19 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 // has expired the answer is evidence only. An answer whose tool is not
 // usable is recorded all the same (recordWithoutTool): the tool of an
 // operation in a terminating namespace never comes back.
-func (r *SideEffectOperationReconciler) recordPendingAnswer(p *pass) (wait time.Duration, err error) {
+func (r *SideEffectOperationReconciler) recordPendingAnswer(p *pass) error {
 	a := r.takePending(p)
 	if a == nil {
-		return 0, nil
+		return nil
 	}
 	if !a.claimHeld(p.st, r.Holder) {
-		return 0, r.keepEvidence(p, a)
+		return r.keepEvidence(p, a)
 	}
-	if res, ok, err := r.loadTool(p); !ok {
-		if err != nil {
-			r.keepPending(p, a)
-			return max(res.RequeueAfter, secretRetry), err
-		}
-		return 0, r.recordWithoutTool(p, a)
+	if _, ok, err := r.loadTool(p); !ok {
+		return r.recordWithoutTool(p, a, err)
 	}
-	_, err = r.record(p, a)
-	return 0, err
+	_, err := r.record(p, a)
+	return err
 }
 
 // keepOutcome makes one attempt at the record write protocol.AtDeletion
@@ -420,9 +415,7 @@ func outcomeOf(op *v1.SideEffectOperation, now time.Time) v1.RecordOutcome {
 		ErrorClass:        st.ErrorClass,
 		ErrorMessage:      st.ErrorMessage,
 		CompletionTime:    metav1.NewTime(now),
-	}
-	if c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); c != nil {
-		o.Reason = c.Reason
+		Reason:            protocol.ReadyReason(st),
 	}
 	if st.CompletionTime != nil {
 		o.CompletionTime = *st.CompletionTime

@@ -523,6 +523,23 @@ func structuredAnswer(sc map[string]any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: sc}
 }
 
+// failure says what a failure for good means to the agent: "no lasting
+// effect" only when nothing leaves the effect open.
+func failure(f *once.FailedError) string {
+	switch {
+	case f.EffectReported:
+		return fmt.Sprintf("the %s %s failed, but the tool later reported an effect of it (%s): %s. "+
+			"That effect may stand: do not make this request again under a new key; a person should look. "+
+			"The same key returns this answer again", kind(f.Kind), f.Name, f.Reason, f.Message)
+	case f.Decided:
+		return fmt.Sprintf("the %s %s ended on a person's decision (%s): %s. "+
+			"Whether an earlier attempt took effect was not established: do not make this request again under a new "+
+			"key; the same key returns this answer again", kind(f.Kind), f.Name, f.Reason, f.Message)
+	}
+	return fmt.Sprintf("the %s %s failed for good and had no lasting effect (%s): %s; "+
+		"the same key returns this answer again", kind(f.Kind), f.Name, f.Reason, f.Message)
+}
+
 // errorAnswer turns an error of Do or DoSaga into a tool error that says
 // what happened and what to do.
 func errorAnswer(err error) *mcp.CallToolResult {
@@ -538,20 +555,8 @@ func errorAnswer(err error) *mcp.CallToolResult {
 		return toolError(codeMismatch, fmt.Sprintf("this idempotency key was already used for a request with other "+
 			"arguments (%s %s); nothing was done for this call. Use a new key for a new request: %s",
 			kind(mismatch.Kind), mismatch.Name, mismatch.Message), map[string]any{kind(mismatch.Kind): mismatch.Name})
-	case errors.As(err, &failed) && failed.EffectReported:
-		return toolError(codeFailed, fmt.Sprintf("the %s %s failed, but the tool later reported an effect of it (%s): %s. "+
-			"That effect may stand: do not make this request again under a new key; a person should look. "+
-			"The same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),
-			map[string]any{kind(failed.Kind): failed.Name, fieldReason: failed.Reason})
-	case errors.As(err, &failed) && failed.Decided:
-		return toolError(codeFailed, fmt.Sprintf("the %s %s ended on a person's decision (%s): %s. "+
-			"Whether an earlier attempt took effect was not established: do not make this request again under a new "+
-			"key; the same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),
-			map[string]any{kind(failed.Kind): failed.Name, fieldReason: failed.Reason})
 	case errors.As(err, &failed):
-		return toolError(codeFailed, fmt.Sprintf("the %s %s failed for good and had no lasting effect (%s): %s; "+
-			"the same key returns this answer again", kind(failed.Kind), failed.Name, failed.Reason, failed.Message),
-			map[string]any{kind(failed.Kind): failed.Name, fieldReason: failed.Reason})
+		return toolError(codeFailed, failure(failed), map[string]any{kind(failed.Kind): failed.Name, fieldReason: failed.Reason})
 	case errors.As(err, &review):
 		return toolError(codeNeedsReview, fmt.Sprintf("Once cannot tell whether the effect of %s %s happened, "+
 			"and will not guess: a person must decide (%s). Do not retry with a new key. Call this tool again later "+

@@ -684,7 +684,7 @@ func TestStale(t *testing.T) {
 			if d.Status.State != tc.state {
 				t.Errorf("%s: state: want %s, got %s", tc.reason, tc.state, d.Status.State)
 			}
-			if got := readyReason(d.Status); tc.ready != "" && got != tc.ready {
+			if got := ReadyReason(d.Status); tc.ready != "" && got != tc.ready {
 				t.Errorf("%s: Ready reason: want %s, got %s", tc.reason, tc.ready, got)
 			}
 			if verdict != LateCommits && d.Status.ExternalObjectID != tc.cur.ExternalObjectID {

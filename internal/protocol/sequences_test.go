@@ -497,18 +497,18 @@ func TestContradictedFailureStaysOpen(t *testing.T) {
 	late := Late{Attempt: 1, Effect: &CallResult{Outcome: v1.OutcomeSucceeded, ExternalObjectID: "ch_1"},
 		Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded", ExternalObjectID: "ch_1"}}
 	d, verdict := Stale(st, p, env(), late)
-	reason := readyReason(d.Status)
+	reason := ReadyReason(d.Status)
 	if verdict != LateSecondEffect || d.Status.State != v1.StateFailedFinal || reason != v1.ReasonEffectReported ||
 		!Unproven(reason) || Decided(reason) {
 		t.Fatalf("a contradicted failure: %s %s %s, want a raised FailedFinal EffectReported", verdict, d.Status.State, reason)
 	}
 	o := v1.RecordOutcome{State: d.Status.State, Reason: reason, ErrorMessage: d.Status.ErrorMessage, ExpiryTime: *at(time.Hour)}
 	dup := Adopt(v1.SideEffectOperationStatus{}, p, env(), "a", o).Status
-	if r := readyReason(dup); r != v1.ReasonEffectReported {
+	if r := ReadyReason(dup); r != v1.ReasonEffectReported {
 		t.Errorf("a duplicate of a contradicted failure reads %s, not EffectReported", r)
 	}
-	if again, v := Stale(d.Status, p, env(), late); v != LateSecondEffect || readyReason(again.Status) != v1.ReasonEffectReported {
-		t.Errorf("the same answer again: %s %s", v, readyReason(again.Status))
+	if again, v := Stale(d.Status, p, env(), late); v != LateSecondEffect || ReadyReason(again.Status) != v1.ReasonEffectReported {
+		t.Errorf("the same answer again: %s %s", v, ReadyReason(again.Status))
 	}
 }
 

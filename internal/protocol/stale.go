@@ -91,12 +91,12 @@ func Stale(cur v1.SideEffectOperationStatus, p Policy, env Env, l Late) (Decisio
 			d := committed(cur, p, env, *e, false)
 			d.Event.Message += ", by the answer of a worker that had lost its claim"
 			return d, LateCommits
-		case cur.State == v1.StateFailedFinal && !Unproven(readyReason(cur)):
+		case cur.State == v1.StateFailedFinal && !Unproven(ReadyReason(cur)):
 			// The failure said the request had no effect; the tool says
 			// otherwise. The record stays terminal, but stops saying so.
 			observe(&cur, o)
 			msg := fmt.Sprintf("Failed for good (%s), but a late answer to attempt %d names effect %q: "+
-				"the effect may stand; a person should look", readyReason(cur), l.Attempt, e.ExternalObjectID)
+				"the effect may stand; a person should look", ReadyReason(cur), l.Attempt, e.ExternalObjectID)
 			cur.ErrorMessage = msg
 			transition(&cur, v1.StateFailedFinal, v1.ReasonEffectReported, msg, env)
 			return Decision{Action: ActionWrite, Status: cur,
@@ -115,8 +115,9 @@ func sameEffect(a, b string) bool {
 	return a == "" || b == "" || a == b
 }
 
-// readyReason is the reason of a record's Ready condition.
-func readyReason(st v1.SideEffectOperationStatus) string {
+// ReadyReason is the reason of an operation's Ready condition: the reason
+// its state was reached with.
+func ReadyReason(st v1.SideEffectOperationStatus) string {
 	if c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); c != nil {
 		return c.Reason
 	}

@@ -359,7 +359,7 @@ func (c *Client) wait(ctx context.Context, op *v1.SideEffectOperation, progress 
 	interval := c.PollMin
 	var last Progress
 	for {
-		if res, err, done := outcome(op); done {
+		if res, done, err := Outcome(op); done {
 			return res, err
 		}
 		ready := meta.FindStatusCondition(op.Status.Conditions, v1.ConditionReady)
@@ -395,13 +395,7 @@ func (c *Client) wait(ctx context.Context, op *v1.SideEffectOperation, progress 
 // Outcome is the answer Do gives for op as it stands: done is false while
 // op has not ended, and Do would wait on. For callers that watch
 // operations themselves.
-func Outcome(op *v1.SideEffectOperation) (res Result, done bool, err error) {
-	res, err, done = outcome(op)
-	return res, done, err
-}
-
-// outcome reads the answer of op, if it has one.
-func outcome(op *v1.SideEffectOperation) (Result, error, bool) {
+func Outcome(op *v1.SideEffectOperation) (Result, bool, error) {
 	st := op.Status
 	ready := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
 	reason, msg := "", st.ErrorMessage
@@ -416,19 +410,19 @@ func outcome(op *v1.SideEffectOperation) (Result, error, bool) {
 		if st.Result != nil {
 			res.Result = json.RawMessage(st.Result.Raw)
 		}
-		return res, nil, true
+		return res, true, nil
 	case v1.StateFailedFinal:
 		if st.ErrorClass == v1.ErrorConflict || reason == v1.ReasonIdempotencyParameterMismatch {
-			return Result{}, &MismatchError{Namespace: op.Namespace, Name: op.Name, Key: protocol.OperationScope(op).Key,
-				Message: cmp.Or(st.ErrorMessage, msg)}, true
+			return Result{}, true, &MismatchError{Namespace: op.Namespace, Name: op.Name,
+				Key: protocol.OperationScope(op).Key, Message: cmp.Or(st.ErrorMessage, msg)}
 		}
-		return Result{}, &FailedError{Namespace: op.Namespace, Name: op.Name, Class: st.ErrorClass,
+		return Result{}, true, &FailedError{Namespace: op.Namespace, Name: op.Name, Class: st.ErrorClass,
 			Reason: reason, Message: cmp.Or(st.ErrorMessage, msg), Decided: protocol.Decided(reason),
-			EffectReported: reason == v1.ReasonEffectReported}, true
+			EffectReported: reason == v1.ReasonEffectReported}
 	case v1.StateNeedsReview:
-		return Result{}, &NeedsReviewError{Namespace: op.Namespace, Name: op.Name, Message: msg}, true
+		return Result{}, true, &NeedsReviewError{Namespace: op.Namespace, Name: op.Name, Message: msg}
 	}
-	return Result{}, nil, false
+	return Result{}, false, nil
 }
 
 // get reads an object, retrying transient errors.

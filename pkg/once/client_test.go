@@ -146,15 +146,15 @@ func TestOutcome(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err, done := outcome(tc.op)
+			got, done, err := Outcome(tc.op)
 			if done != tc.done {
-				t.Errorf("%s\noutcome(...): done = %v, want %v", tc.reason, done, tc.done)
+				t.Errorf("%s\nOutcome(...): done = %v, want %v", tc.reason, done, tc.done)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("%s\noutcome(...): -want, +got:\n%s", tc.reason, diff)
+				t.Errorf("%s\nOutcome(...): -want, +got:\n%s", tc.reason, diff)
 			}
 			if diff := cmp.Diff(tc.err, err); diff != "" {
-				t.Errorf("%s\noutcome(...): -want error, +got error:\n%s", tc.reason, diff)
+				t.Errorf("%s\nOutcome(...): -want error, +got error:\n%s", tc.reason, diff)
 			}
 		})
 	}

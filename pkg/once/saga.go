@@ -328,13 +328,6 @@ func (c *Client) waitSaga(ctx context.Context, saga *v1.Saga, progress func(Prog
 // for approval.
 const reasonWaitingForApproval = sagacore.ReasonWaitingForApproval
 
-// SagaOutcome is the answer DoSaga gives for saga as it stands: done is
-// false while saga has not ended, and DoSaga would wait on.
-func SagaOutcome(saga *v1.Saga) (res SagaResult, done bool, err error) {
-	res, err, done = sagaOutcome(saga)
-	return res, done, err
-}
-
 // sagaOutcome reads the answer of saga, if it has one.
 func sagaOutcome(saga *v1.Saga) (SagaResult, error, bool) {
 	st := saga.Status

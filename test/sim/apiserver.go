@@ -198,7 +198,7 @@ func (s *APIServer) Create(obj client.Object) error {
 	}
 	// Admission (the namespace's lifecycle) comes before the name.
 	if k.Namespace != "" {
-		ns, ok := s.objects[objKey{Kind: kindNamespace, NamespacedName: types.NamespacedName{Name: k.Namespace}}]
+		ns, ok := s.objects[namespaceKey(k.Namespace)]
 		if !ok {
 			return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, k.Namespace)
 		}
@@ -425,12 +425,17 @@ func sortKeys(keys []objKey) {
 	slices.SortFunc(keys, func(a, b objKey) int { return cmp.Compare(a.String(), b.String()) })
 }
 
+// namespaceKey is the key of the namespace name.
+func namespaceKey(name string) objKey {
+	return objKey{Kind: kindNamespace, NamespacedName: types.NamespacedName{Name: name}}
+}
+
 // finishNamespace removes a terminating namespace that holds nothing.
 func (s *APIServer) finishNamespace(name string) {
 	if name == "" {
 		return
 	}
-	nk := objKey{Kind: kindNamespace, NamespacedName: types.NamespacedName{Name: name}}
+	nk := namespaceKey(name)
 	ns, ok := s.objects[nk]
 	if !ok || ns.GetDeletionTimestamp().IsZero() {
 		return

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -120,10 +119,10 @@ func (w *World) check() {
 				expired := st.ExpiryTime != nil && !w.clock.Now().Before(st.ExpiryTime.Time)
 				if id := st.ExternalObjectID; id != "" && !expired {
 					if e := w.effectByID(id); e == nil || e.Ref != ref || (e.Epoch != w.epochs[ref] && !w.replays(e)) {
-						w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) as %s, which is no effect of %s in this lifetime", reasonOf(st), id, ref)
+						w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) as %s, which is no effect of %s in this lifetime", protocol.ReadyReason(st), id, ref)
 					}
 				} else if id == "" && len(sortedEffects(w.ledger, ref)) == 0 {
-					w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) with no effect at the tool", reasonOf(st))
+					w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) with no effect at the tool", protocol.ReadyReason(st))
 				}
 			case v1.StateFailedFinal:
 				// The failure speaks of this request, for as long as its
@@ -142,7 +141,7 @@ func (w *World) check() {
 				}
 				if who := toldNoEffect(op); who != "" {
 					w.fail(InvNoFalseNoEffect, op.Name, "FailedFinal (%s: %s) while the tool holds %s: %s",
-						reasonOf(st), st.ErrorMessage, effectList(effects), who)
+						protocol.ReadyReason(st), st.ErrorMessage, effectList(effects), who)
 				}
 			}
 		}
@@ -166,6 +165,11 @@ func (w *World) check() {
 	w.pruneHeld()
 }
 
+// inEpoch names a ref in one lifetime of its key (World.epochs).
+func inEpoch(ref string, epoch int) string {
+	return fmt.Sprintf("%s#%d", ref, epoch)
+}
+
 // inNamespace names a ref in one lifetime of the workload's namespace: a
 // step committed before the namespace was deleted still came first for a
 // later step whose call was in flight then.
@@ -176,12 +180,8 @@ func inNamespace(ref string, lifetime int) string {
 // replays reports whether e's tool still answers its key with it: a
 // Native tool within its window.
 func (w *World) replays(e *Effect) bool {
-	t := w.tools[e.Tool]
-	if t == nil || t.Window == 0 {
-		return false
-	}
-	k, ok := t.keys[e.Endpoint+" "+e.Key]
-	return ok && k.effect == e && w.clock.Now().Sub(k.at) < t.Window
+	k := w.tools[e.Tool].remembers(e.Endpoint, e.Key, w.clock.Now())
+	return k != nil && k.effect == e
 }
 
 // heldByLive reports whether a manager that still runs holds the answer
@@ -203,7 +203,7 @@ func (w *World) heldByLive(e *Effect) bool {
 // alone.
 func toldNoEffect(op *v1.SideEffectOperation) string {
 	var who []string
-	if !protocol.Unproven(reasonOf(op.Status)) {
+	if !protocol.Unproven(protocol.ReadyReason(op.Status)) {
 		who = append(who, "its status")
 	}
 	if res, done, err := once.Outcome(op); done && err != nil {
@@ -262,13 +262,6 @@ func before(es []*Effect, t time.Time) []*Effect {
 		}
 	}
 	return out
-}
-
-func reasonOf(st v1.SideEffectOperationStatus) string {
-	if c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); c != nil {
-		return c.Reason
-	}
-	return ""
 }
 
 func effectList(es []*Effect) string {
@@ -365,7 +358,7 @@ func (w *World) checkHeld(m *Manager, nn types.NamespacedName) {
 			continue
 		}
 		w.fail(InvAnswerKept, nn.Name, "manager %s received effect %s at step %d, and its pass ended with %s %s without recording it",
-			m.Name, h.effect.ID, h.step, op.Status.State.OrPlanned(), reasonOf(op.Status))
+			m.Name, h.effect.ID, h.step, op.Status.State.OrPlanned(), protocol.ReadyReason(op.Status))
 		h.effect = nil
 	}
 }

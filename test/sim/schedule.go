@@ -302,6 +302,10 @@ func opKey(name string) objKey {
 	return objKey{Kind: kindOperation, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}
 }
 
+func toolKey(name string) objKey {
+	return objKey{Kind: kindTool, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}
+}
+
 func (w *World) inReview() []string {
 	var out []string
 	for _, o := range w.server.peek(kindOperation) {
@@ -448,7 +452,7 @@ func (w *World) describePerson(a Action) string {
 		}
 		return fmt.Sprintf("a person deletes namespace %s, with everything in it", Namespace)
 	case EditTool:
-		if _, ok := w.server.objects[objKey{Kind: kindTool, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: a.Name}}]; !ok {
+		if _, ok := w.server.objects[toolKey(a.Name)]; !ok {
 			return ""
 		}
 		return fmt.Sprintf("a person edits tool %s: %s", a.Name, toolEdits[a.N%int64(len(toolEdits))])
@@ -484,7 +488,7 @@ var toolEdits = []string{"the other endpoint (/v1 ↔ /v2)", "the other mode it 
 func (w *World) editTool(name string, edit int64) {
 	t := w.tools[name]
 	cr := &v1.Tool{}
-	must(w.server.Get(objKey{Kind: kindTool, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}, cr))
+	must(w.server.Get(toolKey(name), cr))
 	spec := &cr.Spec
 	switch edit % int64(len(toolEdits)) {
 	case 0:
@@ -571,7 +575,7 @@ func (w *World) resolve(name string, choice int64) {
 		return
 	}
 	if res.Action == v1.ResolutionRetry {
-		w.licenses[fmt.Sprintf("%s#%d", refOf(op), w.epochs[refOf(op)])]++
+		w.licenses[inEpoch(refOf(op), w.epochs[refOf(op)])]++
 	}
 }
 
@@ -668,7 +672,7 @@ const (
 )
 
 func (w *World) namespaceState() int {
-	ns, ok := w.server.objects[objKey{Kind: kindNamespace, NamespacedName: types.NamespacedName{Name: Namespace}}]
+	ns, ok := w.server.objects[namespaceKey(Namespace)]
 	switch {
 	case !ok:
 		return namespaceGone
@@ -686,7 +690,7 @@ func (w *World) namespaceState() int {
 // name starts a new lifetime.
 func (w *World) deleteNamespace() {
 	w.wiped[w.namespaces] = true
-	ns, _ := w.server.objects[objKey{Kind: kindNamespace, NamespacedName: types.NamespacedName{Name: Namespace}}]
+	ns := w.server.objects[namespaceKey(Namespace)]
 	must(w.server.Delete(ns, nil))
 }
 

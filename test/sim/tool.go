@@ -148,14 +148,12 @@ func (t *SimTool) serve(w *World, req *http.Request, body []byte) (*http.Respons
 		return respond(http.StatusNotFound, failure("not_found"), nil), nil
 	}
 	key := req.Header.Get(keyHeader)
-	if t.Window > 0 && key != "" {
-		if k, ok := t.keys[endpoint+" "+key]; ok && w.clock.Now().Sub(k.at) < t.Window {
-			if k.body != string(body) {
-				return respond(http.StatusBadRequest, failure("idempotency_mismatch"), nil), nil
-			}
-			return respond(http.StatusCreated, created(k.effect),
-				map[string]string{"Idempotent-Replayed": "true"}), k.effect
+	if k := t.remembers(endpoint, key, w.clock.Now()); k != nil {
+		if k.body != string(body) {
+			return respond(http.StatusBadRequest, failure("idempotency_mismatch"), nil), nil
 		}
+		return respond(http.StatusCreated, created(k.effect),
+			map[string]string{"Idempotent-Replayed": "true"}), k.effect
 	}
 	var params struct {
 		Ref    string `json:"ref"`
@@ -180,6 +178,18 @@ func (t *SimTool) serve(w *World, req *http.Request, body []byte) (*http.Respons
 		t.keys[endpoint+" "+key] = &keyed{at: w.clock.Now(), body: string(body), effect: e}
 	}
 	return respond(http.StatusCreated, created(e), nil), e
+}
+
+// remembers is what the tool answers key at endpoint with while it
+// remembers the key: a Native tool, within its window; nil otherwise.
+func (t *SimTool) remembers(endpoint, key string, now time.Time) *keyed {
+	if t.Window == 0 || key == "" {
+		return nil
+	}
+	if k, ok := t.keys[endpoint+" "+key]; ok && now.Sub(k.at) < t.Window {
+		return k
+	}
+	return nil
 }
 
 // failure is a tool's error body.

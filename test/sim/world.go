@@ -563,7 +563,7 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	// The first effect after a person's Retry is the one they allowed,
 	// whichever object of the scope makes it: the record carries their word
 	// to the next object of the key. Any later one is Once's again.
-	if scope := fmt.Sprintf("%s#%d", ref, e.Epoch); w.licenses[scope] > 0 {
+	if scope := inEpoch(ref, e.Epoch); w.licenses[scope] > 0 {
 		e.Licensed = true
 		w.licenses[scope]--
 	}
