@@ -87,18 +87,7 @@ func (w *World) check() {
 		op := o.(*v1.SideEffectOperation)
 		ops[refOf(op)] = append(ops[refOf(op)], op)
 	}
-	seen := map[string]bool{}
-	for _, e := range w.ledger {
-		if seen[e.Ref] {
-			continue
-		}
-		seen[e.Ref] = true
-		// A second effect a person allowed (a Retry, their word that
-		// nothing had happened) is theirs to answer for.
-		if cur := w.current(e.Ref); len(cur) > 1 && len(unlicensed(cur[1:])) > 0 {
-			w.fail(InvOneEffect, e.Ref, "%d effects (%s)", len(cur), effectList(cur))
-		}
-	}
+	w.checkOneEffect()
 	refs := make([]string, 0, len(ops))
 	for ref := range ops {
 		refs = append(refs, ref)
@@ -134,8 +123,12 @@ func (w *World) check() {
 					effects = before(effects, st.ExpiryTime.Time)
 				}
 				// An answer a manager still holds is not known to Once
-				// yet: I12 sees that it is recorded.
-				effects = slices.DeleteFunc(effects, w.heldByLive)
+				// yet: I12 sees that it is recorded. An effect the tool's
+				// search hid past its declared delay is not either, until
+				// an answer that names it reaches this record.
+				effects = slices.DeleteFunc(effects, func(e *Effect) bool {
+					return w.heldByLive(e) || (e.Hidden && !w.recordedIn(op, e))
+				})
 				if len(effects) == 0 {
 					break
 				}
@@ -146,23 +139,47 @@ func (w *World) check() {
 			}
 		}
 	}
-	for _, o := range w.server.peek(kindSaga) {
-		s := o.(*v1.Saga)
-		if s.Status.State != v1.StateCompensated {
-			continue
-		}
-		for _, step := range s.Spec.Steps {
-			for _, e := range w.standing(s.Name + "/" + step.Name) {
-				w.fail(InvCompensated, s.Name, "Compensated while step %s's effect %s stands", step.Name, e.ID)
-			}
-		}
-	}
+	w.checkCompensated()
 	for _, h := range w.held {
 		if h.m.incarnation != h.incarnation {
 			h.effect = nil // the process that held it is gone
 		}
 	}
 	w.pruneHeld()
+}
+
+// checkOneEffect is I1: at most one effect per scope while its record is
+// kept.
+func (w *World) checkOneEffect() {
+	seen := map[string]bool{}
+	for _, e := range w.ledger {
+		if seen[e.Ref] || byHand(e) {
+			continue
+		}
+		seen[e.Ref] = true
+		// A second effect a person allowed (a Retry, their word that
+		// nothing had happened) is theirs to answer for, as is what they
+		// undo by hand, one refund for each effect they see.
+		if cur := w.current(e.Ref); len(cur) > 1 && len(unlicensed(untilHidden(cur)[1:])) > 0 {
+			w.fail(InvOneEffect, e.Ref, "%d effects (%s)", len(cur), effectList(cur))
+		}
+	}
+}
+
+// checkCompensated is I8: no saga is Compensated while a step's effect
+// stands.
+func (w *World) checkCompensated() {
+	for _, o := range w.server.peek(kindSaga) {
+		s := o.(*v1.Saga)
+		if s.Status.State != v1.StateCompensated {
+			continue
+		}
+		for _, step := range s.Spec.Steps {
+			for _, e := range knowable(w.standing(s.Name + "/" + step.Name)) {
+				w.fail(InvCompensated, s.Name, "Compensated while step %s's effect %s stands", step.Name, e.ID)
+			}
+		}
+	}
 }
 
 // inEpoch names a ref in one lifetime of its key (World.epochs).
@@ -240,6 +257,24 @@ func sameRequest(es []*Effect, op *v1.SideEffectOperation) []*Effect {
 		}
 	}
 	return out
+}
+
+// untilHidden are a scope's effects up to the first that its tool hid
+// past its declared lookup delay (Effect.Hidden): a lookup that proved it
+// absent let the next attempt go, and the effects after it are the lie's.
+func untilHidden(es []*Effect) []*Effect {
+	for i, e := range es {
+		if e.Hidden {
+			return es[:i+1]
+		}
+	}
+	return es
+}
+
+// knowable are the effects Once can know of: all but those the tool's
+// search hid past its declared delay while no answer named them.
+func knowable(es []*Effect) []*Effect {
+	return slices.DeleteFunc(slices.Clone(es), func(e *Effect) bool { return e.Hidden && !e.Known })
 }
 
 // unlicensed are the effects no person allowed.
@@ -354,6 +389,7 @@ func (w *World) checkHeld(m *Manager, nn types.NamespacedName) {
 			continue
 		}
 		if w.recordedIn(op, h.effect) {
+			h.effect.Known = true
 			h.effect = nil
 			continue
 		}
@@ -421,7 +457,7 @@ func (w *World) checkSagaOrder(e *Effect) {
 	}
 	if len(parts) == 3 {
 		for _, later := range steps[i+1:] {
-			if st := w.standing(parts[0] + "/" + later.Name); len(st) > 0 && later.Compensation != nil {
+			if st := knowable(w.standing(parts[0] + "/" + later.Name)); len(st) > 0 && later.Compensation != nil {
 				w.fail(InvSagaOrder, e.Ref, "compensation %s while the later step %s's effect %s stands", e.ID, later.Name, st[0].ID)
 			}
 		}

@@ -80,6 +80,10 @@ type Effect struct {
 	// the person vouched that no earlier effect existed. Vouched marks an
 	// effect that existed when a person vouched so.
 	Licensed, Vouched bool
+	// Hidden marks an effect the tool's search showed later than its
+	// declared delay (Options.Lies): a lookup may have proven it absent.
+	// Known marks one that an answer Once recorded names.
+	Hidden, Known bool
 	// Holder made the request (the manager incarnation's claim holder).
 	Holder string
 	Epoch  int

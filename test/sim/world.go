@@ -72,6 +72,15 @@ type Options struct {
 	// ambiguous, a condition of the guarantee (docs/design.md, "The
 	// simulator").
 	SecondLifetimes bool
+	// Lies lets a tool break its contract the way real ones do, and adds
+	// an operation that allows one attempt alone: a searchable tool's
+	// index falls behind its declared lookupDelay for some effects (a
+	// reindex, a replica that lags), so a lookup within the delay answers
+	// "absent" for an effect that exists. Once cannot know of such an
+	// effect (Effect.Hidden) until an answer that names it reaches its
+	// record; from then on it must stop saying "no effect" (I11). Off
+	// by default: it adds draws to every schedule.
+	Lies bool
 }
 
 // DefaultOptions are what make test and make sim run with.
@@ -267,6 +276,14 @@ func NewWorld(opts Options) *World {
 	}
 	for _, op := range workload() {
 		w.manifests = append(w.manifests, op)
+	}
+	if opts.Lies {
+		// One attempt alone: a lookup's "absent" fails it for good.
+		single := &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "desk-4"},
+			Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: "desk"}, Operation: opCharge,
+				RetryPolicy: &v1.RetryPolicy{MaxAttempts: 1},
+				Parameters:  &runtime.RawExtension{Raw: []byte(`{"ref":"desk/desk-4","amount":4}`)}}}
+		w.manifests = append(w.manifests, single)
 	}
 	for _, s := range sagas() {
 		w.manifests = append(w.manifests, s)
@@ -556,6 +573,10 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	e.Visible = e.At
 	if t.Lookup && t.MaxLag > 0 {
 		e.Visible = e.At.Add(time.Duration(w.sub.Int64N(int64(t.MaxLag) + 1)))
+		if w.opts.Lies && w.sub.IntN(4) == 0 {
+			e.Hidden = true
+			e.Visible = e.At.Add(t.MaxLag*4 + time.Duration(w.sub.Int64N(int64(10*time.Minute))))
+		}
 	}
 	if pr := w.running; pr != nil {
 		e.Holder = pr.m.holder()
@@ -569,6 +590,10 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	}
 	w.ledger = append(w.ledger, e)
 	w.note("the tool %s makes effect %s for %s", t.Name, e.ID, ref)
+	if e.Hidden {
+		w.note("its index falls behind its declared delay: its search will not show %s before %s",
+			e.ID, e.Visible.Sub(start).Round(time.Second))
+	}
 	w.checkSagaOrder(e)
 	return e
 }

@@ -40,6 +40,8 @@ func main() {
 	first := flag.Uint64("first", 0, "the first of -seeds consecutive seeds (0: random)")
 	again := flag.Bool("second-lifetimes", false, "let a run outlast the records' retention, and people apply a manifest again after its scope was forgotten")
 	timers := flag.Bool("frozen-timers", true, "a frozen pass's timers fire only when it runs again, as a stopped process's (false: on time)")
+	freezeRate := flag.Float64("freeze-rate", sim.DefaultOptions(0).FreezeRate, "the chance that a manager freezes at each call it makes")
+	lies := flag.Bool("lies", false, "let a searchable tool's index fall behind its declared lookup delay, and add an operation of one attempt")
 	kernel := flag.Bool("freeze-in-kernel", false, "also freeze a manager after its last check, with the request's bytes already leaving")
 	keepGoing := flag.Bool("keep-going", false, "count every failing seed instead of stopping at the first")
 	save := flag.String("save", "", "write each shrunk failing schedule to this folder, as seed-N.json")
@@ -48,7 +50,7 @@ func main() {
 	opts := func(s uint64) sim.Options {
 		o := sim.DefaultOptions(s)
 		o.Steps, o.FreezeInKernel, o.SecondLifetimes = *steps, *kernel, *again
-		o.FrozenTimers = *timers
+		o.FrozenTimers, o.Lies, o.FreezeRate = *timers, *lies, *freezeRate
 		return o
 	}
 	list := []uint64{*seed}
