@@ -456,19 +456,29 @@ type LookupRequest struct {
 	// +optional
 	Request *RequestShape `json:"request,omitempty"`
 
-	// found is true when the answer proves the effect exists.
-	// +optional
-	// +kubebuilder:default="response.status == 200"
+	// found is true when the answer proves the effect exists. It must
+	// match only the tool's own answer about this key, never a status
+	// alone: an ingress's default page, a route that moved to an index
+	// page and an empty search all answer 200. Check what the tool says of
+	// the key, for example
+	// `response.status == 200 && type(response.body) == map && response.body.key == key`,
+	// or, over a search, that an item carries it. An answer that both
+	// expressions accept proves nothing.
+	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
-	Found string `json:"found,omitempty"`
+	Found string `json:"found"`
 
 	// absent is true when the answer proves the effect does not exist; it is
-	// required in Lookup mode, with no default, because a bare 404 also
-	// comes from an ingress or a gateway for a route that does not exist.
-	// Make it match only the tool's own "not found" answer, for example
-	// `response.status == 404 && response.body.error == 'not_found'`. An
-	// answer that is neither found nor absent is undecidable: Once asks
-	// again later, and a person decides when the limit is reached.
+	// required in Lookup mode, because a bare 404 also comes from an
+	// ingress or a gateway for a route that does not exist. Make it match
+	// only the tool's own "not found" answer, for example
+	// `response.status == 404 && response.body.error == 'not_found'`. A
+	// search proves absence only from a complete answer: over a paginated
+	// result, also check that no page follows (the tool's total or next
+	// page), and ask narrowly enough (by the key) that one page holds every
+	// match. An answer that is neither found nor absent is undecidable: Once
+	// asks again later, and a person decides when the limit is reached.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Absent string `json:"absent,omitempty"`
@@ -554,12 +564,35 @@ type ResponseMapping struct {
 	// +kubebuilder:validation:MaxLength=4096
 	ExternalRequestID string `json:"externalRequestID,omitempty"`
 
+	// format is what a success of this operation carries: JSON (the
+	// default), Text (a body of any kind) or None (no body, as a 204). A
+	// 2xx answer that does not carry it, or from which externalObjectID
+	// cannot be read, is not taken as the tool's: a captive portal, a
+	// WAF's sign-in page or a misrouted proxy answers 200 too. Its outcome
+	// is unknown, and settled as the mode settles one (a same-key re-send,
+	// a lookup, or a person).
+	// +optional
+	// +kubebuilder:validation:Enum=JSON;Text;None
+	Format ResponseFormat `json:"format,omitempty"`
+
 	// result extracts what is kept in status.result.
 	// +optional
 	// +kubebuilder:default="response.body"
 	// +kubebuilder:validation:MaxLength=4096
 	Result string `json:"result,omitempty"`
 }
+
+// ResponseFormat is what a success carries (ResponseMapping.format).
+type ResponseFormat string
+
+const (
+	// FormatJSON: a JSON body; the default.
+	FormatJSON ResponseFormat = "JSON"
+	// FormatText: a body of any kind.
+	FormatText ResponseFormat = "Text"
+	// FormatNone: no body.
+	FormatNone ResponseFormat = "None"
+)
 
 // Outcome is the class of a tool's answer.
 // +kubebuilder:validation:Enum=Succeeded;Retryable;Permanent;Unknown

@@ -60,7 +60,7 @@ func newTool(ns, name string, mode v1.IdempotencyMode, mutate ...func(*v1.ToolSp
 			Operations: []v1.ToolOperation{{
 				Name: "charge.create", Path: prefix + "/charges",
 				Lookup: &v1.LookupRequest{Path: prefix + "/charges?key={idempotencyKey}",
-					Absent: sandboxAbsent},
+					Found: sandboxFound, Absent: sandboxAbsent},
 				Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"},
 			}},
 		},
@@ -74,6 +74,11 @@ func newTool(ns, name string, mode v1.IdempotencyMode, mutate ...func(*v1.ToolSp
 
 // sandboxAbsent proves absence only by the sandbox's own "not found"
 // answer, never by a bare 404 from something in front of it.
+// sandboxFound is the sandbox's record of the key: its lookup answers the
+// object made with it.
+const sandboxFound = "response.status == 200 && type(response.body) == map && " +
+	"'key' in response.body && response.body.key == key"
+
 const sandboxAbsent = "response.status == 404 && type(response.body) == map && " +
 	"'error' in response.body && response.body.error == 'not_found'"
 

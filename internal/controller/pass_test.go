@@ -104,7 +104,7 @@ func runPasses(t *testing.T, tool *memory.Tool, mode v1.IdempotencyMode) *v1.Sid
 	spec := v1.ToolSpec{HTTP: v1.HTTPBackend{URL: "https://tool.example"},
 		Idempotency: v1.ToolIdempotency{Mode: mode, LookupDelay: &metav1.Duration{}},
 		Operations: []v1.ToolOperation{{Name: "charge.create",
-			Lookup: &v1.LookupRequest{Path: "/charges", Absent: "true"}}}}
+			Lookup: &v1.LookupRequest{Path: "/charges", Found: "false", Absent: "true"}}}}
 	op := &v1.SideEffectOperation{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "op", UID: "uid-op", Generation: 1},
 		Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Kind: v1.ToolKindTool, Name: "tool"},
@@ -140,5 +140,7 @@ func runPasses(t *testing.T, tool *memory.Tool, mode v1.IdempotencyMode) *v1.Sid
 type noValidation struct{}
 
 func (noValidation) Validate(*v1.ToolSpec) error { return nil }
+
+func (noValidation) Warnings(*v1.ToolSpec) []string { return nil }
 
 func (noValidation) CheckParameters(*v1.ToolSpec, string, []byte) error { return nil }

@@ -52,6 +52,9 @@ const (
 // ToolValidator checks a tool's definition beyond what the API server can.
 type ToolValidator interface {
 	Validate(spec *v1.ToolSpec) error
+	// Warnings are what a valid definition may still get wrong; the
+	// tool's Ready condition shows them.
+	Warnings(spec *v1.ToolSpec) []string
 	// CheckParameters checks an operation's canonical parameters against
 	// its operation's schema.
 	CheckParameters(spec *v1.ToolSpec, operation string, params []byte) error

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,6 +72,9 @@ func (r *ToolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		LastTransitionTime: metav1.NewTime(r.Clock.Now())}
 	stalled := ready
 	stalled.Type, stalled.Status = v1.ConditionStalled, metav1.ConditionFalse
+	if warnings := r.Validator.Warnings(tool.GetSpec()); len(warnings) > 0 {
+		ready.Message += "; warning: " + strings.Join(warnings, "; warning: ")
+	}
 	if problem != nil {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1.ReasonInvalid, problem.Error()
 		stalled.Status, stalled.Reason, stalled.Message = metav1.ConditionTrue, v1.ReasonInvalid, problem.Error()

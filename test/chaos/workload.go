@@ -95,6 +95,11 @@ const (
 	// text when it is not JSON, hence the type guard.
 	absentExpr = "response.status == 404 && type(response.body) == map && " +
 		"'error' in response.body && response.body.error == '" + sandbox.CodeNotFound + "'"
+	// foundExpr: the sandbox's record of the key, made or cancelled with
+	// it; a 200 alone (a proxy's page) proves nothing.
+	foundExpr = "response.status == 200 && type(response.body) == map && " +
+		"(('key' in response.body && response.body.key == key) || " +
+		"('cancelKey' in response.body && response.body.cancelKey == key))"
 	// replayedExpr marks the Native tool's replays, as Stripe marks them.
 	replayedExpr = "response.headers['idempotent-replayed'] == 'true'"
 )
@@ -133,7 +138,7 @@ func (t toolDef) object(ns, url string) *v1.Tool {
 		// The sandbox finds an object by the key it was created with, or
 		// else by the key it was cancelled with: one lookup serves both.
 		op.Lookup = &v1.LookupRequest{Path: t.path() + "?key={idempotencyKey}",
-			Found: "response.status == 200", Absent: absentExpr}
+			Found: foundExpr, Absent: absentExpr}
 		cancel.Lookup = op.Lookup.DeepCopy()
 		idem.LookupDelay = &metav1.Duration{Duration: lookupDelay}
 	case v1.IdempotencyNative:

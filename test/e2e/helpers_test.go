@@ -170,6 +170,7 @@ func toolYAML(name, mode string) string {
 		lookup = `
     lookup:
       path: /lookup/charges?key={idempotencyKey}
+      found: response.status == 200 && type(response.body) == map && 'key' in response.body && response.body.key == key
       absent: response.status == 404 && type(response.body) == map && response.body.error == 'not_found'`
 	}
 	return fmt.Sprintf(`apiVersion: effects.once.dev/v1alpha1

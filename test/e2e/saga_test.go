@@ -250,6 +250,7 @@ func deskYAML(mode string) string {
 		if mode == "Lookup" {
 			fmt.Fprintf(&ops, `    lookup:
       path: /%s/%s?key={idempotencyKey}
+      found: response.status == 200 && type(response.body) == map && 'key' in response.body && response.body.key == key
       absent: response.status == 404 && type(response.body) == map && response.body.error == 'not_found'
 `, m, collection)
 		}

@@ -170,11 +170,63 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 	r.Outcome, r.Relayed = c.classify(ctx, op, resp.Status, view, req.Mode)
 	r.Replayed = c.replayed(ctx, view)
 	r.Message = resp.summary()
-	var raw []byte
-	if r.Outcome == v1.OutcomeSucceeded {
-		raw = c.extract(ctx, op, view, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
+	if r.Outcome != v1.OutcomeSucceeded {
+		return r, nil
 	}
+	if why := c.notTheTools(ctx, op, resp, view); why != "" {
+		// A success the tool would not give proves nothing: an effect
+		// may or may not stand behind the page in front of it.
+		r.Outcome, r.Relayed = v1.OutcomeUnknown, false
+		r.Message = fmt.Sprintf("a %d answer that is not the tool's (%s): %s", resp.Status, why, r.Message)
+		return r, nil
+	}
+	raw := c.extract(ctx, op, view, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
 	return r, raw
+}
+
+// notTheTools says why a successful answer is not one the tool gives: it
+// lacks the format of the operation's mapping, or its external id cannot
+// be read from it. It returns "" for the tool's answer.
+func (c *Client) notTheTools(ctx context.Context, op *v1.ToolOperation, resp answer, view response) string {
+	m := op.Response
+	switch m.Format {
+	case v1.FormatNone:
+		if len(bytes.TrimSpace(resp.Body)) > 0 {
+			return "the operation's success has no body, and this one has " + bodyKind(resp)
+		}
+		return ""
+	case v1.FormatText:
+	default:
+		// A body cut at the limit cannot be decoded; its start still tells
+		// JSON from a page.
+		if !resp.JSON && (!resp.Cut || !startsLikeJSON(resp.Body)) {
+			return "the operation's success is JSON, and this body is " + bodyKind(resp)
+		}
+	}
+	if m.ExternalObjectID != "" {
+		if id, err := c.compiler.String(ctx, m.ExternalObjectID, view); err != nil || id == "" {
+			return "response.externalObjectID reads no id from it"
+		}
+	}
+	return ""
+}
+
+// startsLikeJSON reports whether b opens a JSON object or array.
+func startsLikeJSON(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// bodyKind names what a body that is not JSON is, for a message.
+func bodyKind(a answer) string {
+	ct := a.Headers["content-type"]
+	switch {
+	case len(bytes.TrimSpace(a.Body)) == 0:
+		return "empty"
+	case ct != "":
+		return ct
+	}
+	return "not JSON"
 }
 
 // lookup is Lookup before the scrubber, as execute is Execute.
@@ -200,46 +252,55 @@ func (c *Client) lookup(ctx context.Context, req effects.Request) (protocol.Look
 	r.HTTPStatus = int32(resp.Status)
 	r.Message = resp.summary()
 	view := resp.cel(in)
-	found, err := c.compiler.Bool(ctx, cmp.Or(l.Found, "response.status == 200"), view)
-	if err != nil {
-		r.Message += "; " + err.Error()
-		return r, nil
+	// Without an expression, nothing the tool says proves either: a 200
+	// also comes from an ingress's default page, a bare 404 from a gateway
+	// for a route that does not exist.
+	found, foundErr := c.proves(ctx, l.Found, view)
+	absent, absentErr := c.proves(ctx, l.Absent, view)
+	for _, err := range []error{foundErr, absentErr} {
+		if err != nil {
+			r.Message += "; " + err.Error()
+		}
 	}
-	if found {
+	switch {
+	case found && absent:
+		r.Message += "; both found and absent accept this answer, so it proves neither"
+	case found:
 		r.Verdict = protocol.VerdictFound
 		return r, c.extract(ctx, op, view, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
-	}
-	if l.Absent == "" {
-		// Nothing the tool says proves absence: a bare 404 also comes from
-		// an ingress or a gateway for a route that does not exist.
-		return r, nil
-	}
-	absent, err := c.compiler.Bool(ctx, l.Absent, view)
-	if err != nil {
-		r.Message += "; " + err.Error()
-		return r, nil
-	}
-	if absent {
+	case absent:
 		r.Verdict = protocol.VerdictAbsent
 	}
 	return r, nil
 }
 
-// answer is a response read in full, up to maxBody, and scrubbed.
+// proves evaluates a lookup's expression; an empty one proves nothing.
+func (c *Client) proves(ctx context.Context, expr string, view response) (bool, error) {
+	if expr == "" {
+		return false, nil
+	}
+	return c.compiler.Bool(ctx, expr, view)
+}
+
+// answer is a response read in full, up to maxBody, as it was received:
+// decisions (found, absent, outcome rules, mappings) run on what the tool
+// said, and the scrubber applies to what is kept, logged or printed (a
+// secret that also occurs in the key must not hide the key from a lookup).
 type answer struct {
 	Status     int
 	StatusText string
 	Headers    map[string]string
 	Body       []byte
 	// Decoded is the body as JSON decodes it, or its text if it is not
-	// JSON or was cut, scrubbed after decoding: escapes in JSON can hide a
-	// secret from a look at the bytes.
+	// JSON or was cut.
 	Decoded any
 	// JSON is true when the body is JSON.
 	JSON bool
 	// Cut is true when the body was longer than maxBody.
 	Cut        bool
 	RetryAfter time.Duration
+	// scrub is applied to every description of the answer.
+	scrub *scrubber
 }
 
 // cel is the answer as expressions see it.
@@ -253,9 +314,10 @@ func (a answer) summary() string {
 	return a.describe(200)
 }
 
-// describe is a summary with up to snippet bytes of the body.
+// describe is a summary with up to snippet bytes of the body, scrubbed
+// before it is cut, so that no part of a secret shows.
 func (a answer) describe(snippet int) string {
-	s := a.StatusText
+	s := a.scrub.string(a.StatusText)
 	text := string(a.Body)
 	if a.JSON {
 		var b strings.Builder
@@ -265,7 +327,7 @@ func (a answer) describe(snippet int) string {
 			text = b.String()
 		}
 	}
-	if body := strings.TrimSpace(text); body != "" {
+	if body := strings.TrimSpace(a.scrub.string(text)); body != "" {
 		s += ": " + shorten(body, snippet)
 	}
 	if a.Cut {
@@ -334,18 +396,17 @@ func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answe
 		return answer{}, true, fmt.Errorf("reading the answer to %s: %w", resp.Status, redact(err))
 	}
 	a := answer{Status: resp.StatusCode, StatusText: resp.Status, Headers: map[string]string{}, Body: b,
-		RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+		RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now()), scrub: c.scrub}
 	for name := range resp.Header {
 		a.Headers[strings.ToLower(name)] = resp.Header.Get(name)
 	}
-	// Scrubbed before the cut, so that a secret across it is whole.
-	c.scrub.answer(&a)
 	if len(a.Body) > maxBody {
-		a.Body, a.Cut = a.Body[:maxBody], true
+		// Cut before a secret the limit would split, so that what is kept
+		// of the body holds each secret whole or not at all.
+		a.Body, a.Cut = a.Body[:c.scrub.cutBefore(a.Body, maxBody)], true
 		a.Decoded = strings.ToValidUTF8(string(a.Body), "")
 	} else {
-		v, isJSON := decodeBody(a.Body)
-		a.Decoded, a.JSON = c.scrub.value(v), isJSON
+		a.Decoded, a.JSON = decodeBody(a.Body)
 	}
 	return a, true, nil
 }

@@ -57,6 +57,7 @@ func toolSpec(url string, mode v1.IdempotencyMode) *v1.ToolSpec {
 		Operations: []v1.ToolOperation{{
 			Name: "charge.create", Method: "POST", Path: prefix + "/charges",
 			Lookup: &v1.LookupRequest{Path: prefix + "/charges?key={idempotencyKey}",
+				Found:  "response.status == 200 && type(response.body) == map && response.body.key == key",
 				Absent: "response.status == 404 && type(response.body) == map && response.body.error == 'not_found'"},
 			Response: v1.ResponseMapping{
 				ExternalObjectID: "response.body.id",

@@ -78,6 +78,9 @@ func (c *Connector) Validate(spec *v1.ToolSpec) error {
 	return errors.Join(c.Compiler.Validate(spec), badURL)
 }
 
+// Warnings are the tool's definition's warnings (Warnings).
+func (c *Connector) Warnings(spec *v1.ToolSpec) []string { return Warnings(spec) }
+
 // Headers resolves the tool's credentials, reading the Secrets they name:
 // in the tool's namespace, or for a ClusterTool in the cluster resource
 // namespace. It reports every Secret or key that is missing, never a value.

@@ -88,7 +88,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // echoToolSpec calls the echo tool; every mapping selects what echoes the
 // secret.
 func echoToolSpec(base string) *v1.ToolSpec {
-	lookup := &v1.LookupRequest{Path: "/lookup?key={idempotencyKey}"}
+	lookup := &v1.LookupRequest{Path: "/lookup?key={idempotencyKey}", Found: "response.status == 200 && has(response.body.id)"}
 	return &v1.ToolSpec{
 		HTTP: v1.HTTPBackend{URL: base, Headers: []v1.HTTPHeader{{Name: "Authorization",
 			ValueFrom: &v1.HeaderSource{SecretKeyRef: v1.SecretKeySelector{Name: "creds", Key: "auth"}}}}},

@@ -45,12 +45,14 @@ const minSecretPart = 6
 // scrubber removes secret header values from what a Client returns. Tools
 // echo request headers in errors and debug answers, as they are, or in an
 // encoding; the scrubber knows the common ones. The Connector builds one
-// from the values it resolved; the Client applies it to each answer as it
-// arrives (so that CEL, snippets and ids see no secret) and to each result
-// as it leaves (so that nothing it built, error strings included, holds
-// one).
+// from the values it resolved; the Client applies it to each description
+// of an answer and to each result as it leaves (so that nothing it built,
+// ids, results and error strings included, holds one). Expressions see the
+// answer as it came: a secret that also occurs in a key must not hide it.
 type scrubber struct {
 	r *strings.Replacer
+	// forms are the secrets' forms the replacer replaces.
+	forms []string
 }
 
 // newScrubber returns a scrubber for the secret values; with none, it
@@ -105,7 +107,7 @@ func newScrubber(values []string) *scrubber {
 	for _, f := range sorted {
 		pairs = append(pairs, f, redacted)
 	}
-	return &scrubber{r: strings.NewReplacer(pairs...)}
+	return &scrubber{r: strings.NewReplacer(pairs...), forms: sorted}
 }
 
 // string scrubs s.
@@ -116,17 +118,25 @@ func (s *scrubber) string(v string) string {
 	return s.r.Replace(v)
 }
 
-// answer scrubs an answer as it arrives: its body, as bytes, and its
-// headers.
-func (s *scrubber) answer(a *answer) {
-	if s == nil || s.r == nil {
-		return
+// cutBefore returns where to cut b at or before n so that no form of a
+// secret spans the cut: the start of the first that would, until none
+// does.
+func (s *scrubber) cutBefore(b []byte, n int) int {
+	if s == nil {
+		return n
 	}
-	a.Body = []byte(s.r.Replace(string(a.Body)))
-	a.StatusText = s.r.Replace(a.StatusText)
-	for k, v := range a.Headers {
-		a.Headers[k] = s.r.Replace(v)
+	for moved := true; moved; {
+		moved = false
+		for _, f := range s.forms {
+			// An occurrence that starts in the window and before n ends
+			// after it.
+			from, to := max(0, n-len(f)+1), min(len(b), n+len(f)-1)
+			if i := bytes.Index(b[from:to], []byte(f)); i >= 0 && from+i < n {
+				n, moved = from+i, true
+			}
+		}
 	}
+	return n
 }
 
 // value scrubs the strings, keys included, of decoded JSON.

@@ -96,6 +96,31 @@ func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 	return errors.Join(errs...)
 }
 
+// readsList matches an expression that reads a list: a search's items.
+var readsList = regexp.MustCompile(`\.(exists|exists_one|all|filter|map)\(|\bsize\(`)
+
+// readsCompleteness matches an expression that reads whether a list is
+// complete: a total or count, a next page or cursor, GitHub's
+// incomplete_results.
+var readsCompleteness = regexp.MustCompile(`(?i)total|count|next|more|cursor|page|complete`)
+
+// Warnings are what Validate cannot refuse but a tool author should know:
+// a lookup's absent that reads a list, with nothing that says the list is
+// complete. A search proves absence only from a complete answer; one page
+// of many, or a sort that puts the effect later, proves nothing.
+func Warnings(spec *v1.ToolSpec) []string {
+	var out []string
+	for i, op := range spec.Operations {
+		l := op.Lookup
+		if l == nil || !readsList.MatchString(l.Absent) || readsCompleteness.MatchString(l.Absent) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("spec.operations[%d].lookup.absent reads a list but nothing that says it is complete "+
+			"(a total, a next page): a search proves absence only from a complete answer", i))
+	}
+	return out
+}
+
 func checkPath(field, path string) error {
 	if path == "" {
 		return nil

@@ -112,7 +112,7 @@ func (c *Client) refusal(ctx context.Context, expr string, resp answer, view res
 	if s = strings.TrimSpace(s); s == "" {
 		return resp.describe(maxRefusal)
 	}
-	return shorten(s, maxRefusal)
+	return shorten(c.scrub.string(s), maxRefusal)
 }
 
 func refused(msg string) effects.ValidateResult {
