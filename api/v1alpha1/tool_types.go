@@ -567,10 +567,10 @@ type ResponseMapping struct {
 	// format is what a success of this operation carries: JSON (the
 	// default), Text (a body of any kind) or None (no body, as a 204). A
 	// 2xx answer that does not carry it, or from which externalObjectID
-	// cannot be read, is not taken as the tool's: a captive portal, a
-	// WAF's sign-in page or a misrouted proxy answers 200 too. Its outcome
-	// is unknown, and settled as the mode settles one (a same-key re-send,
-	// a lookup, or a person).
+	// cannot be read, is not taken as the tool's unless an outcome rule
+	// names it: a captive portal, a WAF's sign-in page or a misrouted proxy
+	// answers 200 too. Its outcome is unknown, and settled as the mode
+	// settles one (a same-key re-send, a lookup, or a person).
 	// +optional
 	// +kubebuilder:validation:Enum=JSON;Text;None
 	Format ResponseFormat `json:"format,omitempty"`

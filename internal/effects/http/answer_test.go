@@ -177,6 +177,7 @@ func TestSuccessThatIsNotTheTools(t *testing.T) {
 		reason  string
 		format  v1.ResponseFormat
 		noID    bool
+		rule    string
 		answer  canned
 		want    v1.Outcome
 		because string
@@ -213,6 +214,11 @@ func TestSuccessThatIsNotTheTools(t *testing.T) {
 			answer: canned{200, "text/html", portal}, want: v1.OutcomeUnknown,
 			because: "has no body",
 		},
+		"VouchedByARule": {
+			reason: "a success an outcome rule names is the tool author's word",
+			rule:   "response.status == 200 && response.body.status == 'ok'",
+			answer: canned{200, jsonType, `{"status": "ok"}`}, want: v1.OutcomeSucceeded,
+		},
 		"TextDeclared": {
 			reason: "an operation whose success is text takes any body",
 			format: v1.FormatText, noID: true,
@@ -224,6 +230,9 @@ func TestSuccessThatIsNotTheTools(t *testing.T) {
 			spec := toolSpec(serve(t, tc.answer), v1.IdempotencyNone)
 			m := &spec.Operations[0].Response
 			m.Format, m.Result, m.Outcomes = tc.format, "", nil
+			if tc.rule != "" {
+				m.Outcomes = []v1.OutcomeRule{{When: tc.rule, Outcome: v1.OutcomeSucceeded}}
+			}
 			if tc.noID {
 				m.ExternalObjectID = ""
 			}

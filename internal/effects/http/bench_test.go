@@ -64,7 +64,7 @@ func BenchmarkClassify(b *testing.B) {
 				relayed bool
 			)
 			for b.Loop() {
-				outcome, relayed = c.classify(ctx, op, tc.status, view, "")
+				outcome, relayed, _ = c.classify(ctx, op, tc.status, view, "")
 			}
 			if outcome != tc.outcome || relayed != tc.relayed {
 				b.Fatalf("classify(%d): want %s (relayed %t), got %s (relayed %t)",

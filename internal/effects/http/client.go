@@ -167,13 +167,16 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 	r.HTTPStatus = int32(resp.Status)
 	r.RetryAfter = resp.RetryAfter
 	view := resp.cel(in)
-	r.Outcome, r.Relayed = c.classify(ctx, op, resp.Status, view, req.Mode)
+	var ruled bool
+	r.Outcome, r.Relayed, ruled = c.classify(ctx, op, resp.Status, view, req.Mode)
 	r.Replayed = c.replayed(ctx, view)
 	r.Message = resp.summary()
 	if r.Outcome != v1.OutcomeSucceeded {
 		return r, nil
 	}
-	if why := c.notTheTools(ctx, op, resp, view); why != "" {
+	// A success by the default table must look like the tool's; one that
+	// a rule of the tool's author names is theirs to vouch for.
+	if why := c.notTheTools(ctx, op, resp, view); why != "" && !ruled {
 		// A success the tool would not give proves nothing: an effect
 		// may or may not stand behind the page in front of it.
 		r.Outcome, r.Relayed = v1.OutcomeUnknown, false
@@ -415,16 +418,16 @@ func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answe
 // for the mode the attempt was made under. relayed reports a retryable
 // answer that a gateway also gives after its upstream committed: only the
 // default table's 408, 502, 503 and 504 for a Native tool; a tool's own
-// rule vouches for its answer.
+// rule vouches for its answer (ruled), as the tool's.
 func (c *Client) classify(ctx context.Context, op *v1.ToolOperation, status int, view response,
-	mode v1.IdempotencyMode) (outcome v1.Outcome, relayed bool) {
+	mode v1.IdempotencyMode) (outcome v1.Outcome, relayed, ruled bool) {
 	for _, rule := range op.Response.Outcomes {
 		if ok, err := c.compiler.Bool(ctx, rule.When, view); err == nil && ok {
-			return rule.Outcome, false
+			return rule.Outcome, false, true
 		}
 	}
 	outcome = DefaultOutcome(status, cmp.Or(mode, c.spec.Idempotency.Mode))
-	return outcome, outcome == v1.OutcomeRetryable && status != nethttp.StatusTooManyRequests
+	return outcome, outcome == v1.OutcomeRetryable && status != nethttp.StatusTooManyRequests, false
 }
 
 // replayed applies the tool's replayed expression: whether the answer is
