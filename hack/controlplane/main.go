@@ -51,6 +51,9 @@ limitations under the License.
 // stays in Terminating forever (nothing runs the namespace controller);
 // service accounts get no token secrets, and the ServiceAccount admission
 // plugin is off; pods are stored but never scheduled or run.
+//
+// Admission: kube-apiserver's default plugins, and also
+// OwnerReferencesPermissionEnforcement, as in OpenShift.
 package main
 
 import (
@@ -73,6 +76,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/once-dev/once/test/apiserver"
 )
 
 const (
@@ -283,6 +288,7 @@ func newEnvironment(opts options, etcdDir, certsDir string) *envtest.Environment
 		ControlPlaneStartTimeout: opts.startTimeout,
 		ControlPlaneStopTimeout:  stopTimeout,
 	}
+	apiserver.EnforceOwnerReferences(env.ControlPlane.APIServer)
 	if opts.crds != "" {
 		env.CRDDirectoryPaths = []string{opts.crds}
 		env.ErrorIfCRDPathMissing = true

@@ -111,6 +111,11 @@ func (r *SagaReconciler) plan(s *v1.Saga) (*saga.Plan, error) {
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sagas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sagas/status,verbs=update
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch;create
+// A step's operation carries a controller reference to its saga with
+// blockOwnerDeletion, which the admission plugin
+// OwnerReferencesPermissionEnforcement (on in OpenShift) admits only from
+// whoever may update the saga's finalizers.
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sagas/finalizers,verbs=update
 
 // Reconcile moves one saga on by as many decisions as it can take without
 // waiting, and writes the checkpoint once.

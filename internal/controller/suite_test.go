@@ -108,6 +108,12 @@ type managerOptions struct {
 	shardNamespace string
 	// outbox bounds the relay's deliveries; the default budget if zero.
 	outbox outbox.Budget
+	// config is the manager's identity on the API server; envtest's
+	// admin (system:masters) if nil.
+	config *rest.Config
+	// watch are the only namespaces it watches, as --watch-namespaces
+	// says; all if empty.
+	watch []string
 }
 
 var managerSeq struct {
@@ -136,11 +142,14 @@ func startManager(o managerOptions) (stop func()) {
 		Egress: &httpeffects.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		Shards: o.shards, ShardNamespace: o.shardNamespace,
 		ShardLeaseDuration: 2 * time.Second, ShardRenewPeriod: 200 * time.Millisecond,
-		OutboxBudget: o.outbox, OutboxTimeout: 2 * time.Second}
+		OutboxBudget: o.outbox, OutboxTimeout: 2 * time.Second, WatchNamespaces: o.watch}
 	shutdown := c.GracefulShutdownTimeout()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	if o.config == nil {
+		o.config = cfg
+	}
+	mgr, err := ctrl.NewManager(o.config, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   CacheOptions(),
+		Cache:                   WatchOnly(CacheOptions(), o.watch),
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",
 		Controller:              config.Controller{SkipNameValidation: new(true)},

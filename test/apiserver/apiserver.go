@@ -63,6 +63,7 @@ func Start() (*Server, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}}
+	EnforceOwnerReferences(s.Env.ControlPlane.GetAPIServer())
 	utilruntime.Must(clientgoscheme.AddToScheme(s.Scheme))
 	utilruntime.Must(v1.AddToScheme(s.Scheme))
 	if s.Config, err = s.Env.Start(); err != nil {
@@ -73,6 +74,16 @@ func Start() (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// EnforceOwnerReferences turns on the admission plugin
+// OwnerReferencesPermissionEnforcement, in addition to the API server's
+// default ones, as OpenShift runs it: an owner reference with
+// blockOwnerDeletion is admitted only from a user who may update the
+// owner's finalizers subresource. The manager sets one on each step
+// operation of a saga.
+func EnforceOwnerReferences(s *envtest.APIServer) {
+	s.Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 }
 
 // Stop stops the API server.

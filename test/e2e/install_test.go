@@ -269,6 +269,12 @@ spec:
 		Expect(kubectl("", "get", "lease", "-n", "once-system", "once-manager.once.dev",
 			"-o", "jsonpath={.spec.holderIdentity}")).NotTo(BeEmpty())
 
+		By("running a saga, whose steps are operations it owns, where the API server enforces owner-reference permissions")
+		apply(watched, deskYAML("Native"))
+		apply(watched, sagaYAML("change", false))
+		waitSaga(watched, "change", "Committed")
+		Expect(sagaOperations(watched, "change")).To(Equal([]string{"change.config", "change.notify", "change.ticket"}))
+
 		By("leaving a ClusterTool's operation waiting, with a reason that says why")
 		waitFor(watched, "seo/shared", "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}=ToolNotFound")
 		Expect(jsonpath(watched, "seo/shared", `{.status.conditions[?(@.type=="Ready")].message}`)).To(
