@@ -194,6 +194,29 @@ var _ = Describe("GitOps health", Ordered, func() {
 		expect("SideEffectOperation", key("review"), "resolved, not yet seen", status.InProgressStatus, argocd.Progressing)
 	})
 
+	It("warns in a valid Tool's Ready about a lookup that cannot prove what it claims", func() {
+		ns := newNamespace()
+		DeferCleanup(startManager(managerOptions{}))
+		newTool(ns, "status-alone", v1.IdempotencyLookup, func(s *v1.ToolSpec) {
+			s.Operations[0].Lookup.Found = "response.status == 200"
+		})
+		newTool(ns, "first-page", v1.IdempotencyLookup, func(s *v1.ToolSpec) {
+			s.Operations[0].Lookup.Absent = "response.status == 200 && !response.body.items.exists(i, i.key == key)"
+		})
+		newTool(ns, "sound", v1.IdempotencyLookup)
+		ready := func(name string) metav1.Condition {
+			t := &v1.Tool{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, t)).To(Succeed())
+			return conditionIn(t.Status.Conditions, v1.ConditionReady)
+		}
+		Eventually(func() metav1.Condition { return ready("status-alone") }).Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("lookup.found reads the status alone"))))
+		Eventually(func() metav1.Condition { return ready("first-page") }).Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("nothing that says it is complete"))))
+		Eventually(func() metav1.Condition { return ready("sound") }).Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Message", Not(ContainSubstring("warning")))))
+	})
+
 	It("reads every state of a saga as Flux and Argo CD must", func() {
 		ns := newNamespace()
 		DeferCleanup(startManager(managerOptions{}))

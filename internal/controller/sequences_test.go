@@ -274,7 +274,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		}}
 		err := k8sClient.Create(ctx, bare)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
-		Expect(err.Error()).To(And(ContainSubstring("absent"), ContainSubstring("lookupDelay")))
+		Expect(err.Error()).To(And(ContainSubstring("found"), ContainSubstring("absent"), ContainSubstring("lookupDelay")))
 
 		DeferCleanup(startManager(managerOptions{}))
 		g := newGateway(func(lookup bool, n int32) *gatewayAnswer {

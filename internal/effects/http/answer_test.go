@@ -111,6 +111,20 @@ func TestLookupProvesOnlyWhatItCan(t *testing.T) {
 			answer: canned{200, "text/html", portal},
 			want:   protocol.VerdictUndecidable,
 		},
+		"FoundFails": {
+			reason: "a found that fails on the answer said nothing, and absent alone does not decide",
+			found:  "response.body.items.exists(i, i.meta.key == key)",
+			absent: "response.status == 200",
+			answer: canned{200, jsonType, `{"items": [{"id": "t_1"}]}`},
+			want:   protocol.VerdictUndecidable,
+		},
+		"AbsentFails": {
+			reason: "an absent that fails on the answer does not undo what found proves",
+			found:  tracksKey,
+			absent: "response.body.error == 'not_found'",
+			answer: canned{200, jsonType, `{"id": "t_1", "key": "{key}"}`},
+			want:   protocol.VerdictFound,
+		},
 		"BothAccept": {
 			reason: "an answer that both expressions accept proves neither",
 			found:  "response.status == 200",
@@ -219,6 +233,21 @@ func TestSuccessThatIsNotTheTools(t *testing.T) {
 			rule:   "response.status == 200 && response.body.status == 'ok'",
 			answer: canned{200, jsonType, `{"status": "ok"}`}, want: v1.OutcomeSucceeded,
 		},
+		"DoneNothingToSay": {
+			reason: "a 204 with no body, where no id is mapped (a DELETE's answer)",
+			noID:   true,
+			answer: canned{204, "", ""}, want: v1.OutcomeSucceeded,
+		},
+		"AcceptedEmpty": {
+			reason: "a 202 with no body, where no id is mapped",
+			noID:   true,
+			answer: canned{202, "", ""}, want: v1.OutcomeSucceeded,
+		},
+		"LongerThanTheLimit": {
+			reason: "the tool's JSON, cut at the limit: no id can be read, but it is not a page",
+			answer: canned{201, jsonType, `{"id": "ch_1", "pad": "` + strings.Repeat("a", 2*maxBody) + `"}`},
+			want:   v1.OutcomeSucceeded,
+		},
 		"TextDeclared": {
 			reason: "an operation whose success is text takes any body",
 			format: v1.FormatText, noID: true,
@@ -257,8 +286,9 @@ func TestSuccessThatIsNotTheTools(t *testing.T) {
 // secret the limit would split, so that no part of it is kept.
 func TestCutKeepsSecretsWhole(t *testing.T) {
 	const token = "s3cr3t-t0ken-value"
-	for _, at := range []int{maxBody - 5, maxBody - 1, maxBody - len(token), maxBody + 1} {
+	for _, at := range []int{maxBody - 5, maxBody - 1, maxBody - len(token) + 1, maxBody - len(token), maxBody + 1} {
 		t.Run(fmt.Sprint(at), func(t *testing.T) {
+			// The body is a JSON string: the token starts at offset at.
 			body := `"` + strings.Repeat("a", at-1) + token + strings.Repeat("b", maxBody) + `"`
 			srv := serve(t, canned{200, jsonType, body})
 			spec := toolSpec(srv, v1.IdempotencyNone)
@@ -269,9 +299,42 @@ func TestCutKeepsSecretsWhole(t *testing.T) {
 			if r.Outcome != v1.OutcomeSucceeded {
 				t.Fatalf("want Succeeded, got %s: %s", r.Outcome, r.Message)
 			}
-			kept := resultOf(r.Result) + r.Message
-			if strings.Contains(kept, token[:4]) {
-				t.Errorf("part of the secret is kept near offset %d", strings.Index(kept, token[:4]))
+			kept := strings.TrimSuffix(resultOf(r.Result), `"`)
+			for n := 1; n < len(token); n++ {
+				if strings.HasSuffix(kept, token[:n]) {
+					t.Errorf("the kept body ends in %q, the start of the secret", token[:n])
+				}
+			}
+			if strings.Contains(kept+r.Message, token) {
+				t.Error("the secret is kept")
+			}
+		})
+	}
+}
+
+// TestKeptValuesAreScrubbed: what mappings keep is read from the answer
+// scrubbed, so that a mapping that transforms an echoed secret keeps none
+// of it; and a description re-encodes the answer only once it is
+// scrubbed, whatever characters the secret holds.
+func TestKeptValuesAreScrubbed(t *testing.T) {
+	for _, token := range []string{"s3cr3t-t0ken-value", `p&ss"word-123<x>`} {
+		t.Run(token, func(t *testing.T) {
+			srv := echoTool(t)
+			spec := echoToolSpec(srv.URL)
+			op := &spec.Operations[1]
+			op.Response = v1.ResponseMapping{ExternalObjectID: "response.body.unicode.upperAscii()",
+				Result: "{'start': response.body.unicode.substring(0, 12), 'upper': response.body.unicode.upperAscii(), " +
+					"'lower': response.headers['x-echo-authorization'].lowerAscii()}"}
+			c := connectTo(t, spec, "Bearer "+token)
+			r := c.Execute(context.Background(), effects.Request{Operation: op.Name, Key: "k", Timeout: time.Second})
+			if r.Outcome != v1.OutcomeSucceeded {
+				t.Fatalf("want Succeeded, got %s: %s", r.Outcome, r.Message)
+			}
+			kept := strings.ToLower(resultOf(r.Result) + r.Message + r.ExternalObjectID)
+			for _, part := range []string{strings.ToLower(token), strings.ToLower(token[:8]), strings.ToLower(`p&ss\"word`)} {
+				if strings.Contains(kept, part) {
+					t.Errorf("%q of the secret is kept: %s", part, kept)
+				}
 			}
 		})
 	}
@@ -285,28 +348,39 @@ func resultOf(r *runtime.RawExtension) string {
 	return string(r.Raw)
 }
 
-// TestWarnings: a lookup whose absent reads a list, with nothing that
-// says the list is complete, is warned about; one that checks a total, a
-// next page or an incomplete flag, or reads no list, is not.
+// TestWarnings: a lookup whose found reads the status alone, or whose
+// absent reads a list with nothing that says the list is complete, is
+// warned about; one that checks the key, a total, a next page or an
+// incomplete flag, or reads no list, is not.
 func TestWarnings(t *testing.T) {
 	cases := map[string]struct {
-		absent string
-		warn   bool
+		found, absent string
+		warn          string
 	}{
-		"FirstPageOnly":    {absent: "response.status == 200 && !response.body.items.exists(i, i.external_id == key)", warn: true},
-		"EmptyPage":        {absent: "response.status == 200 && size(response.body.items) == 0", warn: true},
-		"TotalChecked":     {absent: "response.status == 200 && response.body.total == 0", warn: false},
-		"NoNextPage":       {absent: "size(response.body.items) == 0 && !has(response.body.next)", warn: false},
-		"IncompleteFlag":   {absent: "size(response.body.items) == 0 && !response.body.incomplete_results", warn: false},
-		"TheToolsNotFound": {absent: notFound, warn: false},
+		"FirstPageOnly":     {absent: "response.status == 200 && !response.body.items.exists(i, i.external_id == key)", warn: "absent"},
+		"EmptyPage":         {absent: "response.status == 200 && size(response.body.items) == 0", warn: "absent"},
+		"EmptyList":         {absent: "response.status == 200 && response.body.items == []", warn: "absent"},
+		"AccountIsNotCount": {absent: "!response.body.items.exists(i, i.account_id == key)", warn: "absent"},
+		"TotalChecked":      {absent: "response.status == 200 && response.body.total == 0"},
+		"NoNextPage":        {absent: "size(response.body.items) == 0 && !has(response.body.next)"},
+		"IncompleteFlag":    {absent: "size(response.body.items) == 0 && !response.body.incomplete_results"},
+		"TheToolsNotFound":  {absent: notFound},
+		"StatusAlone":       {found: "response.status == 200", absent: notFound, warn: "found"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			spec := toolSpec("http://tool.example", v1.IdempotencyLookup)
-			spec.Operations[0].Lookup.Absent = tc.absent
-			got := Warnings(spec)
-			if (len(got) > 0) != tc.warn {
-				t.Errorf("absent %q: want a warning %v, got %q", tc.absent, tc.warn, got)
+			l := spec.Operations[0].Lookup
+			l.Absent = tc.absent
+			if tc.found != "" {
+				l.Found = tc.found
+			}
+			got := strings.Join(Warnings(spec), "\n")
+			switch {
+			case tc.warn == "" && got != "":
+				t.Errorf("found %q, absent %q: want no warning, got %q", l.Found, l.Absent, got)
+			case tc.warn != "" && !strings.Contains(got, "lookup."+tc.warn):
+				t.Errorf("found %q, absent %q: want a warning about %s, got %q", l.Found, l.Absent, tc.warn, got)
 			}
 		})
 	}

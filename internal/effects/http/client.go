@@ -176,14 +176,15 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 	}
 	// A success by the default table must look like the tool's; one that
 	// a rule of the tool's author names is theirs to vouch for.
-	if why := c.notTheTools(ctx, op, resp, view); why != "" && !ruled {
+	kept := resp.kept(in)
+	if why := c.notTheTools(ctx, op, resp, kept); why != "" && !ruled {
 		// A success the tool would not give proves nothing: an effect
 		// may or may not stand behind the page in front of it.
 		r.Outcome, r.Relayed = v1.OutcomeUnknown, false
 		r.Message = fmt.Sprintf("a %d answer that is not the tool's (%s): %s", resp.Status, why, r.Message)
 		return r, nil
 	}
-	raw := c.extract(ctx, op, view, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
+	raw := c.extract(ctx, op, kept, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
 	return r, raw
 }
 
@@ -192,17 +193,27 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 // be read from it. It returns "" for the tool's answer.
 func (c *Client) notTheTools(ctx context.Context, op *v1.ToolOperation, resp answer, view response) string {
 	m := op.Response
+	empty := len(bytes.TrimSpace(resp.Body)) == 0
 	switch m.Format {
 	case v1.FormatNone:
-		if len(bytes.TrimSpace(resp.Body)) > 0 {
+		if !empty {
 			return "the operation's success has no body, and this one has " + bodyKind(resp)
 		}
 		return ""
 	case v1.FormatText:
 	default:
-		// A body cut at the limit cannot be decoded; its start still tells
-		// JSON from a page.
-		if !resp.JSON && (!resp.Cut || !startsLikeJSON(resp.Body)) {
+		switch {
+		case resp.JSON:
+		case resp.Cut && startsLikeJSON(resp.Body):
+			// Cut at the limit, it cannot be decoded, nor an id read
+			// from it; its start still tells JSON from a page.
+			return ""
+		case empty && m.ExternalObjectID == "" &&
+			(resp.Status == nethttp.StatusNoContent || resp.Status == nethttp.StatusAccepted):
+			// "Done, nothing to say" (a DELETE's 204): no page in front
+			// of a tool answers so.
+			return ""
+		default:
 			return "the operation's success is JSON, and this body is " + bodyKind(resp)
 		}
 	}
@@ -266,11 +277,15 @@ func (c *Client) lookup(ctx context.Context, req effects.Request) (protocol.Look
 		}
 	}
 	switch {
+	case foundErr != nil:
+		// A found that failed said nothing: "absent" on its silence would
+		// be a guess, and a guess here makes a second effect. (An absent
+		// that failed does not undo what found proves.)
 	case found && absent:
 		r.Message += "; both found and absent accept this answer, so it proves neither"
 	case found:
 		r.Verdict = protocol.VerdictFound
-		return r, c.extract(ctx, op, view, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
+		return r, c.extract(ctx, op, resp.kept(in), &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
 	case absent:
 		r.Verdict = protocol.VerdictAbsent
 	}
@@ -285,10 +300,11 @@ func (c *Client) proves(ctx context.Context, expr string, view response) (bool, 
 	return c.compiler.Bool(ctx, expr, view)
 }
 
-// answer is a response read in full, up to maxBody, as it was received:
-// decisions (found, absent, outcome rules, mappings) run on what the tool
-// said, and the scrubber applies to what is kept, logged or printed (a
-// secret that also occurs in the key must not hide the key from a lookup).
+// answer is a response read in full, up to maxBody, as it was received.
+// Decisions (found, absent, outcome rules, replayed, valid, invalid) run on
+// what the tool said (cel): a secret that also occurs in the key must not
+// hide the key from a lookup. What is kept (ids, results, messages) is
+// mapped from the answer scrubbed (kept) and scrubbed again on its way out.
 type answer struct {
 	Status     int
 	StatusText string
@@ -306,9 +322,25 @@ type answer struct {
 	scrub *scrubber
 }
 
-// cel is the answer as expressions see it.
+// cel is the answer as decisions see it: as received.
 func (a answer) cel(in request) response {
 	return response{Status: a.Status, Headers: a.Headers, Body: a.Decoded, request: in}
+}
+
+// kept is the answer as mappings see it, whose values are kept: scrubbed,
+// with the key and the parameters scrubbed the same way, so that a mapping
+// that compares them still matches, and one that transforms an echoed
+// secret (a substring, a change of case) finds none.
+func (a answer) kept(in request) response {
+	if a.scrub == nil || a.scrub.r == nil {
+		return a.cel(in)
+	}
+	headers := make(map[string]string, len(a.Headers))
+	for k, v := range a.Headers {
+		headers[k] = a.scrub.string(v)
+	}
+	in.Key, in.Parameters = a.scrub.string(in.Key), a.scrub.value(in.Parameters)
+	return response{Status: a.Status, Headers: headers, Body: a.scrub.value(a.Decoded), request: in}
 }
 
 // summary is a short, secret-free description: the status and the start
@@ -323,10 +355,12 @@ func (a answer) describe(snippet int) string {
 	s := a.scrub.string(a.StatusText)
 	text := string(a.Body)
 	if a.JSON {
+		// Scrubbed before it is encoded again: the encoding of a secret
+		// need not be one the scrubber knows.
 		var b strings.Builder
 		e := json.NewEncoder(&b)
 		e.SetEscapeHTML(false)
-		if err := e.Encode(a.Decoded); err == nil {
+		if err := e.Encode(a.scrub.value(a.Decoded)); err == nil {
 			text = b.String()
 		}
 	}

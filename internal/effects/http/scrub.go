@@ -139,7 +139,7 @@ func (s *scrubber) cutBefore(b []byte, n int) int {
 	return n
 }
 
-// value scrubs the strings, keys included, of decoded JSON.
+// value scrubs the strings, keys included, of decoded JSON, into a copy.
 func (s *scrubber) value(v any) any {
 	if s == nil || s.r == nil {
 		return v
@@ -154,10 +154,11 @@ func (s *scrubber) value(v any) any {
 		}
 		return out
 	case []any:
+		out := make([]any, len(v))
 		for i, e := range v {
-			v[i] = s.value(e)
+			out[i] = s.value(e)
 		}
-		return v
+		return out
 	default:
 		return v
 	}

@@ -97,26 +97,59 @@ func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 }
 
 // readsList matches an expression that reads a list: a search's items.
-var readsList = regexp.MustCompile(`\.(exists|exists_one|all|filter|map)\(|\bsize\(`)
+var readsList = regexp.MustCompile(`\.(exists|exists_one|all|filter|map)\(|\bsize\(|==\s*\[\s*\]`)
 
-// readsCompleteness matches an expression that reads whether a list is
-// complete: a total or count, a next page or cursor, GitHub's
-// incomplete_results.
-var readsCompleteness = regexp.MustCompile(`(?i)total|count|next|more|cursor|page|complete`)
+// identifier matches the names an expression reads.
+var identifier = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+
+// completeness are the names by which answers say whether a list is
+// complete: a total or count, a next page or cursor, a flag.
+var completeness = map[string]bool{
+	"total": true, "total_count": true, "totalCount": true, "count": true, "totalResults": true,
+	"next": true, "next_page": true, "nextPage": true, "next_cursor": true, "nextCursor": true, "nextPageToken": true,
+	"has_more": true, "hasMore": true, "more": true, "cursor": true, "page": true, "pages": true,
+	"incomplete_results": true, "complete": true, "truncated": true, "links": true,
+}
+
+// readsCompleteness reports whether expr reads a name by which answers say
+// a list is complete.
+func readsCompleteness(expr string) bool {
+	for _, name := range identifier.FindAllString(expr, -1) {
+		if completeness[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// readsOnlyStatus matches an expression that reads neither the body nor
+// the headers of the answer.
+func readsOnlyStatus(expr string) bool {
+	return !strings.Contains(expr, "response.body") && !strings.Contains(expr, "response.headers")
+}
 
 // Warnings are what Validate cannot refuse but a tool author should know:
-// a lookup's absent that reads a list, with nothing that says the list is
-// complete. A search proves absence only from a complete answer; one page
-// of many, or a sort that puts the effect later, proves nothing.
+// a lookup's found that reads the status alone (a default page answers
+// 200 too; Tools made before found was required have that default), and
+// an absent that reads a list with nothing that says the list is complete
+// (a search proves absence only from a complete answer; one page of many,
+// or a sort that puts the effect later, proves nothing).
 func Warnings(spec *v1.ToolSpec) []string {
 	var out []string
 	for i, op := range spec.Operations {
 		l := op.Lookup
-		if l == nil || !readsList.MatchString(l.Absent) || readsCompleteness.MatchString(l.Absent) {
+		if l == nil {
 			continue
 		}
-		out = append(out, fmt.Sprintf("spec.operations[%d].lookup.absent reads a list but nothing that says it is complete "+
-			"(a total, a next page): a search proves absence only from a complete answer", i))
+		at := fmt.Sprintf("spec.operations[%d].lookup", i)
+		if l.Found != "" && readsOnlyStatus(l.Found) {
+			out = append(out, at+".found reads the status alone: an ingress's default page or an empty search "+
+				"answers 200 too; check what the tool says of the key")
+		}
+		if readsList.MatchString(l.Absent) && !readsCompleteness(l.Absent) {
+			out = append(out, at+".absent reads a list but nothing that says it is complete "+
+				"(a total, a next page): a search proves absence only from a complete answer")
+		}
 	}
 	return out
 }

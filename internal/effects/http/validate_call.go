@@ -86,7 +86,7 @@ func (c *Client) validate(ctx context.Context, req effects.Request) effects.Vali
 	// success has) does not hide the refusal.
 	invalid, invalidErr := c.compiler.Bool(ctx, cmp.Or(v.Invalid, defaultInvalid), view)
 	if invalidErr == nil && invalid {
-		r.Verdict, r.Message = effects.ValidateInvalid, c.refusal(ctx, v.Message, resp, view)
+		r.Verdict, r.Message = effects.ValidateInvalid, c.refusal(ctx, v.Message, resp, resp.kept(in))
 		return r
 	}
 	r.Verdict = effects.ValidateUndecided
