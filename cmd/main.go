@@ -76,6 +76,7 @@ type options struct {
 	clusterResourceNamespace string
 	maxConcurrentReconciles  int
 	maxClaim, claimGrace     time.Duration
+	maxErrorBackoff          time.Duration
 	shards                   int
 	shardNamespace           string
 	leaderElectionNamespace  string
@@ -110,6 +111,9 @@ func main() {
 		"The longest claim taken without renewal; calls with longer timeouts renew their claim while they run.")
 	flag.DurationVar(&o.claimGrace, "claim-grace", 10*time.Second,
 		"Added to every claim, for writing the outcome after the call's timeout.")
+	flag.DurationVar(&o.maxErrorBackoff, "max-error-backoff", controller.DefaultMaxErrorBackoff,
+		"The longest wait before a reconcile that failed (the API server unreachable, a write refused) is retried. "+
+			"The wait doubles from 5ms up to this, jittered: work resumes within this of the API server's return.")
 	flag.IntVar(&o.shards, "shards", 0, "Split the operations and sagas into this many shards, held by the running "+
 		"managers through Leases, so that managers stop contending for the same objects; every manager must use "+
 		"the same number. 0 turns sharding off: every manager handles every object.")
@@ -174,6 +178,7 @@ func run(o options) error {
 		MaxConcurrentReconciles:  o.maxConcurrentReconciles,
 		MaxClaim:                 o.maxClaim,
 		ClaimGrace:               o.claimGrace,
+		MaxErrorBackoff:          o.maxErrorBackoff,
 		Shards:                   o.shards,
 		ShardNamespace:           cmp.Or(o.shardNamespace, ownNamespace()),
 		ShardLeaseDuration:       o.shardLease,

@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -46,6 +47,8 @@ type IdempotencyRecordReconciler struct {
 	// Shards says which records this manager collects; nil: all. A
 	// record's shard is its operations'.
 	Shards *shard.Sharder
+	// ErrorBackoff is how a pass that returned an error is retried.
+	ErrorBackoff ErrorBackoff
 }
 
 // Reconcile collects one record if its time has come.
@@ -108,6 +111,7 @@ func (r *IdempotencyRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				}
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 			}), builder.WithPredicates(onlyDeletes)).
+		WithOptions(controller.Options{RateLimiter: r.ErrorBackoff.rateLimiter()}).
 		Named("idempotencyrecord")
 	if r.Shards != nil {
 		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.IdempotencyRecordList{}))

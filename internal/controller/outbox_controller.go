@@ -77,6 +77,8 @@ type OutboxReconciler struct {
 	// Shards says which objects this manager handles; nil: all.
 	Shards                  *shard.Sharder
 	MaxConcurrentReconciles int
+	// ErrorBackoff is how a pass that returned an error is retried.
+	ErrorBackoff ErrorBackoff
 
 	kind outboxKind
 }
@@ -235,7 +237,8 @@ func (r *OutboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(r.kind.newObject(), builder.WithPredicates(pending, r.Shards.Predicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
+			RateLimiter: r.ErrorBackoff.rateLimiter()}).
 		Named("outbox-" + string(r.kind.name))
 	if r.Shards != nil {
 		// A shard taken over brings its objects here; those without a

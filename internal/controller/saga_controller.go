@@ -76,6 +76,8 @@ type SagaReconciler struct {
 	WatchNamespaces []string
 	// Shards says which sagas this manager handles; nil: all.
 	Shards *shard.Sharder
+	// ErrorBackoff is how a pass that returned an error is retried.
+	ErrorBackoff ErrorBackoff
 
 	// plans keeps the compiled expressions of recent sagas: compiling
 	// costs far more than a decision, and a saga's steps never change.
@@ -427,7 +429,8 @@ func (r *SagaReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.Saga{}, builder.WithPredicates(r.Shards.Predicate())).
 		Owns(&v1.SideEffectOperation{}).
 		Named("saga").
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles})
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles,
+			RateLimiter: r.ErrorBackoff.rateLimiter()})
 	if r.Shards != nil {
 		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.SagaList{}))
 	}

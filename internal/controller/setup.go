@@ -50,6 +50,9 @@ type Config struct {
 	// MaxClaim bounds a claim before renewal; ClaimGrace is added to every
 	// claim, for writing the outcome after the call's timeout.
 	MaxClaim, ClaimGrace time.Duration
+	// MaxErrorBackoff caps the wait before every controller retries a
+	// reconcile that returned an error; DefaultMaxErrorBackoff if zero.
+	MaxErrorBackoff time.Duration
 	// Egress is where tools may be called; nil refuses loopback,
 	// link-local, metadata and unspecified addresses, and allows the rest.
 	Egress *httpeffects.Egress
@@ -112,7 +115,8 @@ type Deps struct {
 	// subscribers.
 	Transport nethttp.RoundTripper
 	// Jitter draws a uniform duration in [0, d] for the backoffs of calls
-	// and deliveries (full jitter); math/rand if nil.
+	// and deliveries (full jitter) and of reconciles that returned an
+	// error; math/rand if nil.
 	Jitter func(d time.Duration) time.Duration
 	// Shards says which objects this manager handles; nil: all.
 	Shards *shard.Sharder
@@ -161,6 +165,7 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 	if budget.MaxAttempts <= 0 {
 		budget = outbox.DefaultBudget
 	}
+	errorBackoff := ErrorBackoff{Max: c.MaxErrorBackoff, Jitter: d.Jitter}
 	return &Reconcilers{
 		Operation: &SideEffectOperationReconciler{
 			Client:                  d.Client,
@@ -177,24 +182,25 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 			MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 			WatchNamespaces:         c.WatchNamespaces,
 			Shards:                  d.Shards,
+			ErrorBackoff:            errorBackoff,
 		},
 		Saga: &SagaReconciler{
 			Client: d.Client, APIReader: d.APIReader, Recorder: d.Recorder,
 			Connector: connector, Validator: connector, Clock: d.Clock,
 			MaxConcurrentReconciles: c.MaxConcurrentReconciles, WatchNamespaces: c.WatchNamespaces, Shards: d.Shards,
-			plans: lru.New(plansSize),
+			ErrorBackoff: errorBackoff, plans: lru.New(plansSize),
 		},
 		Record: &IdempotencyRecordReconciler{
-			Client: d.Client, APIReader: d.APIReader, Clock: d.Clock, Shards: d.Shards,
+			Client: d.Client, APIReader: d.APIReader, Clock: d.Clock, Shards: d.Shards, ErrorBackoff: errorBackoff,
 		},
 		Outbox: NewOutboxReconcilers(OutboxReconciler{
 			Client: d.Client, APIReader: d.APIReader, Recorder: d.Recorder,
 			Sender: snd, Clock: d.Clock, Jitter: d.Jitter,
 			Budget: budget, Timeout: cmp.Or(c.OutboxTimeout, DefaultOutboxTimeout), Shards: d.Shards,
-			MaxConcurrentReconciles: c.MaxConcurrentReconciles,
+			MaxConcurrentReconciles: c.MaxConcurrentReconciles, ErrorBackoff: errorBackoff,
 		}),
 		Tools: newToolReconcilers(ToolReconciler{
-			Client: d.Client, Validator: connector, Headers: connector, Clock: d.Clock,
+			Client: d.Client, Validator: connector, Headers: connector, Clock: d.Clock, ErrorBackoff: errorBackoff,
 		}, len(c.WatchNamespaces) == 0),
 	}, nil
 }

@@ -146,3 +146,36 @@ func TestBuildWiresDeps(t *testing.T) {
 		t.Errorf("tool reconcilers of a manager watching some namespaces: -want, +got:\n%s", diff)
 	}
 }
+
+// TestBuildWiresErrorBackoff checks that every reconciler Build makes is
+// retried after an error with the config's cap and the Deps' jitter: each
+// runs a controller of the manager.
+func TestBuildWiresErrorBackoff(t *testing.T) {
+	d := testDeps()
+	d.Jitter = func(time.Duration) time.Duration { return 7 * time.Second }
+	rs, err := Config{MaxErrorBackoff: 2 * time.Second}.Build(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backoffs := map[string]ErrorBackoff{"sideeffectoperation": rs.Operation.ErrorBackoff, "saga": rs.Saga.ErrorBackoff,
+		"idempotencyrecord": rs.Record.ErrorBackoff}
+	for _, r := range rs.Outbox {
+		backoffs["outbox-"+string(r.kind.name)] = r.ErrorBackoff
+	}
+	for _, r := range rs.Tools {
+		backoffs[r.name] = r.ErrorBackoff
+	}
+	got := map[string]time.Duration{}
+	for name, b := range backoffs {
+		if b.Jitter == nil || b.Jitter(time.Minute) != 7*time.Second {
+			t.Errorf("the %s reconciler's error backoff does not draw from the Deps' jitter", name)
+		}
+		got[name] = b.Max
+	}
+	want := map[string]time.Duration{"sideeffectoperation": 2 * time.Second, "saga": 2 * time.Second,
+		"idempotencyrecord": 2 * time.Second, "outbox-operation": 2 * time.Second, "outbox-saga": 2 * time.Second,
+		"tool": 2 * time.Second, "clustertool": 2 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the reconcilers' error backoff caps: -want, +got:\n%s", diff)
+	}
+}

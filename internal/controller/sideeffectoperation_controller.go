@@ -95,6 +95,8 @@ type SideEffectOperationReconciler struct {
 	WatchNamespaces []string
 	// Shards says which operations this manager handles; nil: all.
 	Shards *shard.Sharder
+	// ErrorBackoff is how a pass that returned an error is retried.
+	ErrorBackoff ErrorBackoff
 
 	// pending keeps answers whose write failed for a reason other than a
 	// conflict, so the next pass records them instead of reconciling.
@@ -202,7 +204,8 @@ func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mg
 		For(&v1.SideEffectOperation{}, builder.WithPredicates(r.Shards.Predicate())).
 		Watches(&v1.SideEffectOperation{}, handler.EnqueueRequestsFromMapFunc(r.duplicatesOf)).
 		Watches(&v1.Tool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
+			RateLimiter: r.ErrorBackoff.rateLimiter()}).
 		Named("sideeffectoperation")
 	if len(r.WatchNamespaces) == 0 {
 		b = b.Watches(&v1.ClusterTool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
@@ -48,6 +49,8 @@ type ToolReconciler struct {
 	// is the one a call would meet.
 	Headers HeaderResolver
 	Clock   clock.Clock
+	// ErrorBackoff is how a check that returned an error is retried.
+	ErrorBackoff ErrorBackoff
 	// name names the controller; newTool makes an empty object of the
 	// kind this reconciler serves.
 	name    string
@@ -119,5 +122,6 @@ func newToolReconcilers(base ToolReconciler, clusterTools bool) []*ToolReconcile
 
 // SetupWithManager runs the reconciler on the tools of its kind.
 func (r *ToolReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(r.newTool()).Named(r.name).Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).For(r.newTool()).Named(r.name).
+		WithOptions(controller.Options{RateLimiter: r.ErrorBackoff.rateLimiter()}).Complete(r)
 }

@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -177,9 +178,12 @@ type Manager struct {
 	saga        *controller.SagaReconciler
 	relays      map[string]*controller.OutboxReconciler
 	queue       map[request]time.Time
-	failures    map[request]int
-	parked      map[request]*passRun
-	cutOff      bool
+	// retries is how long a pass that returned an error waits to be
+	// retried: the rate limiter Build gives every controller, one for all
+	// of them here, since a request names its controller.
+	retries workqueue.TypedRateLimiter[request]
+	parked  map[request]*passRun
+	cutOff  bool
 }
 
 func (m *Manager) holder() string { return fmt.Sprintf("%s-%d", m.Name, m.incarnation) }
@@ -416,7 +420,7 @@ func refOf(op *v1.SideEffectOperation) string {
 // cache listed from the server now, and every object queued.
 func (m *Manager) boot() {
 	w := m.w
-	m.queue, m.failures, m.parked = map[request]time.Time{}, map[request]int{}, map[request]*passRun{}
+	m.queue, m.parked = map[request]time.Time{}, map[request]*passRun{}
 	m.cache = NewCache(w.server, m.changed)
 	m.client = NewClient(w.server, m.cache, gate{m})
 	// The same wiring as cmd/main.go's, on the simulated API server,
@@ -426,6 +430,7 @@ func (m *Manager) boot() {
 		Recorder: recorder{w}, Clock: processClock{w.clock, w}, Transport: transport{w}, Jitter: w.jitter})
 	must(err)
 	m.op, m.rec, m.saga = rs.Operation, rs.Record, rs.Saga
+	m.retries = controller.NewErrorRateLimiter[request](rs.Operation.ErrorBackoff)
 	m.relays = map[string]*controller.OutboxReconciler{ctrlRelayOperation: rs.Outbox[0], ctrlRelaySaga: rs.Outbox[1]}
 	must(m.op.IndexFields(context.Background(), m.cache))
 	for k := range m.cache.objects {
@@ -727,18 +732,13 @@ func (w *World) await(pr *passRun) {
 	m := pr.m
 	switch {
 	case msg.err != nil:
-		n := m.failures[pr.req]
-		m.failures[pr.req] = n + 1
-		// controller-runtime's default per-item limiter: 5ms doubling, up
-		// to 1000s.
-		d := min(5*time.Millisecond<<min(n, 30), 1000*time.Second)
-		m.enqueue(pr.req, d)
+		m.enqueue(pr.req, m.retries.When(pr.req))
 		w.note("the pass of %s by %s fails: %v", pr.req, m.Name, msg.err)
 	case msg.res.RequeueAfter > 0:
-		delete(m.failures, pr.req)
+		m.retries.Forget(pr.req)
 		m.enqueue(pr.req, msg.res.RequeueAfter)
 	default:
-		delete(m.failures, pr.req)
+		m.retries.Forget(pr.req)
 	}
 	if pr.req.ctrl == ctrlOperation && msg.err == nil && !pr.apiErr && !m.cutOff {
 		w.checkHeld(m, pr.req.NamespacedName)
