@@ -47,3 +47,12 @@ const (
 	// DefaultIdempotencyHeader carries the key (ToolIdempotency.header).
 	DefaultIdempotencyHeader = "Idempotency-Key"
 )
+
+// DefaultClientTTLSecondsAfterFinished is the ttlSecondsAfterFinished that
+// programs which make operations and sagas for their callers (the Go
+// client, the MCP gateway, the ingress) set unless told otherwise: they
+// make one object per call, and the objects would fill etcd. The API
+// server sets none: an object a person or a GitOps tool applied is kept,
+// since a GitOps tool applies a deleted manifest again, and after the
+// record's retention that executes again (docs/gitops.md).
+const DefaultClientTTLSecondsAfterFinished int32 = 3600

@@ -96,6 +96,20 @@ type SagaSpec struct {
 	// +kubebuilder:validation:MaxItems=4
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.subscribers are immutable: the outcome is announced to the subscribers named at creation"
 	Subscribers []Subscriber `json:"subscribers,omitempty"`
+
+	// ttlSecondsAfterFinished is how long the saga is kept after it ends
+	// (Committed, Compensated or FailedFinal; never while it runs or waits
+	// in NeedsReview), counted from status.completionTime; then Once
+	// deletes it, and the garbage collector its steps' operations. Their
+	// IdempotencyRecords stay until each expires (the step's completion
+	// plus its retention), so the same saga applied again within retention
+	// makes no step's effect a second time. Unset, the saga is kept until
+	// someone deletes it. The MCP gateway and the Go client set 3600 unless
+	// told otherwise. It may be changed at any time.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="spec.ttlSecondsAfterFinished must be 0 or more: the seconds the saga is kept after it ends"
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // SagaStep is one side effect of a saga. It is immutable: each field

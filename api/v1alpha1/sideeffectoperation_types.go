@@ -90,6 +90,23 @@ type SideEffectOperationSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(oldSelf)",message="spec.retention is immutable"
 	Retention *metav1.Duration `json:"retention,omitempty"`
 
+	// ttlSecondsAfterFinished is how long the object is kept after the
+	// operation ends (Committed, FailedFinal or Compensated; never while it
+	// runs or waits in NeedsReview), counted from status.completionTime;
+	// then Once deletes it. Its scope's IdempotencyRecord is not deleted
+	// with it: it keeps the outcome until status.expiryTime (the completion
+	// plus spec.retention), so the same operation applied again within
+	// retention reports that outcome and makes no second effect; applied
+	// after it, it executes again. Unset, the object is kept until someone
+	// deletes it. An operation that a Saga controls (a step or a
+	// compensation) is deleted with its saga, never by its own
+	// ttlSecondsAfterFinished. The MCP gateway, the ingress and the Go
+	// client set 3600 unless told otherwise. It may be changed at any time.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="spec.ttlSecondsAfterFinished must be 0 or more: the seconds the object is kept after it ends"
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
 	// retryPolicy bounds retries of attempts that provably had no effect.
 	// +optional
 	// +kubebuilder:default={}

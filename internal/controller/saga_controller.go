@@ -126,8 +126,11 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !s.DeletionTimestamp.IsZero() || s.Status.State.IsTerminal() && s.Status.ObservedGeneration == s.Generation {
+	if !s.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
+	}
+	if s.Status.State.IsTerminal() && s.Status.ObservedGeneration == s.Generation {
+		return r.expireSaga(ctx, &s)
 	}
 	if !r.Shards.OwnsObject(&s) {
 		// Another manager holds the saga's shard; an event of one of its

@@ -145,7 +145,10 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		}
 	}
 	if op.Status.State.IsTerminal() {
-		return ctrl.Result{}, r.keepFinalizer(ctx, op)
+		if err := r.keepFinalizer(ctx, op); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.expireOperation(ctx, op)
 	}
 	if _, answered := r.pending.Load(op.UID); !answered && !r.Shards.OwnsObject(op) {
 		// Another manager holds the operation's shard (a tool, namespace
