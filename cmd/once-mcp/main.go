@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -42,6 +43,7 @@ import (
 
 	"github.com/once-dev/once/internal/ingress"
 	"github.com/once-dev/once/internal/mcpgateway"
+	"github.com/once-dev/once/pkg/once"
 )
 
 // contextNamespace is the namespace of the kubeconfig's current context
@@ -76,10 +78,20 @@ func run() error {
 	maxCalls := flag.Int("max-calls", 256, "how many tools/calls may wait at once, in all; more are answered Busy")
 	maxCallsPerCaller := flag.Int("max-calls-per-caller", 16,
 		"how many tools/calls of one caller may wait at once; more are answered Busy")
+	ttl := flag.Int("ttl-seconds-after-finished", int(once.DefaultTTLSecondsAfterFinished),
+		"how long the operations and sagas of tools/calls are kept after they end, in seconds "+
+			"(their spec.ttlSecondsAfterFinished); -1 keeps them until someone deletes them. Their scope records "+
+			"keep the outcomes for --retention after they end, so a call repeated meanwhile makes no second effect")
+	retention := flag.Duration("retention", 0,
+		"how long the scope record of a tools/call's operation keeps its outcome after it ends "+
+			"(spec.retention); 0 is the API server's default, 24h")
 	routesFile := flag.String("ingress-routes", "",
 		"a YAML or JSON file of ingress routes; with it, messages POSTed to http://ADDR/ingress/<route> "+
 			"become operations, made as their sender (docs/outbox.md)")
 	flag.Parse() // also --kubeconfig, registered by controller-runtime
+	if *ttl < -1 || *ttl > math.MaxInt32 || *retention < 0 {
+		return errors.New("--ttl-seconds-after-finished is -1 or from 0 to 2147483647, and --retention is not negative")
+	}
 	if (*listen == "") == !*stdio {
 		return errors.New("give exactly one of --listen ADDR and --stdio")
 	}
@@ -97,6 +109,7 @@ func run() error {
 	g, err := mcpgateway.New(mcpgateway.Config{
 		REST: cfg, Namespace: *namespace, CallTimeout: *callTimeout, Logger: logger,
 		MaxCalls: *maxCalls, MaxCallsPerCaller: *maxCallsPerCaller,
+		TTLSecondsAfterFinished: new(int32(*ttl)), Retention: *retention,
 	})
 	if err != nil {
 		return err

@@ -49,7 +49,7 @@ var _ = Describe("spec.ttlSecondsAfterFinished", func() {
 		DeferCleanup(startManager(managerOptions{}))
 	})
 	withTTL := func(op *v1.SideEffectOperation, seconds int32) *v1.SideEffectOperation {
-		op.Spec.TTLSecondsAfterFinished = ptr.To(seconds)
+		op.Spec.TTLSecondsAfterFinished = new(seconds)
 		return op
 	}
 
@@ -219,7 +219,7 @@ func TestFinishedTime(t *testing.T) {
 func TestControlledBySaga(t *testing.T) {
 	ref := func(apiVersion, kind string, controller bool) *v1.SideEffectOperation {
 		return &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: apiVersion, Kind: kind, Name: "s", UID: "u", Controller: ptr.To(controller)}}}}
+			APIVersion: apiVersion, Kind: kind, Name: "s", UID: "u", Controller: new(controller)}}}}
 	}
 	cases := map[string]struct {
 		reason string

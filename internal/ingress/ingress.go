@@ -91,6 +91,30 @@ type Route struct {
 	Operation string           `json:"operation"`
 	// Subscribers, if any, are told each operation's outcome.
 	Subscribers []v1.Subscriber `json:"subscribers,omitempty"`
+	// TTLSecondsAfterFinished is how long each operation is kept after it
+	// ends (its spec.ttlSecondsAfterFinished): unset, one hour
+	// (v1alpha1.DefaultClientTTLSecondsAfterFinished); -1 keeps them until
+	// someone deletes them. A message delivered again after its operation
+	// went gets the outcome its scope's record keeps, within Retention.
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+	// Retention is how long each operation's scope record keeps its
+	// outcome after it ends (spec.retention): a message delivered again
+	// within it makes no second effect. Unset, the API server's default,
+	// 24h; it should cover how long the sender may deliver a message again.
+	Retention *metav1.Duration `json:"retention,omitempty"`
+}
+
+// ttl is the spec.ttlSecondsAfterFinished of the route's operations.
+func (r Route) ttl() *int32 {
+	switch {
+	case r.TTLSecondsAfterFinished == nil:
+		d := v1.DefaultClientTTLSecondsAfterFinished
+		return &d
+	case *r.TTLSecondsAfterFinished < 0:
+		return nil
+	}
+	t := *r.TTLSecondsAfterFinished
+	return &t
 }
 
 // Handler is the ingress endpoint.
@@ -139,6 +163,12 @@ func (h *Handler) Validate() error {
 		}
 		if r.Namespace == "" || r.ToolRef.Name == "" || r.Operation == "" {
 			return fmt.Errorf("ingress route %q: namespace, tool and operation are required", name)
+		}
+		if t := r.TTLSecondsAfterFinished; t != nil && *t < -1 {
+			return fmt.Errorf("ingress route %q: ttlSecondsAfterFinished is -1 (kept until deleted) or 0 or more", name)
+		}
+		if r.Retention != nil && r.Retention.Duration <= 0 {
+			return fmt.Errorf("ingress route %q: retention must be positive", name)
 		}
 	}
 	return nil
@@ -262,7 +292,8 @@ func (h *Handler) take(ctx context.Context, routeName string, route Route, m mes
 			Labels:      map[string]string{LabelRoute: routeName},
 			Annotations: map[string]string{AnnotationMessageID: m.id}},
 		Spec: v1.SideEffectOperationSpec{ToolRef: route.ToolRef, Operation: route.Operation,
-			Parameters: &runtime.RawExtension{Raw: m.params}, Subscribers: route.Subscribers},
+			Parameters: &runtime.RawExtension{Raw: m.params}, Subscribers: route.Subscribers,
+			Retention: route.Retention, TTLSecondsAfterFinished: route.ttl()},
 	}
 	if m.source != "" {
 		op.Annotations[AnnotationSource] = m.source

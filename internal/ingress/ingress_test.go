@@ -25,6 +25,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	ceclient "github.com/cloudevents/sdk-go/v2/client"
@@ -32,6 +33,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -308,5 +310,56 @@ func TestName(t *testing.T) {
 		Operation: "o"}}}
 	if err := h.Validate(); err == nil {
 		t.Error("a route name too long for a DNS label must be refused")
+	}
+}
+
+// TestOperationsGoAfterAnHour: what an ingress makes is kept an hour after
+// it ends unless its route says otherwise, and its record keeps the outcome
+// for the route's retention, as the API server stores them.
+func TestOperationsGoAfterAnHour(t *testing.T) {
+	_, ns := server(t)
+	days := metav1.Duration{Duration: 72 * time.Hour}
+	h := &Handler{Client: k8s, Routes: map[string]Route{
+		"orders": {Namespace: ns, ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create"},
+		"short": {Namespace: ns, ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create",
+			TTLSecondsAfterFinished: ptr.To[int32](60)},
+		"kept": {Namespace: ns, ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create",
+			TTLSecondsAfterFinished: ptr.To[int32](-1), Retention: &days},
+	}}
+	if err := h.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.StripPrefix("/ingress", h))
+	t.Cleanup(srv.Close)
+	type spec struct {
+		TTL       *int32
+		Retention *metav1.Duration
+	}
+	day := &metav1.Duration{Duration: 24 * time.Hour}
+	cases := map[string]struct {
+		reason string
+		want   spec
+	}{
+		"orders": {reason: "an hour by default, and the API server's retention", want: spec{ptr.To[int32](3600), day}},
+		"short":  {reason: "the route's TTL", want: spec{ptr.To[int32](60), day}},
+		"kept":   {reason: "-1 keeps it; the route's retention", want: spec{nil, &days}},
+	}
+	for route, tc := range cases {
+		t.Run(route, func(t *testing.T) {
+			status, a := post(t, srv.URL+"/ingress/"+route,
+				map[string]string{HeaderIdempotencyKey: "m-" + route, "Content-Type": "application/json"}, `{"amount":1}`)
+			if status != http.StatusAccepted {
+				t.Fatalf("want 202, got %d %+v", status, a)
+			}
+			op := operation(t, ns, a.Name)
+			if diff := cmp.Diff(tc.want, spec{op.Spec.TTLSecondsAfterFinished, op.Spec.Retention}); diff != "" {
+				t.Errorf("%s: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+	bad := &Handler{Routes: map[string]Route{"r": {Namespace: "n", ToolRef: v1.ToolReference{Name: "t"}, Operation: "o",
+		TTLSecondsAfterFinished: ptr.To[int32](-2)}}}
+	if err := bad.Validate(); err == nil {
+		t.Error("a TTL below -1 must be refused")
 	}
 }

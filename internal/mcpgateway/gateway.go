@@ -65,6 +65,17 @@ type Config struct {
 	// once, in all and per caller (256 and 16 by default); a call beyond
 	// them is answered Busy at once, having done nothing.
 	MaxCalls, MaxCallsPerCaller int
+	// TTLSecondsAfterFinished is how long the operations and sagas the
+	// gateway makes are kept after they end (their
+	// spec.ttlSecondsAfterFinished): nil is one hour
+	// (once.DefaultTTLSecondsAfterFinished), negative keeps them until
+	// someone deletes them. A call repeated after its operation went gets
+	// the outcome its scope's record keeps, within Retention.
+	TTLSecondsAfterFinished *int32
+	// Retention is how long an operation's scope record keeps its outcome
+	// after it ends (spec.retention); zero is the API server's default, 24
+	// hours.
+	Retention time.Duration
 	// Logger logs the gateway's work; never tokens or parameters.
 	Logger *slog.Logger
 	// SDKLogger receives the MCP SDK's own logs; by default only its
@@ -106,6 +117,10 @@ func New(cfg Config) (*Gateway, error) {
 			"calls again with the same key", cfg.CallTimeout, MaxCallTimeout)
 	}
 	cfg.MaxCalls, cfg.MaxCallsPerCaller = cmp.Or(cfg.MaxCalls, 256), cmp.Or(cfg.MaxCallsPerCaller, 16)
+	if cfg.TTLSecondsAfterFinished == nil {
+		d := once.DefaultTTLSecondsAfterFinished
+		cfg.TTLSecondsAfterFinished = &d
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -384,19 +399,29 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
 	defer cancel()
-	r := once.Request{
-		Namespace:  ns,
-		Tool:       ref,
-		Operation:  operation,
-		Key:        scoped,
-		Parameters: params,
-		Labels:     map[string]string{"once.dev/via": "mcp", "once.dev/caller": CallerID(c.user)},
-		Progress:   progressNotifier(ctx, req),
-	}
+	r := g.operationRequest(ns, ref, operation, scoped, params, c.user)
+	r.Progress = progressNotifier(ctx, req)
 	g.cfg.Logger.Info("tools/call", "tool", req.Params.Name, "user", c.user, "namespace", ns,
 		"operation", once.ObjectName(ref, operation, r.Key))
 	res, err := once.New(c.kube).Do(ctx, r)
 	return Answer(res, err), nil
+}
+
+// operationRequest is the request a tools/call by user makes: kept an hour
+// after it ends unless the gateway is told otherwise, since each call makes
+// an object.
+func (g *Gateway) operationRequest(ns string, ref v1.ToolReference, operation, key string, params json.RawMessage,
+	user string) once.Request {
+	return once.Request{
+		Namespace:               ns,
+		Tool:                    ref,
+		Operation:               operation,
+		Key:                     key,
+		Parameters:              params,
+		Labels:                  map[string]string{"once.dev/via": "mcp", "once.dev/caller": CallerID(user)},
+		Retention:               g.cfg.Retention,
+		TTLSecondsAfterFinished: g.cfg.TTLSecondsAfterFinished,
+	}
 }
 
 // usableTool reads the tool a call names, as its caller; a tool error

@@ -134,6 +134,8 @@ func (g *Gateway) callSaga(ctx context.Context, req *mcp.CallToolRequest, c *cal
 		Steps:     args.Steps,
 		Labels:    map[string]string{"once.dev/via": "mcp", "once.dev/caller": CallerID(c.user)},
 		Progress:  progressNotifier(ctx, req),
+		// Kept an hour after it ends unless the gateway is told otherwise.
+		TTLSecondsAfterFinished: g.cfg.TTLSecondsAfterFinished,
 	}
 	g.cfg.Logger.Info("tools/call", "tool", SagaToolName, "user", c.user, "namespace", ns, "saga", once.SagaName(r.Key))
 	res, err := once.New(c.kube).DoSaga(ctx, r)

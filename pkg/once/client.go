@@ -83,6 +83,17 @@ type Request struct {
 	Parameters json.RawMessage
 	// Labels are put on the operation when Do creates it.
 	Labels map[string]string
+	// Retention is how long the operation's scope record keeps its outcome
+	// after it ends (spec.retention), so that the same request within it
+	// gets that outcome and makes no second effect; zero is the API
+	// server's default, 24 hours. It must be at least the tool's replay
+	// window.
+	Retention time.Duration
+	// TTLSecondsAfterFinished is how long the operation is kept after it
+	// ends (spec.ttlSecondsAfterFinished): nil is
+	// DefaultTTLSecondsAfterFinished, one hour; negative keeps it until
+	// someone deletes it. Its record outlives it until Retention has passed.
+	TTLSecondsAfterFinished *int32
 	// Progress, if set, is called while Do waits, each time the
 	// operation's state or message changes.
 	Progress func(Progress)
@@ -247,12 +258,19 @@ func dns1123(s string) string {
 // errors.
 func (c *Client) Do(ctx context.Context, req Request) (Result, error) {
 	op, found, err := c.ensure(ctx, req)
-	if err != nil {
-		return Result{}, err
+	for again := 0; err == nil; again++ {
+		var res Result
+		res, err = c.wait(ctx, op, req.Progress)
+		if !apierrors.IsNotFound(err) || again == 2 {
+			res.Found = found
+			return res, err
+		}
+		// The operation went while Do waited (its TTL ran out between two
+		// reads): made again, it reports the outcome its scope's record
+		// keeps, with no second effect.
+		op, _, err = c.ensure(ctx, req)
 	}
-	res, err := c.wait(ctx, op, req.Progress)
-	res.Found = found
-	return res, err
+	return Result{}, err
 }
 
 // ensure creates the operation or reads the one that exists under its name
@@ -311,15 +329,39 @@ func newOperation(req Request) *v1.SideEffectOperation {
 	op := &v1.SideEffectOperation{
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, Labels: req.Labels},
 		Spec: v1.SideEffectOperationSpec{
-			ToolRef:        tool,
-			Operation:      req.Operation,
-			IdempotencyKey: req.Key,
+			ToolRef:                 tool,
+			Operation:               req.Operation,
+			IdempotencyKey:          req.Key,
+			TTLSecondsAfterFinished: ttlOrDefault(req.TTLSecondsAfterFinished),
 		},
+	}
+	if req.Retention > 0 {
+		op.Spec.Retention = &metav1.Duration{Duration: req.Retention}
 	}
 	if len(req.Parameters) > 0 && !bytes.Equal(bytes.TrimSpace(req.Parameters), []byte("null")) {
 		op.Spec.Parameters = &runtime.RawExtension{Raw: req.Parameters}
 	}
 	return op
+}
+
+// DefaultTTLSecondsAfterFinished is how long Do and DoSaga keep what they
+// made after it ends, unless the request says otherwise: they make one
+// object per call, which would otherwise stay for ever. The scope records
+// keep the outcomes for their retention after the objects are gone.
+const DefaultTTLSecondsAfterFinished = v1.DefaultClientTTLSecondsAfterFinished
+
+// ttlOrDefault is the spec.ttlSecondsAfterFinished of a request's ttl: nil
+// is the default, negative none.
+func ttlOrDefault(ttl *int32) *int32 {
+	switch {
+	case ttl == nil:
+		d := DefaultTTLSecondsAfterFinished
+		return &d
+	case *ttl < 0:
+		return nil
+	}
+	t := *ttl
+	return &t
 }
 
 // sameRequest says how got differs from the request want stands for, or ""

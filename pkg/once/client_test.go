@@ -22,12 +22,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
@@ -88,6 +90,8 @@ func TestSameRequest(t *testing.T) {
 			got: op(`{}`, func(o *v1.SideEffectOperation) { o.Spec.Operation = "p" })},
 		"OtherTool": {reason: "another tool", want: op(`{}`), differs: "it names Tool u",
 			got: op(`{}`, func(o *v1.SideEffectOperation) { o.Spec.ToolRef.Name = "u" })},
+		"OtherTTL": {reason: "how long the object is kept binds nothing", want: op(`{}`),
+			got: op(`{}`, func(o *v1.SideEffectOperation) { o.Spec.TTLSecondsAfterFinished = nil })},
 		"OtherKey": {reason: "an object of that name with another key", want: op(`{}`), differs: `holds key "z"`,
 			got: op(`{}`, func(o *v1.SideEffectOperation) { o.Spec.IdempotencyKey = "z" })},
 	}
@@ -177,6 +181,37 @@ func TestTransient(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := Transient(tc.err); got != tc.want {
 				t.Errorf("Transient(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOperationKeptAndRemembered(t *testing.T) {
+	type spec struct {
+		TTL       *int32
+		Retention *metav1.Duration
+	}
+	cases := map[string]struct {
+		reason string
+		req    Request
+		want   spec
+	}{
+		"Defaults": {reason: "an hour after it ends, and the API server's retention",
+			want: spec{TTL: ptr.To[int32](3600)}},
+		"TTL": {reason: "the caller's TTL", req: Request{TTLSecondsAfterFinished: ptr.To[int32](60)},
+			want: spec{TTL: ptr.To[int32](60)}},
+		"ZeroTTL": {reason: "0 deletes as soon as it ends", req: Request{TTLSecondsAfterFinished: ptr.To[int32](0)},
+			want: spec{TTL: ptr.To[int32](0)}},
+		"KeptForEver": {reason: "a negative TTL sets none", req: Request{TTLSecondsAfterFinished: ptr.To[int32](-1)}},
+		"Retention": {reason: "the caller's retention", req: Request{Retention: 72 * time.Hour},
+			want: spec{TTL: ptr.To[int32](3600), Retention: &metav1.Duration{Duration: 72 * time.Hour}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.req.Namespace, tc.req.Tool, tc.req.Operation, tc.req.Key = "ns", v1.ToolReference{Name: "t"}, "o", "k"
+			o := newOperation(tc.req)
+			if diff := cmp.Diff(tc.want, spec{TTL: o.Spec.TTLSecondsAfterFinished, Retention: o.Spec.Retention}); diff != "" {
+				t.Errorf("%s\nnewOperation(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

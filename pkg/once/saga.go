@@ -57,6 +57,12 @@ type SagaRequest struct {
 	Steps []v1.SagaStep
 	// Labels are put on the saga when DoSaga creates it.
 	Labels map[string]string
+	// TTLSecondsAfterFinished is how long the saga is kept after it ends
+	// (spec.ttlSecondsAfterFinished): nil is
+	// DefaultTTLSecondsAfterFinished, one hour; negative keeps it until
+	// someone deletes it. Its steps' records keep their outcomes for their
+	// retention all the same.
+	TTLSecondsAfterFinished *int32
 	// Progress, if set, is called while DoSaga waits, each time the saga's
 	// state, current step or count of steps done changes.
 	Progress func(Progress)
@@ -137,7 +143,8 @@ func newSaga(req SagaRequest) *v1.Saga {
 	}
 	s := &v1.Saga{
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, Labels: req.Labels},
-		Spec:       v1.SagaSpec{IdempotencyKey: req.Key, Steps: req.Steps},
+		Spec: v1.SagaSpec{IdempotencyKey: req.Key, Steps: req.Steps,
+			TTLSecondsAfterFinished: ttlOrDefault(req.TTLSecondsAfterFinished)},
 	}
 	if len(req.Inputs) > 0 && !bytes.Equal(bytes.TrimSpace(req.Inputs), []byte("null")) {
 		s.Spec.Inputs = &runtime.RawExtension{Raw: req.Inputs}
@@ -189,7 +196,8 @@ func stepNames(s *v1.Saga) string {
 // compares first, and approvals and resolutions are left out.
 func boundSpec(s *v1.Saga) (map[string]any, error) {
 	spec := s.Spec.DeepCopy()
-	spec.IdempotencyKey, spec.Approvals, spec.Resolutions = "", nil, nil
+	// How long the saga is kept after it ends binds nothing.
+	spec.IdempotencyKey, spec.Approvals, spec.Resolutions, spec.TTLSecondsAfterFinished = "", nil, nil, nil
 	spec.Inputs = nonNull(spec.Inputs)
 	slices.SortFunc(spec.Subscribers, func(a, b v1.Subscriber) int { return strings.Compare(a.Name, b.Name) })
 	for i := range spec.Steps {

@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
@@ -115,6 +116,8 @@ func TestSameSaga(t *testing.T) {
 		"Same": {reason: "the saga DoSaga created", want: request(), got: request()},
 		"Defaulted": {reason: "defaults, parameters in another form, approvals, resolutions, metadata and status " +
 			"do not count", want: request(), got: stored()},
+		"OtherTTL": {reason: "how long the saga is kept binds nothing", want: request(),
+			got: stored(func(s *v1.Saga) { s.Spec.TTLSecondsAfterFinished = nil })},
 		"ParametersFromOrder": {reason: "parametersFrom is a list keyed by name: its order does not count",
 			want: request(), got: stored(charge(func(st *v1.SagaStep) {
 				st.ParametersFrom[0], st.ParametersFrom[1] = st.ParametersFrom[1], st.ParametersFrom[0]
@@ -233,6 +236,27 @@ func TestSagaOutcome(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.err, err); diff != "" {
 				t.Errorf("-want error, +got error:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSagaKept(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		ttl    *int32
+		want   *int32
+	}{
+		"Default":     {reason: "an hour after it ends", want: ptr.To[int32](3600)},
+		"TTL":         {reason: "the caller's TTL", ttl: ptr.To[int32](30), want: ptr.To[int32](30)},
+		"KeptForEver": {reason: "a negative TTL sets none", ttl: ptr.To[int32](-1)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := newSaga(SagaRequest{Namespace: "ns", Key: "k", Steps: []v1.SagaStep{{Name: "a"}},
+				TTLSecondsAfterFinished: tc.ttl})
+			if diff := cmp.Diff(tc.want, s.Spec.TTLSecondsAfterFinished); diff != "" {
+				t.Errorf("%s\nnewSaga(...).spec.ttlSecondsAfterFinished: -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}
