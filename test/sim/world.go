@@ -361,14 +361,21 @@ func workload() []*v1.SideEffectOperation {
 		o.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "http://" + sinkHost + "/events"}}
 		return o
 	}
+	// Some go when they are done, as what the MCP gateway, the ingress and
+	// pkg/once make: the manager deletes them, their records stay, and an
+	// apply of the same manifest meets the record.
+	kept := func(seconds int32, o *v1.SideEffectOperation) *v1.SideEffectOperation {
+		o.Spec.TTLSecondsAfterFinished = &seconds
+		return o
+	}
 	return []*v1.SideEffectOperation{
 		op("pay-1", "pay", "", 100),
-		audited(op("pay-2", "pay", "order-7", 250)),
+		kept(3600, audited(op("pay-2", "pay", "order-7", 250))),
 		audited(op("pay-3", "pay", "order-7", 250)),
 		op("desk-1", "desk", "", 1),
-		op("desk-2", "desk", "ticket-9", 2),
+		kept(60, op("desk-2", "desk", "ticket-9", 2)),
 		op("desk-3", "desk", "ticket-9", 3),
-		op("chat-1", toolChat, "", 1),
+		kept(0, op("chat-1", toolChat, "", 1)),
 		audited(op("chat-2", toolChat, "msg-4", 1)),
 	}
 }
@@ -390,6 +397,9 @@ func sagas() []*v1.Saga {
 		}
 		return st
 	}
+	// The saga that is compensated goes ten minutes after it ends, its
+	// steps with it.
+	sagaTTL := int32(600)
 	approved := func(s v1.SagaStep) v1.SagaStep {
 		s.RequiresApproval = true
 		return s
@@ -399,7 +409,8 @@ func sagas() []*v1.Saga {
 			step("order-1", "charge", "pay", `,"amount":5`), approved(step("order-1", "ticket", "desk", "")),
 			step("order-1", "notify", toolChat, "")}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "order-2"}, Spec: v1.SagaSpec{Steps: []v1.SagaStep{
-			step("order-2", "charge", "pay", `,"amount":7`), step("order-2", "ticket", "desk", `,"reject":true`)}}},
+			step("order-2", "charge", "pay", `,"amount":7`), step("order-2", "ticket", "desk", `,"reject":true`)},
+			TTLSecondsAfterFinished: &sagaTTL}},
 	}
 }
 
