@@ -122,7 +122,7 @@ release: manifests ## Write $(DIST)/install.yaml (cluster-wide), and install-nam
 ##@ Local control plane
 
 .PHONY: controlplane-binaries
-controlplane-binaries: ## Build kube-apiserver, etcd and kubectl from source into the cache, once per machine.
+controlplane-binaries: ## Build kube-apiserver, kube-controller-manager, etcd and kubectl from source into the cache, once per machine.
 	@hack/controlplane-binaries.sh >/dev/null
 
 .PHONY: controlplane-up

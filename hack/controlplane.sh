@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs a persistent local Kubernetes control plane for the Once demo and the
-# end-to-end tests: etcd and kube-apiserver v1.37.2 on loopback, started by
+# end-to-end tests: etcd, kube-apiserver v1.37.2 and kube-controller-manager
+# (garbage collector and namespace controller only) on loopback, started by
 # bin/controlplane (hack/controlplane/main.go, built on controller-runtime's
 # envtest), with the CRDs of config/crd/bases installed.
 #
@@ -17,12 +18,19 @@
 #                                    one control plane per folder, each on its own free
 #                                    ports, so several can run side by side
 #   ONCE_CONTROLPLANE_START_TIMEOUT  seconds start waits for readiness (default 120)
+#   ONCE_CONTROLPLANE_CONTROLLERS    kube-controller-manager's --controllers (default
+#                                    garbage-collector-controller,namespace-controller);
+#                                    set but empty: no kube-controller-manager, so owner
+#                                    references are not acted on and a deleted namespace
+#                                    stays Terminating
 #
 # The state folder holds kubeconfig (admin, mode 0600), controlplane.pid,
-# controlplane.log, and while running etcd/ and certs/.
+# controlplane.log, kube-controller-manager.log, and while running etcd/,
+# certs/ and kube-controller-manager.kubeconfig.
 #
-# No controller manager runs: namespaces can be created, but a deleted
-# namespace stays Terminating; pods are never scheduled.
+# kube-controller-manager runs the garbage collector and the namespace
+# controller only: owner references are acted on and a deleted namespace goes
+# away once its objects are gone; pods are never scheduled.
 set -euo pipefail
 
 prog=hack/controlplane.sh
@@ -51,20 +59,23 @@ assetsfile=$dir/assets
 start_timeout=${ONCE_CONTROLPLANE_START_TIMEOUT:-120}
 [[ $start_timeout =~ ^[1-9][0-9]*$ ]] ||
   die "ONCE_CONTROLPLANE_START_TIMEOUT must be a number of seconds, not '$start_timeout'"
-stop_timeout=30
+stop_timeout=40
 
 # Our own kubectl calls ignore the user's kuberc preferences.
 export KUBECTL_KUBERC=false
 
 # The processes of this folder's control plane, recognised by how
 # bin/controlplane starts them (--dir DIR, etcd --data-dir=DIR/etcd,
-# kube-apiserver --cert-dir=DIR/certs) and by their executable name, so that
-# neither another folder's control plane nor a shell that merely mentions the
-# folder ever matches. envtest starts etcd and kube-apiserver in process groups
-# of their own, so killing the process group of bin/controlplane alone would
-# leave them running if bin/controlplane itself was killed.
+# kube-apiserver --cert-dir=DIR/certs, kube-controller-manager
+# --kubeconfig=DIR/kube-controller-manager.kubeconfig) and by their executable
+# name, so that neither another folder's control plane nor a shell that merely
+# mentions the folder ever matches. etcd, kube-apiserver and
+# kube-controller-manager run in process groups of their own, so killing the
+# process group of bin/controlplane alone would leave them running if
+# bin/controlplane itself was killed.
 dir_re=$(printf '%s' "$dir" | sed 's/[][\\.*^$+?(){}|]/\\&/g')
 own_re="--dir ${dir_re}( |\$)|--data-dir=${dir_re}/etcd( |\$)|--cert-dir=${dir_re}/certs( |\$)"
+own_re+="|--kubeconfig=${dir_re}/kube-controller-manager\.kubeconfig( |\$)"
 # own_pids [NAME]: their pids, only those of executable NAME if given.
 own_pids() {
   local want=${1:-} pid comm
@@ -72,7 +83,7 @@ own_pids() {
     [[ $pid != "$$" ]] || continue
     comm=$(ps -o comm= -p "$pid" 2>/dev/null) || continue
     case $comm in
-      controlplane | etcd | kube-apiserver | setsid) ;;
+      controlplane | etcd | kube-apiserver | kube-controller | setsid) ;;
       *) continue ;;
     esac
     if [[ -z $want || $comm == "$want" ]]; then
@@ -153,6 +164,7 @@ show_log() {
 
 remove_state() {
   rm -f "$kubeconfig" "$pidfile" "$assetsfile" "$dir"/.kubeconfig.tmp-* "$dir"/.controlplane.pid.tmp-*
+  rm -f "$dir/kube-controller-manager.kubeconfig" "$dir"/.kube-controller-manager.kubeconfig.tmp-*
   rm -rf "$dir/etcd" "$dir/certs"
 }
 
@@ -182,12 +194,16 @@ do_stop() {
   if pid_alive "$pid"; then
     info "stopping the control plane (pid $pid)"
     # bin/controlplane leads its own process group (setsid); on SIGTERM it
-    # stops kube-apiserver, then etcd, then removes its state.
+    # stops kube-controller-manager, kube-apiserver, then etcd, then removes
+    # its state.
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
   else
     info "no live control plane process; stopping leftover processes: $pids"
     pid=""
-    # kube-apiserver first: without etcd its shutdown hangs.
+    # kube-controller-manager, then kube-apiserver: without etcd its
+    # shutdown hangs.
+    # shellcheck disable=SC2086 # a list of pids
+    kill -TERM $(own_pids kube-controller) 2>/dev/null || true
     # shellcheck disable=SC2086 # a list of pids
     kill -TERM $(own_pids kube-apiserver) 2>/dev/null || true
     wait_gone $((stop_timeout / 2)) kube-apiserver || true
@@ -208,7 +224,7 @@ do_stop() {
 }
 
 cmd_start() {
-  local state pid bins b tmpbin launcher rc deadline
+  local state pid bins b tmpbin launcher rc deadline controllers
   lock
   state=$(plane_state)
   case $state in
@@ -224,7 +240,7 @@ cmd_start() {
   esac
 
   bins=$("$root/hack/controlplane-binaries.sh") || die "hack/controlplane-binaries.sh failed"
-  for b in etcd kube-apiserver kubectl; do
+  for b in etcd kube-apiserver kube-controller-manager kubectl; do
     [[ -x $bins/$b ]] || die "$bins/$b is missing (hack/controlplane-binaries.sh printed $bins)"
   done
 
@@ -242,11 +258,16 @@ cmd_start() {
   printf '%s\n' "$bins" >"$assetsfile"
   : >"$logfile"
   info "starting a control plane in $dir (log: $logfile)"
+  controllers=()
+  if [[ -n ${ONCE_CONTROLPLANE_CONTROLLERS+set} ]]; then
+    controllers=(--controllers "$ONCE_CONTROLPLANE_CONTROLLERS")
+  fi
   setsid -w "$root/bin/controlplane" \
     --assets "$bins" \
     --crds "$root/config/crd/bases" \
     --dir "$dir" \
     --kubeconfig "$kubeconfig" \
+    "${controllers[@]}" \
     </dev/null >>"$logfile" 2>&1 9>&- &
   launcher=$!
 

@@ -49,7 +49,7 @@ if (exec 3<>"/dev/tcp/${sandbox_addr%:*}/${sandbox_addr##*:}") 2>/dev/null; then
   die "$sandbox_addr is in use (another demo?); stop it or set ONCE_SANDBOX_ADDR and edit the samples' url"
 fi
 
-say "Starting the local control plane (etcd and kube-apiserver built from source)"
+say "Starting the local control plane (etcd, kube-apiserver and kube-controller-manager built from source)"
 kubeconfig=$(ONCE_CONTROLPLANE_DIR="$dir/controlplane" "$root/hack/controlplane.sh" start)
 assets=$("$root/hack/controlplane-binaries.sh")
 kubectl() { KUBECONFIG="$kubeconfig" "$assets/kubectl" "$@"; }

@@ -14,10 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command controlplane runs a long-lived local Kubernetes control plane (etcd
-// and kube-apiserver on loopback) for the Once demo and end-to-end tests. It is
-// a thin wrapper around controller-runtime's envtest, which picks free ports and
-// sets up certificates, service-account keys and client users.
+// Command controlplane runs a long-lived local Kubernetes control plane (etcd,
+// kube-apiserver and kube-controller-manager on loopback) for the Once demo and
+// end-to-end tests. It is a thin wrapper around controller-runtime's envtest,
+// which picks free ports and sets up certificates, service-account keys and
+// client users; kube-controller-manager it starts itself.
 //
 // Usually it is driven by hack/controlplane.sh (start, stop, status, env);
 // it can also be run by hand:
@@ -27,7 +28,10 @@ limitations under the License.
 //
 // Flags:
 //
-//	--assets DIR       folder with kube-apiserver, etcd and kubectl (default $KUBEBUILDER_ASSETS)
+//	--assets DIR       folder with kube-apiserver, kube-controller-manager, etcd and kubectl
+//	                   (default $KUBEBUILDER_ASSETS)
+//	--controllers LIST kube-controller-manager's controllers (default
+//	                   garbage-collector-controller,namespace-controller; "" runs none)
 //	--crds DIR         CRD manifests to install and wait for (default config/crd/bases; "" for none)
 //	--dir DIR          state folder (required)
 //	--kubeconfig PATH  admin kubeconfig to write (default DIR/kubeconfig)
@@ -38,18 +42,24 @@ limitations under the License.
 //	DIR/controlplane.pid   pid of this process (the session leader when started by the script)
 //	DIR/controlplane.lock  held while running: one control plane per folder
 //	DIR/kubeconfig         admin kubeconfig (group system:masters), mode 0600,
-//	                       written only once the API server answers /readyz
+//	                       written only once the API server answers /readyz and
+//	                       kube-controller-manager /healthz
+//	DIR/kube-controller-manager.kubeconfig
+//	                       its own admin kubeconfig, removed on stop
+//	DIR/kube-controller-manager.log
+//	                       its output, kept after stop for reading
 //	DIR/etcd/              etcd data, removed on stop
 //	DIR/certs/             API server certificates and keys, removed on stop
 //
 // It prints "kubeconfig: PATH" on stdout once ready, then runs until SIGINT or
-// SIGTERM, then stops kube-apiserver and etcd and removes the kubeconfig, the
-// data and the pid file. Component output goes to stderr.
+// SIGTERM, then stops kube-controller-manager, kube-apiserver and etcd and
+// removes the kubeconfigs, the data and the pid file. etcd and kube-apiserver
+// output goes to stderr.
 //
-// Limits, by design of envtest: there is no controller manager and no
-// scheduler. Namespaces can be created right away, but a deleted namespace
-// stays in Terminating forever (nothing runs the namespace controller);
-// service accounts get no token secrets, and the ServiceAccount admission
+// Controllers: kube-controller-manager runs the garbage collector (owner
+// references: deleting a Saga deletes its steps) and the namespace controller
+// (a deleted namespace is emptied and goes away), nothing else. There is no
+// scheduler; service accounts get no tokens, and the ServiceAccount admission
 // plugin is off; pods are stored but never scheduled or run.
 //
 // Admission: kube-apiserver's default plugins, and also
@@ -86,13 +96,14 @@ const (
 	etcdDirName  = "etcd"
 	certsDirName = "certs"
 
-	// Each component gets this long to stop before envtest kills it; both
-	// together stay below the 30 seconds hack/controlplane.sh waits.
+	// Each component gets this long to stop before it is killed; all three
+	// together stay below the 40 seconds hack/controlplane.sh waits.
 	stopTimeout = 10 * time.Second
 )
 
 type options struct {
 	assets       string
+	controllers  string
 	crds         string
 	dir          string
 	kubeconfig   string
@@ -105,7 +116,9 @@ func main() {
 	// on the global one.
 	fs := flag.NewFlagSet(filepath.Base(os.Args[0]), flag.ExitOnError)
 	fs.StringVar(&opts.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"),
-		"folder with the kube-apiserver, etcd and kubectl binaries (default $KUBEBUILDER_ASSETS)")
+		"folder with the kube-apiserver, kube-controller-manager, etcd and kubectl binaries (default $KUBEBUILDER_ASSETS)")
+	fs.StringVar(&opts.controllers, "controllers", defaultControllers,
+		`kube-controller-manager's --controllers ("" starts no kube-controller-manager)`)
 	fs.StringVar(&opts.crds, "crds", filepath.Join("config", "crd", "bases"),
 		`folder of CRD manifests to install and wait for ("" installs none)`)
 	fs.StringVar(&opts.dir, "dir", "", "state folder: pid file, etcd data, certificates (required)")
@@ -148,10 +161,11 @@ func run(logger logr.Logger, opts options, args []string) error {
 	pidFile := filepath.Join(opts.dir, pidFileName)
 	etcdDir := filepath.Join(opts.dir, etcdDirName)
 	certsDir := filepath.Join(opts.dir, certsDirName)
+	cmKubeconfig := filepath.Join(opts.dir, controllerManagerKubeconfigName)
 
 	// Leftovers of a run that was killed: envtest reuses existing certificates
 	// in CertDir without knowing their CA, so always start from scratch.
-	for _, p := range []string{opts.kubeconfig, etcdDir, certsDir} {
+	for _, p := range []string{opts.kubeconfig, cmKubeconfig, etcdDir, certsDir} {
 		if err := os.RemoveAll(p); err != nil {
 			return fmt.Errorf("removing leftover %s: %w", p, err)
 		}
@@ -166,10 +180,18 @@ func run(logger logr.Logger, opts options, args []string) error {
 	}
 
 	env := newEnvironment(opts, etcdDir, certsDir)
+	var cm *controllerManager
 	cleanup := func() {
 		// The kubeconfig goes first so that nobody picks up a dying control plane.
 		if err := os.Remove(opts.kubeconfig); err != nil && !errors.Is(err, os.ErrNotExist) {
 			logger.Error(err, "Removing the kubeconfig")
+		}
+		// kube-controller-manager before the API server it talks to.
+		if cm != nil {
+			cm.stop(logger)
+		}
+		if err := os.Remove(cmKubeconfig); err != nil && !errors.Is(err, os.ErrNotExist) {
+			logger.Error(err, "Removing the kube-controller-manager kubeconfig")
 		}
 		if err := env.Stop(); err != nil {
 			logger.Error(err, "Stopping etcd and kube-apiserver")
@@ -202,9 +224,28 @@ func run(logger logr.Logger, opts options, args []string) error {
 	}
 
 	host := env.ControlPlane.APIServer.SecureServing.URL("https", "/").String()
-	if err := publishKubeconfig(logger, env, opts, signals); err != nil {
+	kubeconfig, err := adminKubeconfig(logger, env, opts, signals)
+	if err != nil {
 		cleanup()
 		return err
+	}
+	if opts.controllers != "" {
+		if err := writeFileAtomic(cmKubeconfig, kubeconfig, 0o600); err != nil {
+			cleanup()
+			return fmt.Errorf("writing the kube-controller-manager kubeconfig: %w", err)
+		}
+		if cm, err = startControllerManager(logger, opts, cmKubeconfig, signals); err != nil {
+			cleanup()
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(opts.kubeconfig), 0o700); err != nil {
+		cleanup()
+		return err
+	}
+	if err := writeFileAtomic(opts.kubeconfig, kubeconfig, 0o600); err != nil {
+		cleanup()
+		return fmt.Errorf("writing the kubeconfig: %w", err)
 	}
 	logger.Info("Control plane ready", "server", host, "kubeconfig", opts.kubeconfig)
 	fmt.Printf("kubeconfig: %s\n", opts.kubeconfig)
@@ -237,7 +278,11 @@ func (o *options) complete() error {
 	if o.assets, err = filepath.Abs(o.assets); err != nil {
 		return err
 	}
-	for _, name := range []string{"etcd", "kube-apiserver", "kubectl"} {
+	binaries := []string{"etcd", "kube-apiserver", "kubectl"}
+	if o.controllers != "" {
+		binaries = append(binaries, controllerManagerName)
+	}
+	for _, name := range binaries {
 		info, err := os.Stat(filepath.Join(o.assets, name))
 		if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
 			return fmt.Errorf("no executable %s in %s (build them with hack/controlplane-binaries.sh)", name, o.assets)
@@ -296,34 +341,29 @@ func newEnvironment(opts options, etcdDir, certsDir string) *envtest.Environment
 	return env
 }
 
-// publishKubeconfig provisions the admin user, waits until the API server is
-// ready and only then writes the kubeconfig.
-func publishKubeconfig(logger logr.Logger, env *envtest.Environment, opts options, signals <-chan os.Signal) error {
+// adminKubeconfig provisions the admin user, waits until the API server is
+// ready and returns the user's kubeconfig.
+func adminKubeconfig(logger logr.Logger, env *envtest.Environment, opts options,
+	signals <-chan os.Signal) ([]byte, error) {
 	admin, err := env.ControlPlane.AddUser(envtest.User{
 		Name:   "once-admin",
 		Groups: []string{"system:masters"},
 	}, &rest.Config{QPS: 100, Burst: 200})
 	if err != nil {
-		return fmt.Errorf("provisioning the admin user: %w", err)
+		return nil, fmt.Errorf("provisioning the admin user: %w", err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), opts.startTimeout)
 	defer cancel()
 	if err := waitReady(ctx, logger, admin.Config(), signals); err != nil {
-		return err
+		return nil, err
 	}
 
 	kubeconfig, err := admin.KubeConfig()
 	if err != nil {
-		return fmt.Errorf("rendering the kubeconfig: %w", err)
+		return nil, fmt.Errorf("rendering the kubeconfig: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(opts.kubeconfig), 0o700); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(opts.kubeconfig, kubeconfig, 0o600); err != nil {
-		return fmt.Errorf("writing the kubeconfig: %w", err)
-	}
-	return nil
+	return kubeconfig, nil
 }
 
 // waitReady polls /readyz as the admin user until it answers "ok".
