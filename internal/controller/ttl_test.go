@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -95,6 +96,30 @@ var _ = Describe("spec.ttlSecondsAfterFinished", func() {
 		Eventually(gone(again), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
 		Expect(effectsOf(v1.IdempotencyNone, ns, "pay")).To(Equal(1))
 		Expect(record(ns, first.Status.RecordName)).NotTo(BeNil())
+	})
+
+	It("lets a manifest applied again after its record's retention execute again, as documented", func() {
+		newTool(ns, "payments", v1.IdempotencyNone)
+		manifest := func() *v1.SideEffectOperation {
+			op := withTTL(newOp(ns, "pay", "payments", map[string]any{"amount": 6}), 0)
+			op.Spec.Retention = &metav1.Duration{Duration: 3 * time.Second}
+			return op
+		}
+		first := create(manifest())
+		recordName := protocol.OperationScope(first).RecordName()
+		Eventually(gone(first), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
+		Expect(effectsOf(v1.IdempotencyNone, ns, "pay")).To(Equal(1))
+		rec := record(ns, recordName)
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.Spec.Outcome.State).To(Equal(v1.StateCommitted))
+
+		By("waiting until the record's retention has passed and it is collected")
+		Eventually(func() *v1.IdempotencyRecord { return record(ns, recordName) }, 20*time.Second,
+			200*time.Millisecond).Should(BeNil())
+		again := create(manifest())
+		Eventually(func() int { return effectsOf(v1.IdempotencyNone, ns, "pay") }, 15*time.Second).Should(Equal(2),
+			"nothing remembers the key any more: a new lifetime of it")
+		Eventually(gone(again), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
 	})
 
 	It("keeps an ended operation that has no TTL", func() {
