@@ -174,6 +174,25 @@ var _ = Describe("spec.ttlSecondsAfterFinished", func() {
 		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "create notices"}))
 	})
 
+	It("applies a TTL set after the operation or the saga ended", func() {
+		newDesk(ns)
+		op := newOp(ns, "ticket", "desk", map[string]any{"title": "disk full"})
+		op.Spec.Operation = "ticket.open"
+		op = waitFor(ns, create(op).Name, v1.StateCommitted)
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", changeSteps()))).To(Succeed())
+		s := waitSaga(ns, "scale", v1.StateCommitted)
+		Consistently(gone(op), time.Second).Should(BeFalse())
+
+		patch := client.MergeFrom(op.DeepCopy())
+		op.Spec.TTLSecondsAfterFinished = ptr.To[int32](0)
+		Expect(k8sClient.Patch(ctx, op, patch)).To(Succeed())
+		sagaPatch := client.MergeFrom(s.DeepCopy())
+		s.Spec.TTLSecondsAfterFinished = ptr.To[int32](0)
+		Expect(k8sClient.Patch(ctx, s, sagaPatch)).To(Succeed())
+		Eventually(gone(op), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
+		Eventually(gone(s), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
+	})
+
 	It("refuses a negative TTL with a message that says what it is", func() {
 		for _, obj := range []client.Object{
 			withTTL(newOp(ns, "neg", "payments", map[string]any{}), -1),
