@@ -5,7 +5,7 @@
 #
 # Nothing is downloaded but Go modules: the versions are pinned by
 # hack/tools/go.mod. A fresh clone on the same machine reuses the folder; each
-# binary that is missing from it is built (all four: about seven minutes on two
+# binary that is missing from it is built (all four: about ten minutes on two
 # cores), the others are kept.
 #
 #   hack/controlplane-binaries.sh          # build if missing, print the folder
