@@ -55,6 +55,13 @@ test: manifests generate fmt vet controlplane-binaries ## Run all tests: unit, e
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags $(TEST_TAGS) $$(go list ./... | grep -v /test/e2e) -coverprofile cover.out
 	$(MAKE) test-e2e
 
+# UNIT_SKIP are the packages whose tests need a real API server (envtest).
+UNIT_SKIP = /test/e2e$$|/internal/controller$$|/internal/ingress$$|/internal/shard$$|/test/apiserver$$|/test/harness$$
+
+.PHONY: test-unit
+test-unit: ## Run the tests that need no API server, in seconds: the pure packages, and the simulator's stories without its hunt.
+	go test $$(go list ./... | grep -Ev '$(UNIT_SKIP)') -short -skip TestAPIServerModel
+
 .PHONY: test-e2e
 test-e2e: build controlplane-binaries ## Run the end-to-end tests: manager and sandbox binaries, local control plane, kubectl.
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags e2e ./test/e2e/ -v -timeout 30m -ginkgo.v
