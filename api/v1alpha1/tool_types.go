@@ -312,9 +312,10 @@ type ToolOperation struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`
 	Name string `json:"name"`
 
-	// method of the request.
+	// method of the request; POST if empty. (Defaults inside a list item
+	// are Once's, not the API server's, so that re-applying a manifest
+	// leaves it unchanged.)
 	// +optional
-	// +kubebuilder:default=POST
 	// +kubebuilder:validation:Enum=POST;PUT;PATCH;DELETE
 	Method string `json:"method,omitempty"`
 
@@ -433,9 +434,8 @@ type NamedValue struct {
 // LookupRequest asks the tool whether the effect of an idempotency key
 // exists. Expressions are CEL over `response` (status, headers, body).
 type LookupRequest struct {
-	// method of the lookup request.
+	// method of the lookup request; GET if empty.
 	// +optional
-	// +kubebuilder:default=GET
 	// +kubebuilder:validation:Enum=GET;POST
 	Method string `json:"method,omitempty"`
 
@@ -491,9 +491,8 @@ type LookupRequest struct {
 // answer (a reset, a timeout) decides nothing, and is asked again later.
 // Expressions are CEL over `response`, `parameters` and `key`.
 type ValidateRequest struct {
-	// method of the validate request.
+	// method of the validate request; POST if empty.
 	// +optional
-	// +kubebuilder:default=POST
 	// +kubebuilder:validation:Enum=GET;POST;PUT;PATCH
 	Method string `json:"method,omitempty"`
 
@@ -509,9 +508,8 @@ type ValidateRequest struct {
 	Request *RequestShape `json:"request,omitempty"`
 
 	// valid is true when the answer says the request would be accepted. It
-	// is evaluated first.
+	// is evaluated first. If empty, `response.status >= 200 && response.status < 300`.
 	// +optional
-	// +kubebuilder:default="response.status >= 200 && response.status < 300"
 	// +kubebuilder:validation:MaxLength=4096
 	Valid string `json:"valid,omitempty"`
 
@@ -520,8 +518,9 @@ type ValidateRequest struct {
 	// asked again later: only the tool's own refusal stops a saga, or a
 	// request that cannot be made (parameters it cannot be built from, an
 	// address the egress policy refuses).
+	// If empty, `response.status >= 400 && response.status < 500 &&
+	// response.status != 408 && response.status != 429`.
 	// +optional
-	// +kubebuilder:default="response.status >= 400 && response.status < 500 && response.status != 408 && response.status != 429"
 	// +kubebuilder:validation:MaxLength=4096
 	Invalid string `json:"invalid,omitempty"`
 
@@ -575,9 +574,9 @@ type ResponseMapping struct {
 	// +kubebuilder:validation:Enum=JSON;Text;None
 	Format ResponseFormat `json:"format,omitempty"`
 
-	// result extracts what is kept in status.result.
+	// result extracts what is kept in status.result; `response.body` if
+	// empty.
 	// +optional
-	// +kubebuilder:default="response.body"
 	// +kubebuilder:validation:MaxLength=4096
 	Result string `json:"result,omitempty"`
 }

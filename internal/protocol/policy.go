@@ -188,6 +188,14 @@ func PromiseOf(tool *v1.ToolSpec, operation string) string {
 		if o := tool.Operations[i]; o.Name == operation {
 			o.Response = v1.ResponseMapping{}
 			o.Validate, o.ParametersSchema = nil, nil
+			// A method left to its default is that method: a Tool stored
+			// when the API server filled it in promises the same.
+			o.Method = cmp.Or(o.Method, "POST")
+			if o.Lookup != nil {
+				l := *o.Lookup
+				l.Method = cmp.Or(l.Method, "GET")
+				o.Lookup = &l
+			}
 			promise.Operation = &o
 		}
 	}
