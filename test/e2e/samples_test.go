@@ -68,7 +68,7 @@ var _ = Describe("The samples", func() {
 		}
 
 		By("re-applying them, the GitOps way: every object unchanged, and no new effect")
-		for _, line := range strings.Split(strings.TrimSpace(apply(ns, rendered)), "\n") {
+		for line := range strings.SplitSeq(strings.TrimSpace(apply(ns, rendered)), "\n") {
 			Expect(line).To(HaveSuffix(" unchanged"), "a server default inside a list item shows as a change")
 		}
 		Consistently(func() map[string]int { return effectsPerKey(ns) }).
