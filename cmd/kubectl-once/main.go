@@ -20,6 +20,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -35,7 +36,14 @@ func main() {
 	cmd := kubectlonce.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	err := cmd.ExecuteContext(ctx)
 	stop()
-	if err != nil {
+	var exit *kubectlonce.ExitError
+	switch {
+	case errors.As(err, &exit):
+		if exit.Err != nil {
+			fmt.Fprintln(os.Stderr, "error:", exit.Err)
+		}
+		os.Exit(exit.Code)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}

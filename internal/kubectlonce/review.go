@@ -19,6 +19,8 @@ package kubectlonce
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/saga"
@@ -47,26 +50,79 @@ const (
 // maxWhy caps the WHY column: one line, the start of the message.
 const maxWhy = 100
 
+// reviewFlags are review's flags.
+type reviewFlags struct {
+	all      bool
+	output   string
+	exitCode bool
+}
+
 func newReviewCommand(o *Options) *cobra.Command {
-	var all bool
+	var f reviewFlags
 	cmd := &cobra.Command{
-		Use:   "review [-A]",
+		Use:   "review [-A] [-o json|yaml] [--exit-code]",
 		Short: "List the operations and sagas that need a person",
 		Long: `List what waits for a person: operations and sagas in NeedsReview, sagas
 waiting for an approval, and duplicates waiting behind an operation in
-review, each with how long it has waited and why.`,
+review, each with how long it has waited and why.
+
+With --exit-code it exits 1 when anything waits and 0 when nothing does,
+and 2 on an error, as kubectl diff does, for scripts and alerts.`,
 		Example: `  kubectl once review
-  kubectl once review -A`,
+  kubectl once review -A -o json
+  kubectl once review -A --exit-code >/dev/null || page-the-on-call`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.review(cmd.Context(), all)
+			err := o.review(cmd.Context(), f)
+			if err != nil && f.exitCode && !errors.As(err, new(*ExitError)) {
+				return &ExitError{Code: 2, Err: err}
+			}
+			return err
 		},
 	}
-	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "list across all namespaces")
+	cmd.Flags().BoolVarP(&f.all, "all-namespaces", "A", false, "list across all namespaces")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "", "output format: json or yaml (a table if empty)")
+	cmd.Flags().BoolVar(&f.exitCode, "exit-code", false, "exit 1 when anything waits for a person, 0 when nothing does (2 on an error)")
 	return cmd
 }
 
-func (o *Options) review(ctx context.Context, all bool) error {
+// ExitError ends the plugin with Code, printing Err if there is one.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ReviewItem is one entry of review -o json|yaml.
+type ReviewItem struct {
+	Namespace string `json:"namespace"`
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	// State is what it waits for: NeedsReview, WaitingForApproval or
+	// WaitingForOriginal.
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	Why   string    `json:"why"`
+}
+
+// ReviewList is what review -o json|yaml prints.
+type ReviewList struct {
+	Items []ReviewItem `json:"items"`
+}
+
+func (o *Options) review(ctx context.Context, f reviewFlags) error {
+	if f.output != "" && f.output != "json" && f.output != "yaml" {
+		return fmt.Errorf("--output %q: use json or yaml", f.output)
+	}
+	all := f.all
 	c, err := o.client()
 	if err != nil {
 		return err
@@ -89,15 +145,45 @@ func (o *Options) review(ctx context.Context, all bool) error {
 		return apiError(err, "list", sagaKind, listNS, "")
 	}
 	rows := reviewRows(ops.Items, sagas.Items)
-	if len(rows) == 0 {
+	switch {
+	case f.output != "":
+		err = writeReviewList(o.Streams.Out, rows, f.output)
+	case len(rows) == 0:
 		where := "in namespace " + ns
 		if all {
 			where = "in any namespace"
 		}
-		_, err := fmt.Fprintf(o.Streams.Out, "Nothing needs a person %s.\n", where)
+		_, err = fmt.Fprintf(o.Streams.Out, "Nothing needs a person %s.\n", where)
+	default:
+		err = writeReview(o.Streams.Out, rows, all, o.now())
+	}
+	if err == nil && f.exitCode && len(rows) > 0 {
+		return &ExitError{Code: 1}
+	}
+	return err
+}
+
+// writeReviewList prints the rows as a list in JSON or YAML, an empty list
+// when nothing waits.
+func writeReviewList(out io.Writer, rows []reviewRow, format string) error {
+	list := ReviewList{Items: []ReviewItem{}}
+	for _, r := range rows {
+		list.Items = append(list.Items, ReviewItem{Namespace: r.Namespace, Kind: r.Kind, Name: r.Name, State: r.Wait,
+			Since: r.Since.UTC(), Why: r.Why})
+	}
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
 		return err
 	}
-	return writeReview(o.Streams.Out, rows, all, o.now())
+	if format == "yaml" {
+		if b, err = yaml.JSONToYAML(b); err != nil {
+			return err
+		}
+	} else {
+		b = append(b, '\n')
+	}
+	_, err = out.Write(b)
+	return err
 }
 
 // reviewRow is one line of review.

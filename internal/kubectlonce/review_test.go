@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,6 +130,48 @@ func TestWriteReview(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
 				t.Errorf("%s\nwriteReview: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestWriteReviewList(t *testing.T) {
+	rows := []reviewRow{{Namespace: "team-a", Kind: "SideEffectOperation", Name: "x", Wait: waitReview,
+		Since: at(0).Time, Why: "Attempt 1 has an unknown outcome"}}
+	since := at(0).UTC().Format(time.RFC3339)
+	cases := map[string]struct {
+		reason string
+		rows   []reviewRow
+		format string
+		want   string
+	}{
+		"JSON": {reason: "Each row is an item, its wait as state, its start in RFC 3339.", rows: rows, format: "json",
+			want: `{
+  "items": [
+    {
+      "namespace": "team-a",
+      "kind": "SideEffectOperation",
+      "name": "x",
+      "state": "NeedsReview",
+      "since": "` + since + `",
+      "why": "Attempt 1 has an unknown outcome"
+    }
+  ]
+}
+`},
+		"YAML": {reason: "The same list in YAML.", rows: rows, format: "yaml", want: "items:\n" +
+			"- kind: SideEffectOperation\n  name: x\n  namespace: team-a\n  since: \"" + since + "\"\n" +
+			"  state: NeedsReview\n  why: Attempt 1 has an unknown outcome\n"},
+		"Nothing": {reason: "Nothing waits: an empty list, not a sentence.", format: "json", want: "{\n  \"items\": []\n}\n"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := writeReviewList(&out, tc.rows, tc.format); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
+				t.Errorf("%s\nwriteReviewList: -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

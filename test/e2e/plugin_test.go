@@ -21,6 +21,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -125,6 +127,8 @@ var _ = Describe("The kubectl once plugin", func() {
 		apply(ns, toolYAML("mailer", "None"))
 		apply(ns, readerRBAC)
 		Expect(once("review", "-n", ns)).To(Equal("Nothing needs a person in namespace " + ns + ".\n"))
+		Expect(once("review", "-n", ns, "--exit-code", "-o", "json")).To(MatchJSON(`{"items": []}`),
+			"nothing waits: exit 0, and an empty list")
 
 		apply(ns, opYAML("x", "mailer", "", `{"to": "a@example.com"}`))
 		waitFor(ns, "seo/x", "Stalled")
@@ -147,6 +151,21 @@ var _ = Describe("The kubectl once plugin", func() {
 		onceFails("x-again is a duplicate of x and makes no call of its own: resolve x if it needs review",
 			"resolve", "x-again", "--retry", "-n", ns)
 		Expect(once("review", "-A")).To(MatchRegexp(`(?m)^` + ns + `\s+SideEffectOperation\s+x\s+NeedsReview\s`))
+
+		By("reading the same as JSON, and --exit-code failing while anything waits")
+		var list struct {
+			Items []struct{ Namespace, Kind, Name, State, Why string } `json:"items"`
+		}
+		Expect(json.Unmarshal([]byte(once("review", "-n", ns, "-o", "json")), &list)).To(Succeed())
+		Expect(list.Items).To(HaveLen(2))
+		Expect([]string{list.Items[0].Name, list.Items[0].State, list.Items[1].Name, list.Items[1].State}).To(
+			Equal([]string{"x", "NeedsReview", "x-again", "WaitingForOriginal"}))
+		Expect(once("review", "-n", ns, "-o", "yaml")).To(ContainSubstring("state: NeedsReview"))
+		table, err := runOnce("review", "-n", ns, "--exit-code")
+		var exit *exec.ExitError
+		Expect(errors.As(err, &exit)).To(BeTrue(), "want exit status 1, got %v", err)
+		Expect(exit.ExitCode()).To(Equal(1))
+		Expect(table).To(ContainSubstring("x-again"), "the table is printed as without --exit-code")
 
 		By("telling its story with why")
 		story := once("why", "x", "-n", ns)
@@ -176,6 +195,9 @@ var _ = Describe("The kubectl once plugin", func() {
 			"resolve", "x", "--retry", "--as=reader", "-n", ns)
 		onceFails("you may not list sideeffectoperations.effects.once.dev in namespace "+ns,
 			"review", "--as=nobody", "-n", ns)
+		_, err = runOnce("review", "--as=nobody", "-n", ns, "--exit-code")
+		Expect(errors.As(err, &exit)).To(BeTrue(), "want exit status 2, got %v", err)
+		Expect(exit.ExitCode()).To(Equal(2), "with --exit-code an error is 2, apart from the 1 of something waiting")
 		Expect(jsonpath(ns, "seo/x", "{.spec.resolution}")).To(BeEmpty())
 
 		By("resolving it with the id found in the tool's ledger")
