@@ -56,3 +56,19 @@ const (
 // since a GitOps tool applies a deleted manifest again, and after the
 // record's retention that executes again (docs/gitops.md).
 const DefaultClientTTLSecondsAfterFinished int32 = 3600
+
+// ClientTTL is the spec.ttlSecondsAfterFinished of an object a program
+// makes, from what its caller asked: nil is
+// DefaultClientTTLSecondsAfterFinished, a negative value none (kept for
+// ever).
+func ClientTTL(asked *int32) *int32 {
+	switch {
+	case asked == nil:
+		d := DefaultClientTTLSecondsAfterFinished
+		return &d
+	case *asked < 0:
+		return nil
+	}
+	t := *asked
+	return &t
+}

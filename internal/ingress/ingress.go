@@ -104,19 +104,6 @@ type Route struct {
 	Retention *metav1.Duration `json:"retention,omitempty"`
 }
 
-// ttl is the spec.ttlSecondsAfterFinished of the route's operations.
-func (r Route) ttl() *int32 {
-	switch {
-	case r.TTLSecondsAfterFinished == nil:
-		d := v1.DefaultClientTTLSecondsAfterFinished
-		return &d
-	case *r.TTLSecondsAfterFinished < 0:
-		return nil
-	}
-	t := *r.TTLSecondsAfterFinished
-	return &t
-}
-
 // Handler is the ingress endpoint.
 type Handler struct {
 	// Client creates and reads operations. Reads after AlreadyExists must
@@ -293,7 +280,7 @@ func (h *Handler) take(ctx context.Context, routeName string, route Route, m mes
 			Annotations: map[string]string{AnnotationMessageID: m.id}},
 		Spec: v1.SideEffectOperationSpec{ToolRef: route.ToolRef, Operation: route.Operation,
 			Parameters: &runtime.RawExtension{Raw: m.params}, Subscribers: route.Subscribers,
-			Retention: route.Retention, TTLSecondsAfterFinished: route.ttl()},
+			Retention: route.Retention, TTLSecondsAfterFinished: v1.ClientTTL(route.TTLSecondsAfterFinished)},
 	}
 	if m.source != "" {
 		op.Annotations[AnnotationSource] = m.source

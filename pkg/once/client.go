@@ -332,7 +332,7 @@ func newOperation(req Request) *v1.SideEffectOperation {
 			ToolRef:                 tool,
 			Operation:               req.Operation,
 			IdempotencyKey:          req.Key,
-			TTLSecondsAfterFinished: ttlOrDefault(req.TTLSecondsAfterFinished),
+			TTLSecondsAfterFinished: v1.ClientTTL(req.TTLSecondsAfterFinished),
 		},
 	}
 	if req.Retention > 0 {
@@ -349,20 +349,6 @@ func newOperation(req Request) *v1.SideEffectOperation {
 // object per call, which would otherwise stay for ever. The scope records
 // keep the outcomes for their retention after the objects are gone.
 const DefaultTTLSecondsAfterFinished = v1.DefaultClientTTLSecondsAfterFinished
-
-// ttlOrDefault is the spec.ttlSecondsAfterFinished of a request's ttl: nil
-// is the default, negative none.
-func ttlOrDefault(ttl *int32) *int32 {
-	switch {
-	case ttl == nil:
-		d := DefaultTTLSecondsAfterFinished
-		return &d
-	case *ttl < 0:
-		return nil
-	}
-	t := *ttl
-	return &t
-}
 
 // sameRequest says how got differs from the request want stands for, or ""
 // when it is the same request.

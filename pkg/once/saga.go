@@ -144,7 +144,7 @@ func newSaga(req SagaRequest) *v1.Saga {
 	s := &v1.Saga{
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, Labels: req.Labels},
 		Spec: v1.SagaSpec{IdempotencyKey: req.Key, Steps: req.Steps,
-			TTLSecondsAfterFinished: ttlOrDefault(req.TTLSecondsAfterFinished)},
+			TTLSecondsAfterFinished: v1.ClientTTL(req.TTLSecondsAfterFinished)},
 	}
 	if len(req.Inputs) > 0 && !bytes.Equal(bytes.TrimSpace(req.Inputs), []byte("null")) {
 		s.Spec.Inputs = &runtime.RawExtension{Raw: req.Inputs}

@@ -177,12 +177,14 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 	// A success by the default table must look like the tool's; one that
 	// a rule of the tool's author names is theirs to vouch for.
 	kept := resp.kept(in)
-	if why := c.notTheTools(ctx, op, resp, kept); why != "" && !ruled {
-		// A success the tool would not give proves nothing: an effect
-		// may or may not stand behind the page in front of it.
-		r.Outcome, r.Relayed = v1.OutcomeUnknown, false
-		r.Message = fmt.Sprintf("a %d answer that is not the tool's (%s): %s", resp.Status, why, r.Message)
-		return r, nil
+	if !ruled {
+		if why := c.notTheTools(ctx, op, resp, kept); why != "" {
+			// A success the tool would not give proves nothing: an
+			// effect may or may not stand behind the page in front of it.
+			r.Outcome, r.Relayed = v1.OutcomeUnknown, false
+			r.Message = fmt.Sprintf("a %d answer that is not the tool's (%s): %s", resp.Status, why, r.Message)
+			return r, nil
+		}
 	}
 	raw := c.extract(ctx, op, kept, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
 	return r, raw
