@@ -278,16 +278,8 @@ func NewWorld(opts Options) *World {
 		w.tools[t.Name] = t
 		must(w.server.Create(toolCR(t)))
 	}
-	for _, op := range workload() {
+	for _, op := range workload(opts.Lies) {
 		w.manifests = append(w.manifests, op)
-	}
-	if opts.Lies {
-		// One attempt alone: a lookup's "absent" fails it for good.
-		single := &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "desk-4"},
-			Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: "desk"}, Operation: opCharge,
-				RetryPolicy: &v1.RetryPolicy{MaxAttempts: 1},
-				Parameters:  &runtime.RawExtension{Raw: []byte(`{"ref":"desk/desk-4","amount":4}`)}}}
-		w.manifests = append(w.manifests, single)
 	}
 	for _, s := range sagas() {
 		w.manifests = append(w.manifests, s)
@@ -344,7 +336,7 @@ func toolCR(t *SimTool) *v1.Tool {
 // workload is what the people apply: operations on each tool, keyed by
 // name and by shared keys (a duplicate, and a key reused with other
 // parameters).
-func workload() []*v1.SideEffectOperation {
+func workload(lies bool) []*v1.SideEffectOperation {
 	op := func(name, tool, key string, amount int) *v1.SideEffectOperation {
 		scopeKey := key
 		if scopeKey == "" {
@@ -368,7 +360,7 @@ func workload() []*v1.SideEffectOperation {
 		o.Spec.TTLSecondsAfterFinished = &seconds
 		return o
 	}
-	return []*v1.SideEffectOperation{
+	ops := []*v1.SideEffectOperation{
 		op("pay-1", "pay", "", 100),
 		kept(3600, audited(op("pay-2", "pay", "order-7", 250))),
 		audited(op("pay-3", "pay", "order-7", 250)),
@@ -378,6 +370,13 @@ func workload() []*v1.SideEffectOperation {
 		kept(0, op("chat-1", toolChat, "", 1)),
 		audited(op("chat-2", toolChat, "msg-4", 1)),
 	}
+	if lies {
+		// One attempt alone: a lookup's "absent" fails it for good.
+		single := op("desk-4", "desk", "", 4)
+		single.Spec.RetryPolicy = &v1.RetryPolicy{MaxAttempts: 1}
+		ops = append(ops, single)
+	}
+	return ops
 }
 
 // sagas are the workload's sagas: one that runs through, its charge and
