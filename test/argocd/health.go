@@ -148,8 +148,20 @@ func ConfigMapKey(kind string) string {
 	return ConfigMapKeyPrefix + Group + "_" + kind
 }
 
-// Run runs a health check over an object (as unstructured content) with
-// the libraries Argo CD opens for it, bounded in time.
+// Run runs a health check over an object (as unstructured content) in the
+// environment Argo CD gives a health check from argocd-cm, bounded in time.
+//
+// That environment is Argo CD v3.5.1's (commit 109ca7ca7113, util/lua/lua.go,
+// runLuaWithResourceActionParameters, and util/lua/oslib_safe.go): the
+// package, base and table libraries and nothing else of Lua's, unless the
+// argocd-cm sets useOpenLibs for the kind, which Once's patch does not. So
+// no string, math, os or io global: a script that calls string.format
+// fails in Argo CD, and must fail here. Argo CD's own "safe os" library
+// registers time and date under the table library's name, which is loaded
+// already, so it adds nothing: the two are reachable only through
+// require("os"). It also sets the global actionParams (empty for a health
+// check). Run gives the same names; its time and date are its own,
+// simpler ones.
 func Run(script string, obj map[string]any) (Health, error) {
 	L := lua.NewState(lua.Options{SkipOpenLibs: true})
 	defer L.Close()
@@ -160,16 +172,20 @@ func Run(script string, obj map[string]any) (Health, error) {
 		name string
 		open lua.LGFunction
 	}{
+		{lua.LoadLibName, lua.OpenPackage},
 		{lua.BaseLibName, lua.OpenBase},
 		{lua.TabLibName, lua.OpenTable},
-		{lua.StringLibName, lua.OpenString},
-		{lua.MathLibName, lua.OpenMath},
 	} {
 		if err := L.CallByParam(lua.P{Fn: L.NewFunction(lib.open), NRet: 0, Protect: true},
 			lua.LString(lib.name)); err != nil {
 			return Health{}, fmt.Errorf("opening %s: %w", lib.name, err)
 		}
 	}
+	L.PreloadModule(lua.OsLibName, func(L *lua.LState) int {
+		L.Push(L.SetFuncs(L.NewTable(), timeFuncs))
+		return 1
+	})
+	L.SetGlobal("actionParams", L.NewTable())
 	L.SetGlobal("obj", toLua(L, obj))
 	if err := L.DoString(script); err != nil {
 		return Health{}, fmt.Errorf("running the health check: %w", err)
@@ -179,10 +195,32 @@ func Run(script string, obj map[string]any) (Health, error) {
 		return Health{}, fmt.Errorf("the health check returned %s, want a table", L.Get(-1).Type())
 	}
 	h := Health{Status: lua.LVAsString(tbl.RawGetString("status")), Message: lua.LVAsString(tbl.RawGetString("message"))}
+	// Argo CD shows a status it does not know as Unknown, "Lua returned an
+	// invalid health status": a test should fail on it instead.
 	if !slices.Contains([]string{Healthy, Progressing, Degraded, Suspended, Missing, Unknown}, h.Status) {
 		return h, fmt.Errorf("the health check returned status %q, which Argo CD does not know", h.Status)
 	}
 	return h, nil
+}
+
+// timeFuncs are the two functions of the os library Argo CD lets a script
+// use: time() in seconds since the epoch, and date(format) with %Y, %m,
+// %d, %H, %M and %S, in UTC when the format starts with "!".
+var timeFuncs = map[string]lua.LGFunction{
+	"time": func(L *lua.LState) int {
+		L.Push(lua.LNumber(time.Now().Unix()))
+		return 1
+	},
+	"date": func(L *lua.LState) int {
+		format, now := L.OptString(1, "%Y-%m-%d %H:%M:%S"), time.Now()
+		if f, ok := strings.CutPrefix(format, "!"); ok {
+			format, now = f, now.UTC()
+		}
+		layout := strings.NewReplacer("%Y", "2006", "%m", "01", "%d", "02", "%H", "15", "%M", "04", "%S", "05").
+			Replace(format)
+		L.Push(lua.LString(now.Format(layout)))
+		return 1
+	},
 }
 
 // toLua converts unstructured content to Lua values as Argo CD does:

@@ -139,6 +139,16 @@ func TestRunRefusesWhatArgoCDRefuses(t *testing.T) {
 		"UnknownWord": {script: `return {status = "Fine"}`, wantErr: true},
 		"Loops":       {script: `while true do end`, wantErr: true},
 		"NoOS":        {script: `os.exit(1)`, wantErr: true},
+		// What Argo CD v3.5.1 opens for a health check from argocd-cm, and
+		// what it does not.
+		"NoString":     {script: `return {status = string.format("%s", "Healthy")}`, wantErr: true},
+		"NoMath":       {script: `return {status = "Healthy", message = math.floor(1.5)}`, wantErr: true},
+		"NoIO":         {script: `io.write("x")`, wantErr: true},
+		"Table":        {script: `local t = {"b"}; table.insert(t, "a"); return {status = "Healthy", message = table.concat(t)}`},
+		"NoOSInTable":  {script: `return {status = table.time() > 0 and "Healthy" or "Degraded"}`, wantErr: true},
+		"RequireOS":    {script: `local os = require("os"); return {status = "Healthy", message = os.date("!%Y")}`},
+		"ActionParams": {script: `return {status = type(actionParams) == "table" and "Healthy" or "Degraded"}`},
+		"Base":         {script: `return {status = tostring("Healthy"), message = select("#", 1, 2) .. ""}`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
