@@ -492,9 +492,9 @@ type SagaStatus struct {
 	// observedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready (every step committed, or every committed step
-	// compensated), Succeeded, Reconciling and Stalled (failed, waiting for
-	// an approval or a person), after kstatus.
+	// conditions: Ready (every step committed), Succeeded, Reconciling and
+	// Stalled (failed, compensated, waiting for an approval or a person),
+	// after kstatus.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

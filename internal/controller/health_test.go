@@ -276,7 +276,7 @@ var _ = Describe("GitOps health", Ordered, func() {
 			Should(Equal(v1.StateFailedRetryable))
 		expect("Saga", key("compensating"), "undo backing off", status.InProgressStatus, argocd.Progressing)
 		waitSaga(ns, "compensated", v1.StateCompensated)
-		expect("Saga", key("compensated"), "every committed step undone", status.CurrentStatus, argocd.Healthy)
+		expect("Saga", key("compensated"), "every committed step undone", status.FailedStatus, argocd.Degraded)
 		waitSaga(ns, "failed", v1.StateFailedFinal)
 		expect("Saga", key("failed"), "first step refused", status.FailedStatus, argocd.Degraded)
 		waitSaga(ns, "review", v1.StateNeedsReview)

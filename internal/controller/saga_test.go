@@ -135,8 +135,9 @@ var _ = Describe("Saga", func() {
 				Expect(get(ns, ss.Compensation.Operation).Status.State).To(Equal(v1.StateCommitted))
 			}
 			Expect(stepStatus(s, steps[failing].Name).State).To(Equal(v1.StateFailedFinal))
-			Expect(kstatusOf(s)).To(Equal(map[v1.OperationState]status.Status{
-				v1.StateCompensated: status.CurrentStatus, v1.StateFailedFinal: status.FailedStatus}[wantState]))
+			// Compensated or failed before any effect, the saga did not do
+			// what it was applied for: kstatus reads both as failed.
+			Expect(kstatusOf(s)).To(Equal(status.FailedStatus))
 		},
 		Entry("the first: nothing to undo", 0, v1.StateFailedFinal, []string(nil)),
 		Entry("the second: the ticket is closed", 1, v1.StateCompensated,

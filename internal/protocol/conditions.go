@@ -92,12 +92,11 @@ func conditionStatuses(state v1.OperationState, blocked bool) (ready, succeeded,
 	switch {
 	case state == v1.StateCommitted:
 		return t, t, f, f
-	case state == v1.StateFailedFinal:
+	case state == v1.StateFailedFinal, state == v1.StateCompensated:
+		// A compensated saga undid its work as asked, and ended: it did not
+		// do what it was applied for, so it reads failed (kstatus Failed,
+		// Argo CD Degraded), and nothing that depends on it proceeds.
 		return f, f, f, t
-	case state == v1.StateCompensated:
-		// Done: the effect was undone as asked. Ready, so that kstatus
-		// reads Current; not Succeeded, since the effect no longer stands.
-		return t, f, f, f
 	case state == v1.StateNeedsReview, blocked:
 		return f, u, f, t
 	default:

@@ -37,7 +37,7 @@ func TestKstatus(t *testing.T) {
 		v1.StateReconciling:     status.InProgressStatus,
 		v1.StateCompensating:    status.InProgressStatus,
 		v1.StateCommitted:       status.CurrentStatus,
-		v1.StateCompensated:     status.CurrentStatus,
+		v1.StateCompensated:     status.FailedStatus,
 		v1.StateFailedFinal:     status.FailedStatus,
 		v1.StateNeedsReview:     status.FailedStatus,
 	}

@@ -1,9 +1,10 @@
 -- Argo CD health of a Once Saga (effects.once.dev).
--- Healthy when Ready is True: every step committed, or every committed
--- step compensated after a step failed for good.
+-- Healthy when Ready is True: every step committed.
 -- Suspended while a step waits for an approval in spec.approvals.
 -- Degraded when Stalled is True otherwise: failed before any effect
--- (FailedFinal), or waiting for a person's decision (NeedsReview).
+-- (FailedFinal), failed and undone (Compensated: what the saga was
+-- applied for did not happen), or waiting for a person's decision
+-- (NeedsReview).
 -- Progressing otherwise, and while the status describes an older
 -- generation than the spec.
 local hs = {}
