@@ -61,6 +61,9 @@ const (
 	DeleteNamespace Kind = "delete-namespace"
 	// EditTool: a person edits a tool, within what the tool really does.
 	EditTool Kind = "edit-tool"
+	// EditTTL: a person sets, changes or removes an operation's or a
+	// saga's ttlSecondsAfterFinished, which may change at any time.
+	EditTTL Kind = "edit-ttl"
 	// Resolve: a person resolves an operation in NeedsReview, after
 	// looking at the tool.
 	Resolve Kind = "resolve"
@@ -198,6 +201,14 @@ func (w *World) Plan(rng *rand.Rand) Action {
 		{1, func() bool {
 			names := []string{toolChat, toolDesk, toolPay}
 			a.Kind, a.Name, a.N = EditTool, names[rng.IntN(len(names))], rng.Int64N(4)
+			return true
+		}},
+		{1, func() bool {
+			mf := w.manifests[rng.IntN(len(w.manifests))]
+			if !w.exists(mf.GetName()) {
+				return false
+			}
+			a.Kind, a.Name, a.N = EditTTL, mf.GetName(), rng.Int64N(int64(len(ttlEdits)))
 			return true
 		}},
 		{2, func() bool {
@@ -373,6 +384,8 @@ func (w *World) Apply(a Action) {
 		w.deleteNamespace()
 	case EditTool:
 		w.editTool(a.Name, a.N)
+	case EditTTL:
+		w.editTTL(a.Name, a.N)
 	case Resolve:
 		w.resolve(a.Name, a.N)
 	case ResolveSaga:
@@ -415,7 +428,7 @@ func (w *World) describe(a Action) string {
 		return fmt.Sprintf("manager %s's cache catches up by %d of %d changes", m.Name, min(int(a.N), m.cache.Behind()), m.cache.Behind())
 	case Tick:
 		return fmt.Sprintf("the clock moves %s", time.Duration(a.N))
-	case Apply, Delete, DeleteNamespace, EditTool, Quiet, Resolve, ResolveSaga, Approve:
+	case Apply, Delete, DeleteNamespace, EditTool, EditTTL, Quiet, Resolve, ResolveSaga, Approve:
 		return w.describePerson(a)
 	case Crash:
 		return fmt.Sprintf("manager %s crashes and restarts as %s-%d", m.Name, m.Name, m.incarnation+1)
@@ -456,6 +469,11 @@ func (w *World) describePerson(a Action) string {
 			return ""
 		}
 		return fmt.Sprintf("a person edits tool %s: %s", a.Name, toolEdits[a.N%int64(len(toolEdits))])
+	case EditTTL:
+		if !w.exists(a.Name) {
+			return ""
+		}
+		return fmt.Sprintf("a person %s of %s", ttlEdits[a.N%int64(len(ttlEdits))].say, a.Name)
 	case Quiet:
 		return "the faults stop: no more freezes, every request arrives and is answered"
 	case Resolve:
@@ -528,6 +546,40 @@ func (w *World) editTool(name string, edit int64) {
 		cr.Spec = toolCR(t).Spec
 	}
 	if err := w.server.Update(cr, false); err != nil {
+		w.note("the edit fails: %v", err)
+	}
+}
+
+// ttlEdits are what a person may write into ttlSecondsAfterFinished: none,
+// at once, a minute, an hour.
+var ttlEdits = []struct {
+	say     string
+	seconds *int32
+}{
+	{"removes the TTL", nil},
+	{"sets a TTL of 0 s", new(int32(0))},
+	{"sets a TTL of 60 s", new(int32(60))},
+	{"sets a TTL of 3600 s", new(int32(3600))},
+}
+
+// editTTL writes ttlSecondsAfterFinished of an operation or a saga, as
+// kubectl edit would: an update of the spec, the generation moves.
+func (w *World) editTTL(name string, edit int64) {
+	key := w.manifestKey(name)
+	ttl := ttlEdits[edit%int64(len(ttlEdits))].seconds
+	var obj client.Object
+	if key.Kind == kindOperation {
+		op := &v1.SideEffectOperation{}
+		must(w.server.Get(key, op))
+		op.Spec.TTLSecondsAfterFinished = ttl
+		obj = op
+	} else {
+		s := &v1.Saga{}
+		must(w.server.Get(key, s))
+		s.Spec.TTLSecondsAfterFinished = ttl
+		obj = s
+	}
+	if err := w.server.Update(obj, false); err != nil {
 		w.note("the edit fails: %v", err)
 	}
 }
