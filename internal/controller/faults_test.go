@@ -39,7 +39,7 @@ var _ = Describe("The fault matrix", func() {
 	var ns string
 	BeforeEach(func() { ns = newNamespace() })
 
-	Context("1. N concurrent requests with one key", func() {
+	Context("F1. N concurrent requests with one key", func() {
 		It("produces one effect, and every other object reports it, with two managers racing", func() {
 			DeferCleanup(startManager(managerOptions{}))
 			DeferCleanup(startManager(managerOptions{}))
@@ -74,7 +74,7 @@ var _ = Describe("The fault matrix", func() {
 		})
 	})
 
-	Context("2. The response is lost after the tool committed", func() {
+	Context("F2. The response is lost after the tool committed", func() {
 		BeforeEach(func() { DeferCleanup(startManager(managerOptions{})) })
 		lost := sandbox.FaultRule{Method: "POST", Fault: "drop-after-commit", Count: 1}
 
@@ -126,7 +126,7 @@ var _ = Describe("The fault matrix", func() {
 		})
 	})
 
-	Context("3. The manager crashes between the tool's success and the commit", func() {
+	Context("F3. The manager crashes between the tool's success and the commit", func() {
 		for _, mode := range []v1.IdempotencyMode{v1.IdempotencyNative, v1.IdempotencyLookup, v1.IdempotencyNone} {
 			It(fmt.Sprintf("recovers without a second effect (%s)", mode), func() {
 				newTool(ns, "tool", mode)
@@ -150,7 +150,7 @@ var _ = Describe("The fault matrix", func() {
 		}
 	})
 
-	Context("3b. The manager crashes after the claim, before the call", func() {
+	Context("F3b. The manager crashes after the claim, before the call", func() {
 		for _, mode := range []v1.IdempotencyMode{v1.IdempotencyNative, v1.IdempotencyLookup} {
 			It(fmt.Sprintf("reconciles the claimed attempt, then executes once (%s)", mode), func() {
 				newTool(ns, "tool", mode)
@@ -186,7 +186,7 @@ var _ = Describe("The fault matrix", func() {
 		})
 	})
 
-	Context("4. The commit is recorded, the client did not see it", func() {
+	Context("F4. The commit is recorded, the client did not see it", func() {
 		BeforeEach(func() { DeferCleanup(startManager(managerOptions{})) })
 
 		It("gives the recorded result to the client that asks again", func() {
@@ -216,7 +216,7 @@ var _ = Describe("The fault matrix", func() {
 		})
 	})
 
-	Context("5. The same message is delivered twice", func() {
+	Context("F5. The same message is delivered twice", func() {
 		BeforeEach(func() { DeferCleanup(startManager(managerOptions{})) })
 
 		It("makes one effect whether the message maps to one object name or to two objects", func() {
@@ -238,7 +238,7 @@ var _ = Describe("The fault matrix", func() {
 		})
 	})
 
-	Context("6. A worker's claim expires and the old worker wakes up", func() {
+	Context("F6. A worker's claim expires and the old worker wakes up", func() {
 		It("keeps one effect and the old worker cannot overwrite the newer record", func() {
 			newTool(ns, "payments", v1.IdempotencyNative)
 			// Whichever manager claims first stalls after the tool answered,
@@ -262,7 +262,7 @@ var _ = Describe("The fault matrix", func() {
 		})
 	})
 
-	Context("6b. A worker stalls between its claim and its call", func() {
+	Context("F6b. A worker stalls between its claim and its call", func() {
 		It("does not send once its claim has expired, so a successor's proof of absence holds", func() {
 			// Found by the chaos run: a worker frozen after its claim woke up
 			// and sent attempt 1 after the successor had proven it absent
@@ -285,7 +285,7 @@ var _ = Describe("The fault matrix", func() {
 		})
 	})
 
-	Context("7. The same key arrives with a different payload", func() {
+	Context("F7. The same key arrives with a different payload", func() {
 		BeforeEach(func() { DeferCleanup(startManager(managerOptions{})) })
 
 		It("rejects it with IdempotencyParameterMismatch and makes no call", func() {
@@ -317,7 +317,7 @@ var _ = Describe("The fault matrix", func() {
 		})
 	})
 
-	Context("8. The same payload arrives through a different retry", func() {
+	Context("F8. The same payload arrives through a different retry", func() {
 		BeforeEach(func() { DeferCleanup(startManager(managerOptions{})) })
 
 		It("reuses the first result, also after the first object was deleted within its retention", func() {

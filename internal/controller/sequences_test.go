@@ -143,14 +143,15 @@ func eventReasons(ns string) []string {
 	return reasons
 }
 
-// Each sequence of issue 7 §2 that led to a second effect, or to a record
-// that lies, against a real API server, effects counted at the tool.
+// Each sequence of docs/design.md, The sequences (S1 to S11), that led to a
+// second effect, to a record that lied or to a lost decision, against a real
+// API server, effects counted at the tool.
 var _ = Describe("Sequences to a second effect", func() {
 	var ns string
 	BeforeEach(func() { ns = newNamespace() })
 	lost := sandbox.FaultRule{Method: "POST", Fault: "drop-after-commit", Count: 1}
 
-	It("1. keeps a scope record whose owner never ended past its retention", func() {
+	It("S1. keeps a scope record whose owner never ended past its retention", func() {
 		DeferCleanup(startManager(managerOptions{}))
 		faults(ns, lost)
 		newTool(ns, "mailer", v1.IdempotencyNone)
@@ -176,7 +177,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		Consistently(func() int { return effectsOf(v1.IdempotencyNone, ns, "op") }, 2*time.Second).Should(Equal(1))
 	})
 
-	It("2. starts from an unknown outcome after a takeover interrupted between its two writes", func() {
+	It("S2. starts from an unknown outcome after a takeover interrupted between its two writes", func() {
 		stop := startManager(managerOptions{})
 		faults(ns, lost)
 		newTool(ns, "mailer", v1.IdempotencyNone)
@@ -203,7 +204,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		Consistently(func() int { return effectsOf(v1.IdempotencyNone, ns, "a") }, 2*time.Second).Should(Equal(1))
 	})
 
-	DescribeTable("3. a gateway's 502, 503 or 504 after its upstream committed is an unknown outcome",
+	DescribeTable("S3. a gateway's 502, 503 or 504 after its upstream committed is an unknown outcome",
 		func(mode v1.IdempotencyMode, status int, want v1.OperationState) {
 			DeferCleanup(startManager(managerOptions{}))
 			g := newGateway(func(lookup bool, n int32) *gatewayAnswer {
@@ -223,7 +224,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		Entry("None, 504", v1.IdempotencyNone, http.StatusGatewayTimeout, v1.StateNeedsReview),
 	)
 
-	It("4. does not count a Native 409 in flight as a failed attempt", func() {
+	It("S4. does not count a Native 409 in flight as a failed attempt", func() {
 		DeferCleanup(startManager(managerOptions{}))
 		// A proxy answers 503 at once while its upstream, slow, goes on
 		// processing the first request; the retries meet 409 in flight.
@@ -246,7 +247,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		Expect(effectsOf(v1.IdempotencyNative, ns, "op")).To(Equal(1))
 	})
 
-	It("5. asks a person when a Native re-send is refused with an answer that is not the replay", func() {
+	It("S5. asks a person when a Native re-send is refused with an answer that is not the replay", func() {
 		DeferCleanup(startManager(managerOptions{}))
 		// The credential was rotated between the attempt and the re-send.
 		g := newGateway(func(lookup bool, n int32) *gatewayAnswer {
@@ -264,7 +265,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		Expect(effectsOf(v1.IdempotencyNative, ns, "op")).To(Equal(1))
 	})
 
-	It("6. does not take an ingress 404 for a lookup route as proof of absence", func() {
+	It("S6. does not take an ingress 404 for a lookup route as proof of absence", func() {
 		By("refusing a Lookup tool that does not say what proves absence, or how long its lookups lag")
 		bare := &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare"}, Spec: v1.ToolSpec{
 			HTTP:        v1.HTTPBackend{URL: toolURL},
@@ -293,7 +294,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		Expect(effectsOf(v1.IdempotencyLookup, ns, "op")).To(Equal(1))
 	})
 
-	It("7. raises at once a late success that names a second effect", func() {
+	It("S7. raises at once a late success that names a second effect", func() {
 		Expect(failpoint.Enabled).To(BeTrue(), "run with -tags failpoints")
 		// The first worker freezes after the tool answered; its claim
 		// expires; the successor's lookup meets an index that lags beyond
@@ -323,7 +324,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		waitFor(ns, "op", v1.StateCommitted, 30*time.Second)
 	})
 
-	It("8. writes the outcome to the scope record at deletion when the cache shows another owner", func() {
+	It("S8. writes the outcome to the scope record at deletion when the cache shows another owner", func() {
 		newTool(ns, "payments", v1.IdempotencyNative)
 		op := create(newOp(ns, "op", "payments", map[string]any{"amount": 8}))
 		Expect(op.Finalizers).To(ContainElement(v1.FinalizerRecord), "the admission policy adds the finalizer at create")
@@ -357,7 +358,7 @@ var _ = Describe("Sequences to a second effect", func() {
 			"the finalizer goes once the outcome is kept")
 	})
 
-	It("9. finishes a call in flight and records its answer when the manager stops", func() {
+	It("S9. finishes a call in flight and records its answer when the manager stops", func() {
 		stop := startManager(managerOptions{maxClaim: 5 * time.Second})
 		faults(ns, sandbox.FaultRule{Method: "POST", Fault: "delay-after-commit=2s", Count: 1})
 		newTool(ns, "mailer", v1.IdempotencyNone, func(s *v1.ToolSpec) {
@@ -372,7 +373,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		Expect(effectsOf(v1.IdempotencyNone, ns, "op")).To(Equal(1))
 	})
 
-	It("10. applies a resolution while the tool is missing, and refuses one on a finished operation", func() {
+	It("S10. applies a resolution while the tool is missing, and refuses one on a finished operation", func() {
 		DeferCleanup(startManager(managerOptions{}))
 		faults(ns, lost)
 		tool := newTool(ns, "mailer", v1.IdempotencyNone)
@@ -394,7 +395,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		Expect(err.Error()).To(ContainSubstring("only while the operation is in NeedsReview"))
 	})
 
-	It("11. keeps the attempt's call in the evidence after many lookups", func() {
+	It("S11. keeps the attempt's call in the evidence after many lookups", func() {
 		DeferCleanup(startManager(managerOptions{}))
 		g := newGateway(func(lookup bool, n int32) *gatewayAnswer {
 			if lookup {

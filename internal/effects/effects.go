@@ -15,8 +15,10 @@ limitations under the License.
 */
 
 // Package effects is the contract between Once and the systems that perform
-// side effects. Each backend (effects/http, …) implements it in a package of
-// its own, wired explicitly in cmd/main.go.
+// side effects. Each backend implements it in a package of its own; the one
+// Once has, effects/http, is wired in controller.Config.Build
+// (internal/controller/setup.go), which cmd/main.go, the tests and the
+// simulator share.
 package effects
 
 import (

@@ -30,8 +30,8 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
-// The decisions behind the sequences of issue 7 §2 that can lead to a
-// second effect, each as a table.
+// The decisions behind the sequences of docs/design.md, The sequences (S1
+// to S11), that could lead to a second effect, each as a table.
 
 func TestArbitrate(t *testing.T) {
 	self := v1.RecordOwner{Name: "b", UID: "uid-b"}

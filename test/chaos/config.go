@@ -20,7 +20,7 @@ limitations under the License.
 // and sagas of several steps whose data flows from step to step, some of
 // which a step refused for good makes compensate, while the tool injects
 // the failures of docs/design.md, The fault matrix and the lies of real gateways, proxies and
-// tools (into compensations too, and fault 9: compensations that fail a
+// tools (into compensations too, and F9 of docs/design.md: compensations that fail a
 // few times, or for good until a person decides), and the manager is
 // killed at random moments and inside the protocol's crash windows, or
 // stopped gracefully as a rolling update stops it.

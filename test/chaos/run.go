@@ -299,7 +299,7 @@ func (r *run) run(ctx context.Context) (Report, error) {
 		name, _, _ := strings.Cut(f.Fault, "=")
 		switch {
 		case f.KeyPrefix != r.ns+"/" && name == sandbox.Fault422:
-			// A rule of one compensation's own (fault 9).
+			// A rule of one compensation's own (F9 of docs/design.md, The fault matrix).
 			rep.CompensationRefusalsFired += f.Fired
 		case f.KeyPrefix != r.ns+"/":
 			rep.CompensationFaultsFired += f.Fired

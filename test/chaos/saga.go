@@ -268,7 +268,7 @@ func (ps plannedSaga) analysed(ns, name string, s *v1.Saga) Saga {
 	return a
 }
 
-// compensationRules are the rules of fault 9 of docs/design.md, The fault matrix: each fails
+// compensationRules are the rules of F9 of docs/design.md, The fault matrix: each fails
 // the first requests of one compensation, the cancel sent with its key.
 // They come before the random rules, so that they fire first.
 func compensationRules(ns string, sagas []plannedSaga) []sandbox.FaultRule {

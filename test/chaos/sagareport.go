@@ -61,7 +61,7 @@ type SagaStep struct {
 
 // SagaFigures are the figures of a run's sagas: their final states, their
 // compensations (docs/design.md's figures: compensation success rate), and the checks
-// of I8 (docs/design.md, Invariants) and fault 9 (docs/design.md, The fault matrix), all counted at the
+// of I8 (docs/design.md, Invariants) and F9 (docs/design.md, The fault matrix), all counted at the
 // tool's ledger.
 type SagaFigures struct {
 	// Sagas counts the Saga objects, duplicates included;
