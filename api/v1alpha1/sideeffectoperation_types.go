@@ -405,7 +405,9 @@ type Transition struct {
 	// reason, as the conditions gave it.
 	Reason string `json:"reason"`
 
-	// message, as the conditions gave it, capped at 256 bytes.
+	// message, as the conditions gave it, capped at 256 bytes. An
+	// operation's newest transition has none: its message is the Ready
+	// condition's.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Message string `json:"message,omitempty"`
@@ -450,7 +452,7 @@ type SideEffectOperationStatus struct {
 	// "<namespace>/<Kind>:<tool>/<operation>/<key>", or "once:" and its hex
 	// SHA-256 when longer than 255 bytes, so that tenants sharing a
 	// ClusterTool, operations sharing a tool and tools sharing one API never
-	// collide there.
+	// collide there. Derived from the spec; kept until the operation ends.
 	// +optional
 	ToolIdempotencyKey string `json:"toolIdempotencyKey,omitempty"`
 
@@ -461,7 +463,8 @@ type SideEffectOperationStatus struct {
 	RequestHash string `json:"requestHash,omitempty"`
 
 	// recordName is the IdempotencyRecord that binds the scope to this
-	// operation (or to the one it duplicates).
+	// operation (or to the one it duplicates): "scope-" and the hex SHA-256
+	// of the scope. Derived from the spec; kept until the operation ends.
 	// +optional
 	RecordName string `json:"recordName,omitempty"`
 
@@ -521,7 +524,8 @@ type SideEffectOperationStatus struct {
 	// An unknown outcome is reconciled the way that mode allows while the
 	// tool still promises the same; if the tool's mode changed since (a tool
 	// switched to Native after an attempt it did not dedupe must not be sent
-	// the request again), a person decides.
+	// the request again), a person decides. Cleared when the operation
+	// ends, as promise is.
 	// +optional
 	IdempotencyMode IdempotencyMode `json:"idempotencyMode,omitempty"`
 	// promise is a digest of what the current attempt's reconciliation
@@ -530,7 +534,7 @@ type SideEffectOperationStatus struct {
 	// reads its answer, the declared delays and windows. If the tool's
 	// description changes while the outcome is unknown, a re-send or a
 	// lookup would ask something else: a person decides, as for a change
-	// of mode.
+	// of mode. Cleared when the operation ends.
 	// +optional
 	Promise string `json:"promise,omitempty"`
 	// reviewGeneration is the object's generation when it last entered
@@ -540,7 +544,9 @@ type SideEffectOperationStatus struct {
 	// observations are the most recent things Once learned from the tool,
 	// newest last, at most sixteen. When the list is full, repeated
 	// questions (lookups and re-sends) are dropped first, so the calls that
-	// made each attempt stay for the person who reviews it.
+	// made each attempt stay for the person who reviews it. A first attempt
+	// that committed keeps none: the state, the external ids and the result
+	// say what its call answered.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
@@ -552,7 +558,8 @@ type SideEffectOperationStatus struct {
 
 	// history is the operation's story: its transitions, oldest first, at
 	// most sixteen. When it is full, the first is kept and the oldest after
-	// it is dropped.
+	// it is dropped. The newest transition's message is the Ready
+	// condition's, kept there only.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
@@ -595,7 +602,9 @@ type SideEffectOperationStatus struct {
 	// conditions: Ready (the effect is committed), Succeeded (True when
 	// committed, False when failed for good), Reconciling (work in progress)
 	// and Stalled (failed for good, or waiting for a person or for a
-	// broken tool to be fixed).
+	// broken tool to be fixed). Reconciling and Stalled are there only while
+	// True, as kstatus reads them; Succeeded carries no message (Ready's
+	// says it).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -175,7 +175,7 @@ var _ = Describe("Admission policies", func() {
 			newTool(ns, "payments", v1.IdempotencyNative)
 			op := waitFor(ns, create(newOp(ns, "charge-1", "payments", map[string]any{"amount": 1})).Name, v1.StateCommitted)
 			remove(op)
-			rec := record(ns, op.Status.RecordName)
+			rec := record(ns, recordNameOf(op))
 			Expect(rec.Spec.Outcome).NotTo(BeNil())
 
 			By("refusing to change or delete the manager's record")

@@ -327,7 +327,7 @@ var _ = Describe("The fault matrix", func() {
 			create(op)
 			first := waitFor(ns, "pay", v1.StateCommitted)
 			remove(first)
-			Expect(record(ns, first.Status.RecordName).Spec.Outcome).NotTo(BeNil())
+			Expect(record(ns, recordNameOf(first)).Spec.Outcome).NotTo(BeNil())
 
 			By("re-creating it within the retention: the recorded result, no call")
 			again := newOp(ns, "pay", "payments", map[string]any{"amount": 4})
@@ -342,7 +342,7 @@ var _ = Describe("The fault matrix", func() {
 			By("collecting the record only after it expired")
 			remove(got)
 			Eventually(func() bool {
-				err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Status.RecordName}, &v1.IdempotencyRecord{})
+				err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: recordNameOf(first)}, &v1.IdempotencyRecord{})
 				return apierrors.IsNotFound(err)
 			}, 15*time.Second).Should(BeTrue())
 			Expect(time.Now()).To(BeTemporally(">=", first.Status.ExpiryTime.Time))

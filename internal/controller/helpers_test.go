@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -219,6 +220,13 @@ func resolve(ns, name string, res v1.Resolution) {
 	patch := client.MergeFrom(op.DeepCopy())
 	op.Spec.Resolution = &res
 	Expect(k8sClient.Patch(ctx, op, patch)).To(Succeed())
+}
+
+// recordNameOf is the name of an operation's scope record, derived from
+// its spec as the manager derives it: an ended operation's status does not
+// keep it.
+func recordNameOf(op *v1.SideEffectOperation) string {
+	return protocol.OperationScope(op).RecordName()
 }
 
 func observationKinds(op *v1.SideEffectOperation) []v1.ObservationKind {

@@ -105,10 +105,9 @@ func (r *IdempotencyRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.IdempotencyRecord{}, builder.WithPredicates(r.Shards.Predicate())).
 		Watches(&v1.SideEffectOperation{}, handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {
-				name := o.(*v1.SideEffectOperation).Status.RecordName
-				if name == "" {
-					return nil
-				}
+				// Derived from the spec: an ended operation's status
+				// does not keep the name.
+				name := protocol.OperationScope(o.(*v1.SideEffectOperation)).RecordName()
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 			}), builder.WithPredicates(onlyDeletes)).
 		WithOptions(controller.Options{RateLimiter: r.ErrorBackoff.rateLimiter()}).

@@ -78,9 +78,8 @@ var _ = Describe("Outbox", func() {
 		// The commit write itself carries the announcement.
 		Expect(op.Status.Outbox).To(HaveLen(1))
 		// Named by the scope and the effect, not by the object.
-		Expect(op.Status.RecordName).NotTo(BeEmpty())
 		Expect(op.Status.ExternalObjectID).NotTo(BeEmpty())
-		id := op.Status.RecordName + "/Committed/" + outbox.EffectPart(op.Status.ExternalObjectID) + "/audit"
+		id := recordNameOf(op) + "/Committed/" + outbox.EffectPart(op.Status.ExternalObjectID) + "/audit"
 		Expect(op.Status.Outbox[0].EventID).To(Equal(id))
 
 		op = settledEntry(ns, "charge")

@@ -32,6 +32,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects/memory"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 // TestPasses drives the reconciler's passes against the in-memory tool,
@@ -85,7 +86,7 @@ func TestPasses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tool := &memory.Tool{Mode: tc.mode, Script: tc.script}
 			op := runPasses(t, tool, tc.mode)
-			got := want{op.Status.State, tool.Effects(op.Status.ToolIdempotencyKey), tool.Calls()}
+			got := want{op.Status.State, tool.Effects(protocol.OperationScope(op).ToolKey()), tool.Calls()}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\n-want, +got:\n%s\nmessage: %s", tc.reason, diff, op.Status.ErrorMessage)
 			}

@@ -58,14 +58,14 @@ var _ = Describe("A key that is an operation's own name", func() {
 		Expect(second.Status.ExternalObjectID).To(Equal(first.Status.ExternalObjectID))
 
 		By("handing the record the second bound to the name's holder")
-		rec := record(ns, first.Status.RecordName)
+		rec := record(ns, recordNameOf(first))
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.Spec.Owner.UID).To(Equal(first.UID))
 
 		By("keeping the holder's outcome when both are deleted")
 		remove(second)
 		remove(first)
-		rec = record(ns, first.Status.RecordName)
+		rec = record(ns, recordNameOf(first))
 		Expect(rec.Spec.Owner.UID).To(Equal(first.UID))
 		Expect(rec.Spec.Outcome).NotTo(BeNil())
 		Expect(rec.Spec.Outcome.ExternalObjectID).To(Equal(first.Status.ExternalObjectID))
@@ -116,7 +116,7 @@ var _ = Describe("Deleting an operation", func() {
 		})
 		op := create(newOp(ns, "pay", "payments", map[string]any{"amount": 5}))
 		Eventually(state(ns, "pay"), 10*time.Second, 50*time.Millisecond).Should(Equal(v1.StateStarted))
-		recordName := get(ns, "pay").Status.RecordName
+		recordName := recordNameOf(get(ns, "pay"))
 		remove(op)
 		rec := record(ns, recordName)
 		Expect(rec).NotTo(BeNil())
@@ -199,6 +199,6 @@ var _ = Describe("Deleting an operation", func() {
 		op = waitFor(ns, "pay", v1.StateCommitted)
 		Expect(op.Finalizers).To(ContainElement(v1.FinalizerRecord))
 		remove(op)
-		Expect(record(ns, op.Status.RecordName).Spec.Outcome).NotTo(BeNil())
+		Expect(record(ns, recordNameOf(op)).Spec.Outcome).NotTo(BeNil())
 	})
 })

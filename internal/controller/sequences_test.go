@@ -165,7 +165,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		time.Sleep(2 * time.Second)
 		remove(first)
 		Consistently(func() error {
-			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.Status.RecordName}, &v1.IdempotencyRecord{})
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: recordNameOf(first)}, &v1.IdempotencyRecord{})
 		}, 2*time.Second).Should(Succeed(), "a record without an outcome is never collected on time alone")
 
 		By("re-creating it: it inherits the unknown outcome and asks a person, never executes blindly")
@@ -192,7 +192,7 @@ var _ = Describe("Sequences to a second effect", func() {
 		b.Spec.IdempotencyKey = "a"
 		create(b)
 		rec := &v1.IdempotencyRecord{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.Status.RecordName}, rec)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: recordNameOf(a)}, rec)).To(Succeed())
 		prev := rec.Spec.Owner
 		rec.Spec.Owner = v1.RecordOwner{Name: "b", UID: get(ns, "b").UID}
 		rec.Spec.PreviousOwner = &prev

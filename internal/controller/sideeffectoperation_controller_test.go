@@ -48,7 +48,11 @@ var _ = Describe("SideEffectOperation", func() {
 		Expect(op.Status.ExternalObjectID).To(HavePrefix("ch_"))
 		Expect(op.Status.Attempts).To(BeEquivalentTo(1))
 		Expect(op.Status.IdempotencyKey).To(Equal("charge-1"))
-		Expect(op.Status.ToolIdempotencyKey).To(Equal(ns + "/Tool:payments/charge.create/charge-1"))
+		// Derived from the spec, the key sent to the tool and the record's
+		// name are kept while the operation runs, not once it ended.
+		Expect(op.Status.ToolIdempotencyKey).To(BeEmpty())
+		Expect(op.Status.RecordName).To(BeEmpty())
+		Expect(effectsOf(v1.IdempotencyNative, ns, "charge-1")).To(Equal(1), "sent as %s/Tool:payments/charge.create/charge-1", ns)
 		Expect(op.Status.RequestHash).To(MatchRegexp(`^sha256:[0-9a-f]{64}$`))
 		Expect(op.Status.StartedTime).NotTo(BeNil())
 		Expect(op.Status.CommittedTime).NotTo(BeNil())
@@ -58,13 +62,15 @@ var _ = Describe("SideEffectOperation", func() {
 		Expect(op.Status.ObservedGeneration).To(Equal(op.Generation))
 		Expect(condition(op, v1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 		Expect(condition(op, v1.ConditionSucceeded).Status).To(Equal(metav1.ConditionTrue))
-		Expect(condition(op, v1.ConditionReconciling).Status).To(Equal(metav1.ConditionFalse))
-		Expect(condition(op, v1.ConditionStalled).Status).To(Equal(metav1.ConditionFalse))
+		// Reconciling and Stalled are there only while True.
+		Expect(meta.FindStatusCondition(op.Status.Conditions, v1.ConditionReconciling)).To(BeNil())
+		Expect(meta.FindStatusCondition(op.Status.Conditions, v1.ConditionStalled)).To(BeNil())
+		Expect(op.Status.Observations).To(BeEmpty(), "a first attempt that committed keeps no observation")
 		Expect(effectsOf(v1.IdempotencyNative, ns, "charge-1")).To(Equal(1))
 
 		By("binding no record while the object, whose name is its key, exists")
 		Expect(op.Finalizers).To(ContainElement(v1.FinalizerRecord))
-		Expect(record(ns, op.Status.RecordName)).To(BeNil())
+		Expect(record(ns, recordNameOf(op))).To(BeNil())
 
 		By("writing no Events for the routine first claim and commit")
 		Consistently(func() []string {
@@ -82,7 +88,7 @@ var _ = Describe("SideEffectOperation", func() {
 
 		By("keeping the outcome in the scope's record when the object is deleted")
 		remove(op)
-		rec := record(ns, op.Status.RecordName)
+		rec := record(ns, recordNameOf(op))
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.Spec.Owner.UID).To(Equal(op.UID))
 		Expect(rec.Spec.RequestHash).To(Equal(op.Status.RequestHash))

@@ -68,7 +68,7 @@ var _ = Describe("spec.ttlSecondsAfterFinished", func() {
 		Expect(time.Now()).To(BeTemporally(">=", first.Status.CompletionTime.Add(2*time.Second)))
 
 		By("keeping its outcome in its scope's record, until the record's expiry")
-		rec := record(ns, first.Status.RecordName)
+		rec := record(ns, recordNameOf(first))
 		Expect(rec).NotTo(BeNil(), "the TTL deletes the operation, never its record")
 		Expect(rec.Spec.Owner.UID).To(Equal(first.UID))
 		Expect(rec.Spec.Outcome).NotTo(BeNil())
@@ -95,7 +95,7 @@ var _ = Describe("spec.ttlSecondsAfterFinished", func() {
 		By("deleting the re-applied one too, and still no second effect")
 		Eventually(gone(again), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
 		Expect(effectsOf(v1.IdempotencyNone, ns, "pay")).To(Equal(1))
-		Expect(record(ns, first.Status.RecordName)).NotTo(BeNil())
+		Expect(record(ns, recordNameOf(first))).NotTo(BeNil())
 	})
 
 	It("lets a manifest applied again after its record's retention execute again, as documented", func() {
@@ -138,7 +138,7 @@ var _ = Describe("spec.ttlSecondsAfterFinished", func() {
 
 		resolve(ns, "mail", v1.Resolution{Action: v1.ResolutionMarkCommitted, ExternalObjectID: "ch_found", By: "alice"})
 		Eventually(gone(op), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
-		rec := record(ns, op.Status.RecordName)
+		rec := record(ns, recordNameOf(op))
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.Spec.Outcome.ExternalObjectID).To(Equal("ch_found"))
 	})

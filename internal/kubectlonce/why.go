@@ -17,10 +17,12 @@ limitations under the License.
 package kubectlonce
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +33,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/internal/saga"
 )
 
@@ -96,7 +99,7 @@ type entry struct {
 // (Planned, Started, Reconciling, Compensating) goes before the
 // observations, which go before the outcome they led to.
 func operationStory(st *v1.SideEffectOperationStatus) []entry {
-	h, obs := st.History, st.Observations
+	h, obs := newestTold(st.History, st.Conditions), st.Observations
 	out := make([]entry, 0, len(h)+len(obs))
 	for len(h) > 0 || len(obs) > 0 {
 		if len(obs) == 0 || len(h) > 0 && transitionFirst(h[0], obs[0]) {
@@ -108,6 +111,23 @@ func operationStory(st *v1.SideEffectOperationStatus) []entry {
 		obs = obs[1:]
 	}
 	return out
+}
+
+// newestTold is an operation's history with the newest transition's
+// message, which the manager keeps once, in the Ready condition, when the
+// entry holds none and Ready still has the entry's reason.
+func newestTold(h []v1.Transition, conds []metav1.Condition) []v1.Transition {
+	n := len(h)
+	if n == 0 || h[n-1].Message != "" {
+		return h
+	}
+	c := meta.FindStatusCondition(conds, v1.ConditionReady)
+	if c == nil || c.Reason != h[n-1].Reason {
+		return h
+	}
+	h = slices.Clone(h)
+	h[n-1].Message = c.Message
+	return h
 }
 
 // transitionFirst reports whether transition t comes before observation o.
@@ -231,9 +251,9 @@ func writeOperation(out io.Writer, op *v1.SideEffectOperation, now time.Time) er
 	if key == "" {
 		key = op.Spec.IdempotencyKey
 	}
-	if st.ToolIdempotencyKey != "" {
-		key += " (sent to the tool as " + st.ToolIdempotencyKey + ")"
-	}
+	// An ended operation's status does not keep the key sent to the tool:
+	// it is derived from the spec, as the manager derives it.
+	key += " (sent to the tool as " + cmp.Or(st.ToolIdempotencyKey, protocol.OperationScope(op).ToolKey()) + ")"
 	fields := []field{
 		{"Tool", fmt.Sprintf("%s %s, operation %s", op.Spec.ToolRef.EffectiveKind(), op.Spec.ToolRef.Name, op.Spec.Operation)},
 		{"Key", key},

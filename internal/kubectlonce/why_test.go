@@ -35,8 +35,9 @@ func TestWriteOperation(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{Kind: "Saga", Name: "s", Controller: new(true)}}},
 		Spec: v1.SideEffectOperationSpec{
 			ToolRef: v1.ToolReference{Kind: v1.ToolKindClusterTool, Name: "payments"}, Operation: "charge.create",
-			Parameters: &runtime.RawExtension{Raw: []byte(`{"amount": 4200, "card": "4242 4242 4242 4242"}`)},
-			Resolution: &v1.Resolution{Action: v1.ResolutionRetry, By: "bob", User: "bob@corp", Reason: "not charged"},
+			IdempotencyKey: "order-1",
+			Parameters:     &runtime.RawExtension{Raw: []byte(`{"amount": 4200, "card": "4242 4242 4242 4242"}`)},
+			Resolution:     &v1.Resolution{Action: v1.ResolutionRetry, By: "bob", User: "bob@corp", Reason: "not charged"},
 		},
 		Status: v1.SideEffectOperationStatus{
 			State: v1.StateNeedsReview, IdempotencyKey: "order-1", Attempts: 1, RequestHash: "sha256:ab",
@@ -45,7 +46,9 @@ func TestWriteOperation(t *testing.T) {
 			Conditions:       stalled(v1.ReasonNeedsReview, "A person must decide", at(20)),
 			History: []v1.Transition{
 				{Time: at(1), State: v1.StateStarted, Reason: "Executing", Message: "Attempt 1 claimed", Attempt: 1},
-				{Time: at(20), State: v1.StateNeedsReview, Reason: "NeedsReview", Message: "A person must decide", Attempt: 1},
+				// The newest transition's message is Ready's (Stalled's
+				// here), kept there only.
+				{Time: at(20), State: v1.StateNeedsReview, Reason: "NeedsReview", Attempt: 1},
 			},
 			Observations: []v1.Observation{{Time: at(3), Kind: v1.ObservationCall, Attempt: 1, Outcome: "Unknown",
 				Request: "POST /charges body 0a1b", Message: "timeout"}},
@@ -53,7 +56,7 @@ func TestWriteOperation(t *testing.T) {
 	}
 	want := `SideEffectOperation team-a/s.pay
   Tool:         ClusterTool payments, operation charge.create
-  Key:          order-1
+  Key:          order-1 (sent to the tool as team-a/ClusterTool:payments/charge.create/order-1)
   Parameters:   2 fields, request hash sha256:ab
   Saga:         s, step pay
   State:        NeedsReview since 2026-12-03T17:00:20Z (4m40s ago)

@@ -52,16 +52,26 @@ func transitionBlocked(st *v1.SideEffectOperationStatus, state v1.OperationState
 func setConditions(st *v1.SideEffectOperationStatus, reason, msg string, blocked bool, env Env) {
 	st.ObservedGeneration = env.Generation
 	msg = capMessage(msg)
+	told := readyMessage(st.Conditions)
 	SetConditions(&st.Conditions, st.State, blocked, env.Generation, env.Now, reason, msg)
-	AddHistory(&st.History, v1.Transition{
-		Time: metav1.NewTime(env.Now), State: st.State, Reason: reason, Message: msg, Attempt: st.Attempts,
+	addTransition(&st.History, told, v1.Transition{
+		Time: metav1.NewTime(env.Now), State: st.State, Reason: reason, Attempt: st.Attempts,
 	})
 }
 
 // SetConditions sets Ready, Succeeded, Reconciling and Stalled of a record
 // in state (an operation's, or a saga's, whose states are the same) with
-// one reason and message, in a fixed order. blocked marks a record that
-// waits for something outside it: stalled whatever its state.
+// one reason, in a fixed order. blocked marks a record that waits for
+// something outside it: stalled whatever its state.
+//
+// Reconciling and Stalled are present only while True, as kstatus reads
+// them (an absent one reads as False) and as Flux's own controllers write
+// them; Ready and Succeeded are always there. The message is said once
+// where a reader looks for it: on Ready, which kubectl's Message column,
+// `kubectl once why` and Flux read, and on Reconciling or Stalled, which
+// kstatus and Argo CD report. Succeeded carries the reason alone. Four
+// conditions with one message each made up a third of a committed
+// operation's status.
 func SetConditions(conds *[]metav1.Condition, state v1.OperationState, blocked bool, generation int64, now time.Time,
 	reason, msg string) {
 	ready, succeeded, reconciling, stalled := conditionStatuses(state, blocked)
@@ -74,16 +84,29 @@ func SetConditions(conds *[]metav1.Condition, state v1.OperationState, blocked b
 		v1.ConditionReconciling: reconciling,
 		v1.ConditionStalled:     stalled,
 	} {
+		if status == metav1.ConditionFalse && (typ == v1.ConditionReconciling || typ == v1.ConditionStalled) {
+			meta.RemoveStatusCondition(conds, typ)
+			continue
+		}
 		meta.SetStatusCondition(conds, metav1.Condition{
 			Type:               typ,
 			Status:             status,
 			ObservedGeneration: generation,
 			LastTransitionTime: metav1.NewTime(now),
 			Reason:             reason,
-			Message:            msg,
+			Message:            conditionMessage(typ, msg),
 		})
 	}
 	sortConditions(*conds)
+}
+
+// conditionMessage is the message a condition of type typ carries: msg on
+// all but Succeeded, whose reason is Ready's and whose message would be too.
+func conditionMessage(typ string, msg string) string {
+	if typ == v1.ConditionSucceeded {
+		return ""
+	}
+	return msg
 }
 
 // conditionStatuses maps a state to Ready, Succeeded, Reconciling, Stalled.
@@ -111,4 +134,12 @@ func sortConditions(cs []metav1.Condition) {
 	slices.SortStableFunc(cs, func(a, b metav1.Condition) int {
 		return slices.Index(order, a.Type) - slices.Index(order, b.Type)
 	})
+}
+
+// readyMessage is the message of the Ready condition, if there is one.
+func readyMessage(conds []metav1.Condition) string {
+	if c := meta.FindStatusCondition(conds, v1.ConditionReady); c != nil {
+		return c.Message
+	}
+	return ""
 }

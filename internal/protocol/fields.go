@@ -33,7 +33,9 @@ type stateField struct {
 }
 
 var (
-	terminal  = []v1.OperationState{v1.StateCommitted, v1.StateFailedFinal, v1.StateCompensated}
+	terminal   = []v1.OperationState{v1.StateCommitted, v1.StateFailedFinal, v1.StateCompensated}
+	unfinished = []v1.OperationState{v1.StatePlanned, v1.StateStarted, v1.StateFailedRetryable, v1.StateUnknown,
+		v1.StateReconciling, v1.StateNeedsReview, v1.StateCompensating}
 	effectful = []v1.OperationState{v1.StateCommitted, v1.StateCompensating, v1.StateCompensated,
 		v1.StateFailedFinal} // FailedFinal: a duplicate reports its original's record as it is
 )
@@ -70,6 +72,18 @@ var stateFields = []stateField{
 	{"expiryTime", terminal,
 		func(s *v1.SideEffectOperationStatus) bool { return s.ExpiryTime != nil },
 		func(s *v1.SideEffectOperationStatus) { s.ExpiryTime = nil }},
+	// The key sent to the tool and the scope record's name are derived from
+	// the spec (Scope), for the calls and the record writes of a pass that
+	// derives them again; a person looks for them at the tool while an
+	// outcome is open. An ended operation keeps neither.
+	{"toolIdempotencyKey and recordName", unfinished,
+		func(s *v1.SideEffectOperationStatus) bool { return s.ToolIdempotencyKey != "" || s.RecordName != "" },
+		func(s *v1.SideEffectOperationStatus) { s.ToolIdempotencyKey, s.RecordName = "", "" }},
+	// What the attempt rested on matters while its outcome may still be
+	// unknown; an ended operation is never reconciled again.
+	{"attempt's mode and promise", unfinished,
+		func(s *v1.SideEffectOperationStatus) bool { return s.IdempotencyMode != "" || s.Promise != "" },
+		func(s *v1.SideEffectOperationStatus) { s.IdempotencyMode, s.Promise = "", "" }},
 	{"error", []v1.OperationState{v1.StatePlanned, v1.StateStarted, v1.StateFailedRetryable, v1.StateFailedFinal,
 		v1.StateUnknown, v1.StateReconciling, v1.StateNeedsReview},
 		func(s *v1.SideEffectOperationStatus) bool { return s.ErrorClass != "" || s.ErrorMessage != "" },

@@ -17,6 +17,8 @@ limitations under the License.
 package protocol
 
 import (
+	"slices"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/text"
 )
@@ -31,11 +33,8 @@ const maxHistoryMessage = 256
 // transition stays, and the oldest after it makes room.
 func AddHistory(history *[]v1.Transition, t v1.Transition) {
 	h := *history
-	if n := len(h); n > 0 {
-		last := h[n-1]
-		if last.State == t.State && last.Reason == t.Reason && last.Attempt == t.Attempt && last.Step == t.Step {
-			return
-		}
+	if n := len(h); n > 0 && repeats(h[n-1], t) {
+		return
 	}
 	t.Message = text.Shorten(t.Message, maxHistoryMessage)
 	// A new array: the status being decided may share the old one with the
@@ -46,4 +45,27 @@ func AddHistory(history *[]v1.Transition, t v1.Transition) {
 		h = h[len(h)-v1.MaxHistory+2:]
 	}
 	*history = append(append(out, h...), t)
+}
+
+// repeats reports whether t says again what the newest entry last says.
+func repeats(last, t v1.Transition) bool {
+	return last.State == t.State && last.Reason == t.Reason && last.Attempt == t.Attempt && last.Step == t.Step
+}
+
+// addTransition appends t to an operation's story without its message,
+// which the Ready condition carries: the newest transition's message is
+// said once. told is Ready's message before this transition: it moves into
+// the entry it belongs to, the newest until now, once t follows it, unless
+// it says no more than the entry's reason and attempt (a claim). An entry
+// written with its message (by an earlier release) keeps it.
+func addTransition(history *[]v1.Transition, told string, t v1.Transition) {
+	h := *history
+	if n := len(h); n > 0 && h[n-1].Message == "" && told != "" && !repeats(h[n-1], t) &&
+		(h[n-1].Reason != v1.ReasonExecuting || told != claimedMessage(h[n-1].Attempt)) {
+		h = slices.Clone(h)
+		h[n-1].Message = text.Shorten(told, maxHistoryMessage)
+	}
+	t.Message = ""
+	AddHistory(&h, t)
+	*history = h
 }

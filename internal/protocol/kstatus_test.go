@@ -58,6 +58,11 @@ func TestKstatus(t *testing.T) {
 			if got.Status != want {
 				t.Errorf("%s reads %s to kstatus, want %s: %s", state, got.Status, want, got.Message)
 			}
+			// kstatus reports the message of Reconciling or Stalled, the
+			// condition that is True.
+			if want != status.CurrentStatus && got.Message != "Message" {
+				t.Errorf("%s: kstatus reports %q, want the transition's message", state, got.Message)
+			}
 		})
 	}
 }

@@ -281,10 +281,17 @@ func execute(st v1.SideEffectOperationStatus, p Policy, env Env, retry bool) Dec
 	if st.StartedTime == nil {
 		st.StartedTime = timePtr(env.Now)
 	}
-	msg := fmt.Sprintf("Attempt %d claimed", st.Attempts)
+	msg := claimedMessage(st.Attempts)
 	transition(&st, v1.StateStarted, v1.ReasonExecuting, msg, env)
 	return Decision{Action: ActionExecute, Status: st, Retry: retry,
 		Event: &Event{Reason: v1.EventClaimed, Message: msg, Routine: st.Attempts == 1}}
+}
+
+// claimedMessage is the message of a claim of attempt: it says no more
+// than its reason (Executing) and its attempt, so the history does not keep
+// it (addTransition).
+func claimedMessage(attempt int32) string {
+	return fmt.Sprintf("Attempt %d claimed", attempt)
 }
 
 func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
@@ -456,6 +463,13 @@ func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Poli
 
 // AfterCall records the answer to an attempt that st claims.
 func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult) Decision {
+	if firstCommit(st, r) {
+		// The record says all there is: the state, the external ids, the
+		// result and its times. No one reviews an operation whose first
+		// attempt committed, and the observation (the tool's body among
+		// it) would be most of its status.
+		return committed(st, p, env, r, true)
+	}
 	observe(&st, CallObservation(env, v1.ObservationCall, st.Attempts, r))
 	switch r.Outcome {
 	case v1.OutcomeSucceeded:
@@ -500,6 +514,14 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 		// The call has returned: its request left no later than now.
 		return unknown(st, p, env, env.Now, "Attempt %d has an unknown outcome: %s", st.Attempts, r.Message)
 	}
+}
+
+// firstCommit reports whether r commits the first attempt of a record
+// that has observed nothing else: the happy path, which keeps no
+// observation. An attempt after a retry, a takeover or a person's decision
+// keeps its call as evidence, as every unknown outcome does.
+func firstCommit(st v1.SideEffectOperationStatus, r CallResult) bool {
+	return r.Outcome == v1.OutcomeSucceeded && st.Attempts == 1 && len(st.Observations) == 0
 }
 
 // effectPossible reports whether a retryable answer leaves an effect

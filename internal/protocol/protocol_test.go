@@ -82,6 +82,11 @@ func viewOf(d Decision) view {
 	if c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); c != nil {
 		v.Reason, v.Ready = c.Reason, c.Status
 	}
+	if len(st.Conditions) > 0 {
+		// Stalled is there only while True; kstatus reads it absent as
+		// False.
+		v.Stalled = metav1.ConditionFalse
+	}
 	if c := meta.FindStatusCondition(st.Conditions, v1.ConditionStalled); c != nil {
 		v.Stalled = c.Status
 	}

@@ -32,10 +32,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/failpoint"
 	"github.com/once-dev/once/internal/ingress"
 	"github.com/once-dev/once/internal/outbox"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/test/chaos"
 	"github.com/once-dev/once/test/harness"
 	"github.com/once-dev/once/test/sandbox"
@@ -59,10 +62,10 @@ type outboxRecord struct {
 		Name string `json:"name"`
 		UID  string `json:"uid"`
 	} `json:"metadata"`
+	Spec   v1.SideEffectOperationSpec `json:"spec"`
 	Status struct {
 		State            string           `json:"state"`
 		CommittedTime    time.Time        `json:"committedTime"`
-		RecordName       string           `json:"recordName"`
 		ExternalObjectID string           `json:"externalObjectID"`
 		Outbox           []v1.OutboxEntry `json:"outbox"`
 	} `json:"status"`
@@ -126,10 +129,12 @@ var _ = Describe("The outbox under kill -9", func() {
 		for _, r := range records {
 			Expect(r.Status.Outbox).To(HaveLen(1))
 			entry := r.Status.Outbox[0]
-			// Named by the operation's scope and effect, as its status records them, not by the object.
-			Expect(r.Status.RecordName).NotTo(BeEmpty())
+			// Named by the operation's scope (its record's name) and
+			// effect, not by the object.
+			scope := protocol.OperationScope(&v1.SideEffectOperation{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.Metadata.Name}, Spec: r.Spec}).RecordName()
 			Expect(entry.EventID).To(Equal(outbox.EventID(
-				outbox.Identity{Scope: r.Status.RecordName, Effect: r.Status.ExternalObjectID}, v1.StateCommitted, "audit")))
+				outbox.Identity{Scope: scope, Effect: r.Status.ExternalObjectID}, v1.StateCommitted, "audit")))
 			Expect(entry.EventID).NotTo(ContainSubstring(r.Metadata.UID))
 			seen := bySource["/apis/effects.once.dev/v1alpha1/namespaces/"+ns+"/sideeffectoperations/"+r.Metadata.Name]
 			Expect(seen).To(HaveLen(1), "%s: one id across every delivery (ids stable), and one delivered (none lost)", r.Metadata.Name)

@@ -39,6 +39,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/controller"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 // Options shape a run.
@@ -497,9 +498,8 @@ func (m *Manager) changed(k objKey, old, cur client.Object) {
 			}
 		}
 		if cur == nil && old != nil {
-			if rn := old.(*v1.SideEffectOperation).Status.RecordName; rn != "" {
-				m.enqueue(request{ctrlRecord, types.NamespacedName{Namespace: k.Namespace, Name: rn}}, 0)
-			}
+			rn := protocol.OperationScope(old.(*v1.SideEffectOperation)).RecordName()
+			m.enqueue(request{ctrlRecord, types.NamespacedName{Namespace: k.Namespace, Name: rn}}, 0)
 		}
 	case kindTool, kindNamespace:
 		for _, o := range m.cache.objects {
