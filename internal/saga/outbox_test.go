@@ -102,7 +102,7 @@ func TestOutbox(t *testing.T) {
 				{reason: "Reserve is compensated.", do: set(failedFinal, "order.charge"),
 					acts: []string{"create order.reserve.undo k/reserve/compensate"}, want: comp("reserve", 1, 0, 1, "charge")},
 				same("Compensated.", set(committed, "order.reserve.undo"),
-					outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated})},
+					outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated, Stalled: true})},
 			want: []string{"audit " + sagaScope + "/Compensated/-/audit dev.once.saga.compensated Pending"},
 		},
 		"FailedFinal": {

@@ -377,15 +377,17 @@ func kstatusOf(t *testing.T, st v1.SagaStatus) *kstatus.Result {
 	return res
 }
 
-// checkKstatus: work in progress reads InProgress; the ends Current; a
-// failure, or a wait for a person, Failed.
+// checkKstatus: work in progress reads InProgress; a committed saga
+// Current; a failure, a compensation that undid the work, or a wait for a
+// person, Failed.
 func checkKstatus(t *testing.T, st v1.SagaStatus) {
 	t.Helper()
 	want := kstatus.InProgressStatus
 	switch {
-	case st.State == committed || st.State == compensatedS:
+	case st.State == committed:
 		want = kstatus.CurrentStatus
-	case st.State == failedFinal || st.State == needsReview || reasonOf(st) == ReasonWaitingForApproval:
+	case st.State == failedFinal || st.State == compensatedS || st.State == needsReview ||
+		reasonOf(st) == ReasonWaitingForApproval:
 		want = kstatus.FailedStatus
 	}
 	if got := kstatusOf(t, st); got.Status != want {
@@ -538,7 +540,7 @@ var (
 	shipFails = stage{reason: "The last step fails for good: the compensations start with the step before it.",
 		do: set(failedFinal, "order.ship"), acts: []string{"create order.charge.undo k/charge/compensate"},
 		want: outcome{State: compensatingS, Step: "charge", Done: 2, ToUndo: 2, Failed: "ship", Reason: ReasonCompensating}}
-	compensated2 = outcome{State: compensatedS, Done: 2, Undone: 2, ToUndo: 2, Failed: "ship", Reason: ReasonCompensated}
+	compensated2 = outcome{State: compensatedS, Done: 2, Undone: 2, ToUndo: 2, Failed: "ship", Reason: ReasonCompensated, Stalled: true}
 )
 
 func same(reason string, do func(*sim), want outcome) stage {
@@ -800,7 +802,7 @@ func TestDecideCompensation(t *testing.T) {
 				same("A compensation in progress is waited for.", set(started, "order.reserve.undo"), comp("reserve", 1, 0, 1, "charge")),
 				same("Retrying.", set(retryable, "order.reserve.undo"), comp("reserve", 1, 0, 1, "charge")),
 				same("Compensated.", set(committed, "order.reserve.undo"),
-					outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated}),
+					outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated, Stalled: true}),
 			},
 		},
 		"FailLast": {
@@ -855,7 +857,7 @@ func TestDecideCompensation(t *testing.T) {
 						}
 					}},
 				same("Compensated.", set(committed, "order.reserve.undo"),
-					outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated}),
+					outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated, Stalled: true}),
 			},
 		},
 		"CompensationFailsRetry": {
@@ -938,7 +940,7 @@ func TestDecideCompensation(t *testing.T) {
 				same("The compensation fails for good: a person decides.", set(failedFinal, "order.reserve.undo"),
 					review(comp("reserve", 1, 0, 1, "charge"), ReasonCompensationFailed)),
 				same("MarkCompensated.", resolve("reserve", v1.SagaMarkCompensated, "by hand"),
-					outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated}),
+					outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated, Stalled: true}),
 			},
 		},
 		"DuplicateNotCompensated": {
@@ -961,7 +963,7 @@ func TestDecideCompensation(t *testing.T) {
 				{reason: "Each pass tries again, in vain.", acts: []string{"create order.reserve.undo k/reserve/compensate"},
 					want: review(comp("reserve", 1, 0, 1, "charge"), ReasonCompensationFailed)},
 				{reason: "MarkCompensated, applied before any other try.", do: resolve("reserve", v1.SagaMarkCompensated, "by hand"),
-					want: outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated}},
+					want: outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated, Stalled: true}},
 			},
 		},
 		"LongMessage": {
@@ -1025,11 +1027,11 @@ func TestKstatus(t *testing.T) {
 		"Compensating": {reason: "A compensation runs.", stages: []stage{start, toCharge, toShip, shipFails}, want: kstatus.InProgressStatus},
 		"Committed": {reason: "Done.", want: kstatus.CurrentStatus, stages: []stage{start, toCharge, toShip,
 			same("", set(committed, "order.ship"), outcome{State: committed, Done: 3, Reason: v1.ReasonCommitted})}},
-		"Compensated": {reason: "Done as asked.", want: kstatus.CurrentStatus, stages: []stage{start, toCharge,
+		"Compensated": {reason: "Undone: what it was applied for did not happen.", want: kstatus.FailedStatus, stages: []stage{start, toCharge,
 			{do: set(failedFinal, "order.charge"), acts: []string{"create order.reserve.undo k/reserve/compensate"},
 				want: outcome{State: compensatingS, Step: "reserve", Done: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensating}},
 			same("", set(committed, "order.reserve.undo"),
-				outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated})}},
+				outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated, Stalled: true})}},
 		"FailedFinal": {reason: "Failed before any effect.", want: kstatus.FailedStatus, stages: []stage{start,
 			same("", set(failedFinal, "order.reserve"), outcome{State: failedFinal, Failed: "reserve", Reason: ReasonStepFailed, Stalled: true})}},
 		"NeedsReview": {reason: "A person must decide.", want: kstatus.FailedStatus, stages: []stage{start,
