@@ -158,6 +158,13 @@ type RecordOutcome struct {
 	// +optional
 	ErrorMessage string `json:"errorMessage,omitempty"`
 
+	// resolution is the person's decision the owner's outcome rests on,
+	// when a person resolved it (its status.resolution): a replay answered
+	// from the record after the owner is gone says a person decided, as
+	// the owner did. It is bound to the record's requestHash.
+	// +optional
+	Resolution *RecordResolution `json:"resolution,omitempty"`
+
 	// completionTime is when the owner reached its terminal state.
 	// +required
 	CompletionTime metav1.Time `json:"completionTime"`
@@ -166,6 +173,39 @@ type RecordOutcome struct {
 	// after it, once its owner is gone.
 	// +required
 	ExpiryTime metav1.Time `json:"expiryTime"`
+}
+
+// RecordResolution is the person's decision a deleted owner's outcome
+// rests on: who decided, what, why and when, as the owner's
+// status.resolution held it. Nothing more is kept; a resolution holds no
+// secret.
+type RecordResolution struct {
+	// action is MarkCommitted, Retry or Fail.
+	// +required
+	Action ResolutionAction `json:"action"`
+
+	// by names the person who decided, as the resolution claimed.
+	// +required
+	By string `json:"by"`
+
+	// user is the authenticated user who wrote the resolution, as Once's
+	// admission policy recorded it.
+	// +optional
+	User string `json:"user,omitempty"`
+
+	// reason the person gave.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// time the resolution was applied.
+	// +required
+	Time metav1.Time `json:"time"`
+}
+
+// Attribution names who made the resolution, as Resolution.Attribution
+// does.
+func (r *RecordResolution) Attribution() string {
+	return (&Resolution{By: r.By, User: r.User}).Attribution()
 }
 
 // +kubebuilder:object:root=true

@@ -27,3 +27,12 @@ func (r *Resolution) Attribution() string {
 	}
 	return fmt.Sprintf("%s (authenticated as %s)", r.By, r.User)
 }
+
+// Record is what an operation's record keeps of the applied resolution its
+// outcome rests on; nil for none.
+func (a *AppliedResolution) Record() *RecordResolution {
+	if a == nil {
+		return nil
+	}
+	return &RecordResolution{Action: a.Action, By: a.By, User: a.User, Reason: a.Reason, Time: a.Time}
+}

@@ -402,7 +402,8 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 	return true, 0, nil
 }
 
-// outcomeOf is a terminal operation's outcome, as its record keeps it.
+// outcomeOf is a terminal operation's outcome, as its record keeps it:
+// with the person's decision it rests on, if a person resolved it.
 func outcomeOf(op *v1.SideEffectOperation, now time.Time) v1.RecordOutcome {
 	st := op.Status
 	o := v1.RecordOutcome{
@@ -414,6 +415,7 @@ func outcomeOf(op *v1.SideEffectOperation, now time.Time) v1.RecordOutcome {
 		ResultDigest:      st.ResultDigest,
 		ErrorClass:        st.ErrorClass,
 		ErrorMessage:      st.ErrorMessage,
+		Resolution:        st.Resolution.Record(),
 		CompletionTime:    metav1.NewTime(now),
 		Reason:            protocol.ReadyReason(st),
 	}

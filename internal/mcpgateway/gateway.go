@@ -381,6 +381,8 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 		return toolError(codeKeyRequired, missingKey(req.Params.Name), nil), nil
 	}
 	scoped := ScopedKey(c.user, key)
+	r := g.operationRequest(ns, ref, operation, scoped, params, c.user)
+	oc := once.New(c.kube)
 	// A retry goes straight to the record: the tool may have changed or
 	// gone since, and the recorded outcome is the answer all the same.
 	found, err := c.operationExists(ctx, ns, once.ObjectName(ref, operation, scoped))
@@ -388,6 +390,14 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 		return errorAnswer(err), nil
 	}
 	if !found {
+		// The operation may be gone (its TTL ran out after it ended) while
+		// its scope's record keeps the outcome: that is the answer, for as
+		// long as the record keeps it.
+		if res, ok, err := oc.Recorded(ctx, r); ok {
+			g.cfg.Logger.Info("tools/call answered from the record", "tool", req.Params.Name, "user", c.user,
+				"namespace", ns, "operation", res.Name)
+			return Answer(res, err), nil
+		}
 		tool, answer := g.usableTool(ctx, c, ref, ns, operation)
 		if answer != nil {
 			return answer, nil
@@ -399,11 +409,10 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
 	defer cancel()
-	r := g.operationRequest(ns, ref, operation, scoped, params, c.user)
 	r.Progress = progressNotifier(ctx, req)
 	g.cfg.Logger.Info("tools/call", "tool", req.Params.Name, "user", c.user, "namespace", ns,
 		"operation", once.ObjectName(ref, operation, r.Key))
-	res, err := once.New(c.kube).Do(ctx, r)
+	res, err := oc.Do(ctx, r)
 	return Answer(res, err), nil
 }
 
@@ -527,6 +536,10 @@ func Answer(res once.Result, err error) *mcp.CallToolResult {
 	if res.DuplicateOf != "" {
 		sc["duplicateOf"] = res.DuplicateOf
 	}
+	if d := res.Resolution; d != nil {
+		// The outcome rests on a person's word, not on Once's proof.
+		sc[fieldResolution] = map[string]any{"action": string(d.Action), "by": d.Attribution()}
+	}
 	return structuredAnswer(sc)
 }
 
@@ -537,6 +550,8 @@ const (
 	fieldState      = "state"
 	fieldExternalID = "externalObjectID"
 	fieldReplayed   = "replayed"
+	// fieldResolution says who decided the outcome, when a person did.
+	fieldResolution = "resolution"
 	// fieldReason is a failure's reason, in an error's structured content.
 	fieldReason = "reason"
 )

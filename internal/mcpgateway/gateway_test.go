@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/pkg/once"
 )
 
 // TestCallsAreKeptAnHour: a tools/call's operation is kept an hour after it
@@ -56,6 +57,31 @@ func TestCallsAreKeptAnHour(t *testing.T) {
 			}
 			r := g.operationRequest("ns", v1.ToolReference{Name: "payments"}, "charge.create", "k", nil, "alice")
 			if diff := cmp.Diff(tc.want, lifetime{TTL: r.TTLSecondsAfterFinished, Retention: r.Retention}); diff != "" {
+				t.Errorf("%s: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestAnswerSaysWhoDecided: an answer whose outcome rests on a person's
+// resolution says so, whether the operation or its record gave it.
+func TestAnswerSaysWhoDecided(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		res    once.Result
+		want   any
+	}{
+		"Proven": {reason: "an outcome Once established names no one",
+			res: once.Result{State: v1.StateCommitted, ExternalObjectID: "ch_1"}},
+		"Decided": {reason: "a person's MarkCommitted is named, with the authenticated user",
+			res: once.Result{State: v1.StateCommitted, ExternalObjectID: "ch_found", Found: true,
+				Resolution: &v1.RecordResolution{Action: v1.ResolutionMarkCommitted, By: "alice", User: "kube:alice"}},
+			want: map[string]any{"action": "MarkCommitted", "by": "alice (authenticated as kube:alice)"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			sc := Answer(tc.res, nil).StructuredContent.(map[string]any)
+			if diff := cmp.Diff(tc.want, sc[fieldResolution]); diff != "" {
 				t.Errorf("%s: -want, +got:\n%s", tc.reason, diff)
 			}
 		})

@@ -647,7 +647,10 @@ func (d *decider) cannotCompensate(j int) (reason, msg string, blocked bool) {
 		return ReasonCannotCompensate, fmt.Sprintf(
 			"step %s is irreversible and committed; it cannot be compensated", step.Name), true
 	}
-	if c := d.Children[ss.Operation]; c.DuplicateOf != "" {
+	// A step's operation that reports an operation of its own name made the
+	// effect itself, in an earlier object that went (a TTL, a person) and
+	// left its outcome in the scope's record: the effect is this step's.
+	if c := d.Children[ss.Operation]; c.DuplicateOf != "" && c.DuplicateOf != ss.Operation {
 		return ReasonCannotCompensate, fmt.Sprintf(
 			"step %s's effect was made by operation %s, not by this saga, which therefore does not undo it; "+
 				"decide with spec.resolutions {step: %s, action: MarkCompensated}", step.Name, c.DuplicateOf, step.Name), true

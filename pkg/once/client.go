@@ -129,9 +129,13 @@ type Result struct {
 	// DuplicateOf names the operation whose outcome this one reports, when
 	// another operation held the key.
 	DuplicateOf string
-	// Found is true when Do found the operation instead of creating it: this
-	// call was a retry.
+	// Found is true when Do found the operation, or its record, instead of
+	// creating it: this call was a retry.
 	Found bool
+	// Resolution is the person's decision the outcome rests on, when a
+	// person resolved the operation (MarkCommitted, or a Retry that then
+	// committed); nil when Once established the outcome itself.
+	Resolution *v1.RecordResolution
 }
 
 // MismatchError: the key is bound to a different request. Nothing was
@@ -169,6 +173,8 @@ type FailedError struct {
 	// EffectReported: after it failed, a late answer of the tool named an
 	// effect of it; a person should look.
 	EffectReported bool
+	// Resolution is the person's decision the failure rests on, if any.
+	Resolution *v1.RecordResolution
 }
 
 func (e *FailedError) Error() string {
@@ -256,32 +262,106 @@ func dns1123(s string) string {
 // for it, waits until it commits, fails for good or needs review (or ctx
 // ends), and returns the outcome. See the package documentation for the
 // errors.
+//
+// When the operation is gone (its TTL ran out after it ended) and its
+// scope's record keeps its outcome, Do answers from the record, as
+// Recorded does, and creates nothing: the recorded outcome for the same
+// request, a *MismatchError for another. Once the record has expired too,
+// the key starts a new lifetime: Do creates the operation again, and it
+// executes again.
 func (c *Client) Do(ctx context.Context, req Request) (Result, error) {
-	op, found, err := c.ensure(ctx, req)
-	for again := 0; err == nil; again++ {
-		var res Result
-		res, err = c.wait(ctx, op, req.Progress)
+	if err := check(req); err != nil {
+		return Result{}, err
+	}
+	created := false
+	for again := 0; ; again++ {
+		res, made, err := c.do(ctx, req)
+		created = created || made
 		if !apierrors.IsNotFound(err) || again == 2 {
-			res.Found = found
+			// An answer for the operation this call created is no retry's,
+			// even when the record gave it.
+			res.Found = res.Found && !created
 			return res, err
 		}
-		// The operation went while Do waited (its TTL ran out between two
-		// reads): made again, it reports the outcome its scope's record
-		// keeps, with no second effect.
-		op, _, err = c.ensure(ctx, req)
+		// The operation went while Do read it (its TTL ran out between two
+		// reads): its scope's record now keeps its outcome.
 	}
-	return Result{}, err
+}
+
+// do answers req from its record, or creates (created) or finds its
+// operation and waits for it.
+func (c *Client) do(ctx context.Context, req Request) (res Result, created bool, err error) {
+	if res, ok, err := c.Recorded(ctx, req); ok {
+		return res, false, err
+	}
+	op, found, err := c.ensure(ctx, req)
+	if err != nil {
+		return Result{}, false, err
+	}
+	res, err = c.wait(ctx, op, req.Progress)
+	res.Found = found
+	return res, !found, err
+}
+
+// Recorded answers req from its scope's IdempotencyRecord: ok is true when
+// the record keeps the outcome of the scope's operation, which was deleted
+// after it ended, and the outcome has not expired (spec.outcome.expiryTime,
+// completion plus retention). The answer is then the one the operation gave:
+// the Result (Found, with the person's Resolution if one decided) or the
+// error of a failure for good, for the same request; a *MismatchError for
+// a request with other parameters. ok is false when only an operation can
+// answer: no record, a record whose operation has not been deleted, an
+// expired outcome, or a record this client may not read (get on
+// idempotencyrecords); Do then creates or finds the operation, which adopts
+// the record's outcome itself.
+func (c *Client) Recorded(ctx context.Context, req Request) (res Result, ok bool, err error) {
+	if err := check(req); err != nil {
+		return Result{}, true, err
+	}
+	want := newOperation(req)
+	scope := protocol.OperationScope(want)
+	rec := &v1.IdempotencyRecord{}
+	err = c.get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: scope.RecordName()}, rec)
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		return Result{}, false, nil
+	}
+	if err != nil {
+		return Result{}, true, err
+	}
+	o := rec.Spec.Outcome
+	if o == nil || !o.State.IsTerminal() || !time.Now().Before(o.ExpiryTime.Time) {
+		return Result{}, false, nil
+	}
+	hash, _, err := protocol.RequestHash(scope.Tool, scope.Operation, raw(want.Spec.Parameters))
+	if err != nil {
+		// Parameters that cannot be hashed: the operation says why.
+		return Result{}, false, nil
+	}
+	owner := rec.Spec.Owner.Name
+	if hash != rec.Spec.RequestHash {
+		return Result{}, true, &MismatchError{Namespace: req.Namespace, Name: owner, Key: req.Key,
+			Message: fmt.Sprintf("its record %s keeps the outcome of other parameters (request hash %s, this request's %s)",
+				rec.Name, shortHash(rec.Spec.RequestHash), shortHash(hash))}
+	}
+	res, err = answer(req.Namespace, owner, req.Key, *o, "")
+	res.Found = err == nil
+	return res, true, err
+}
+
+// check refuses a request Do cannot make.
+func check(req Request) error {
+	if req.Key == "" {
+		return errors.New("once: Request.Key is required: only the caller knows whether a call is a retry")
+	}
+	if req.Namespace == "" || req.Tool.Name == "" || req.Operation == "" {
+		return errors.New("once: Request needs Namespace, Tool.Name and Operation")
+	}
+	return nil
 }
 
 // ensure creates the operation or reads the one that exists under its name
 // (found), and checks that it is the same request.
 func (c *Client) ensure(ctx context.Context, req Request) (op *v1.SideEffectOperation, found bool, err error) {
-	if req.Key == "" {
-		return nil, false, errors.New("once: Request.Key is required: only the caller knows whether a call is a retry")
-	}
-	if req.Namespace == "" || req.Tool.Name == "" || req.Operation == "" {
-		return nil, false, errors.New("once: Request needs Namespace, Tool.Name and Operation")
-	}
 	want := newOperation(req)
 	got, found, err := createOrFind(ctx, c, "operation", want, &v1.SideEffectOperation{})
 	if err != nil || !found {
@@ -379,7 +459,13 @@ func raw(r *runtime.RawExtension) []byte {
 }
 
 func shortDigest(b []byte) string {
-	return strings.TrimPrefix(protocol.Digest(b), "sha256:")[:12]
+	return shortHash(protocol.Digest(b))
+}
+
+// shortHash is the first twelve hex digits of a "sha256:" digest.
+func shortHash(d string) string {
+	d = strings.TrimPrefix(d, "sha256:")
+	return d[:min(12, len(d))]
 }
 
 // wait reads op until it ends, needs review or ctx ends.
@@ -431,26 +517,37 @@ func Outcome(op *v1.SideEffectOperation) (Result, bool, error) {
 		reason = ready.Reason
 		msg = cmp.Or(ready.Message, msg)
 	}
-	switch st.State {
-	case v1.StateCommitted, v1.StateCompensated:
-		res := Result{Namespace: op.Namespace, Name: op.Name, State: st.State, ExternalObjectID: st.ExternalObjectID,
-			ResultDigest: st.ResultDigest, Attempts: st.Attempts, DuplicateOf: st.DuplicateOf}
-		if st.Result != nil {
-			res.Result = json.RawMessage(st.Result.Raw)
-		}
-		return res, true, nil
-	case v1.StateFailedFinal:
-		if st.ErrorClass == v1.ErrorConflict || reason == v1.ReasonIdempotencyParameterMismatch {
-			return Result{}, true, &MismatchError{Namespace: op.Namespace, Name: op.Name,
-				Key: protocol.OperationScope(op).Key, Message: cmp.Or(st.ErrorMessage, msg)}
-		}
-		return Result{}, true, &FailedError{Namespace: op.Namespace, Name: op.Name, Class: st.ErrorClass,
-			Reason: reason, Message: cmp.Or(st.ErrorMessage, msg), Decided: protocol.Decided(reason),
-			EffectReported: reason == v1.ReasonEffectReported}
-	case v1.StateNeedsReview:
+	if st.State == v1.StateNeedsReview {
 		return Result{}, true, &NeedsReviewError{Namespace: op.Namespace, Name: op.Name, Message: msg}
 	}
-	return Result{}, false, nil
+	if !st.State.IsTerminal() {
+		return Result{}, false, nil
+	}
+	res, err := answer(op.Namespace, op.Name, protocol.OperationScope(op).Key, v1.RecordOutcome{
+		State: st.State, Attempts: st.Attempts, ExternalObjectID: st.ExternalObjectID, Result: st.Result,
+		ResultDigest: st.ResultDigest, ErrorClass: st.ErrorClass, Reason: reason,
+		ErrorMessage: cmp.Or(st.ErrorMessage, msg), Resolution: st.Resolution.Record(),
+	}, st.DuplicateOf)
+	return res, true, err
+}
+
+// answer is the answer for an operation that ended in o, whether the
+// operation says it or, after it is gone, its record.
+func answer(namespace, name, key string, o v1.RecordOutcome, duplicateOf string) (Result, error) {
+	if o.State == v1.StateFailedFinal {
+		if o.ErrorClass == v1.ErrorConflict || o.Reason == v1.ReasonIdempotencyParameterMismatch {
+			return Result{}, &MismatchError{Namespace: namespace, Name: name, Key: key, Message: o.ErrorMessage}
+		}
+		return Result{}, &FailedError{Namespace: namespace, Name: name, Class: o.ErrorClass,
+			Reason: o.Reason, Message: o.ErrorMessage, Decided: protocol.Decided(o.Reason),
+			EffectReported: o.Reason == v1.ReasonEffectReported, Resolution: o.Resolution}
+	}
+	res := Result{Namespace: namespace, Name: name, State: o.State, ExternalObjectID: o.ExternalObjectID,
+		ResultDigest: o.ResultDigest, Attempts: o.Attempts, DuplicateOf: duplicateOf, Resolution: o.Resolution}
+	if o.Result != nil {
+		res.Result = json.RawMessage(o.Result.Raw)
+	}
+	return res, nil
 }
 
 // get reads an object, retrying transient errors.

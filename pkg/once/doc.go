@@ -43,6 +43,19 @@ limitations under the License.
 //   - *PendingError: the context ended first; the operation goes on, and a
 //     later Do with the same key returns its outcome.
 //
+// # After the operation went
+//
+// An operation Do makes is deleted an hour after it ends unless the request
+// says otherwise (Request.TTLSecondsAfterFinished); its scope's
+// IdempotencyRecord keeps its outcome until completion plus retention. Do
+// reads that record first: while it keeps an outcome, Do answers from it,
+// as the operation did (Found, with the person's Resolution if one decided),
+// or with a *MismatchError for other parameters, and creates nothing
+// (Client.Recorded). After the record expired the key starts a new lifetime:
+// Do creates the operation and it executes again. DoSaga has no record of
+// its own: a saga that went is made again, and its steps report their
+// records' outcomes.
+//
 // Any other error is one Do could not get past: the API server refused the
 // request (Forbidden, Invalid) or stayed unreachable.
 //

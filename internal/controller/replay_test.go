@@ -1,0 +1,179 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/review"
+	"github.com/once-dev/once/pkg/once"
+	"github.com/once-dev/once/test/sandbox"
+)
+
+// A replay that comes after the operation went (its TTL ran out) is
+// answered from the scope's record, as the operation answered it: with the
+// person's decision the outcome rests on, and no new object.
+var _ = Describe("A replay after the operation went", func() {
+	var (
+		ns string
+		oc *once.Client
+	)
+	BeforeEach(func() {
+		ns = newNamespace()
+		DeferCleanup(startManager(managerOptions{}))
+		oc = once.New(k8sClient)
+		oc.PollMin, oc.PollMax = 50*time.Millisecond, 200*time.Millisecond
+	})
+	do := func(req once.Request) (once.Result, error) {
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return oc.Do(c, req)
+	}
+	request := func(key, params string) once.Request {
+		return once.Request{Namespace: ns, Tool: v1.ToolReference{Name: "payments"}, Operation: "charge.create",
+			Key: key, Parameters: json.RawMessage(params), TTLSecondsAfterFinished: ptr.To[int32](0)}
+	}
+
+	It("keeps a person's decision in the record, and pkg/once answers it from there", func() {
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: "drop-after-commit", Count: 1})
+		newTool(ns, "payments", v1.IdempotencyNone)
+		req := request("mail-1", `{"to":"a@example.com"}`)
+		_, err := do(req)
+		var nr *once.NeedsReviewError
+		Expect(errors.As(err, &nr)).To(BeTrue(), "%v", err)
+		op := get(ns, nr.Name)
+
+		By("resolving it as kubectl once resolve does: the effect was found")
+		Expect(review.ResolveOperation(ctx, k8sClient, op, v1.Resolution{Action: v1.ResolutionMarkCommitted,
+			ExternalObjectID: "ch_found", By: "alice", Reason: "found the charge in the ledger"})).To(Succeed())
+		Eventually(gone(op), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
+
+		By("keeping the decision in the record, with who, what, why and when")
+		rec := record(ns, op.Status.RecordName)
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.Spec.Outcome).NotTo(BeNil())
+		Expect(rec.Spec.Outcome.State).To(Equal(v1.StateCommitted))
+		Expect(rec.Spec.Outcome.ExternalObjectID).To(Equal("ch_found"))
+		d := rec.Spec.Outcome.Resolution
+		Expect(d).NotTo(BeNil(), "the record forgot that a person decided")
+		Expect(d.Action).To(Equal(v1.ResolutionMarkCommitted))
+		Expect(d.By).To(Equal("alice"))
+		Expect(d.User).NotTo(BeEmpty(), "the writer, as the API server saw them")
+		Expect(d.Reason).To(Equal("found the charge in the ledger"))
+		Expect(d.Time.IsZero()).To(BeFalse())
+
+		By("the same request again: the decided outcome, from the record, saying a person decided")
+		res, err := do(req)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Found).To(BeTrue())
+		Expect(res.State).To(Equal(v1.StateCommitted))
+		Expect(res.ExternalObjectID).To(Equal("ch_found"))
+		Expect(res.Resolution).NotTo(BeNil())
+		Expect(res.Resolution.By).To(Equal("alice"))
+		Expect(gone(op)()).To(BeTrue(), "Do made the operation again")
+		Expect(effectsOf(v1.IdempotencyNone, ns, "mail-1")).To(Equal(1))
+	})
+
+	It("answers pkg/once from the record with no new object, and refuses other parameters as a mismatch", func() {
+		newTool(ns, "payments", v1.IdempotencyNone)
+		req := request("order-1", `{"amount":5}`)
+		first, err := do(req)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(first.Found).To(BeFalse())
+		op := &v1.SideEffectOperation{}
+		op.Namespace, op.Name = ns, first.Name
+		Eventually(gone(op), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
+		Expect(effectsOf(v1.IdempotencyNone, ns, "order-1")).To(Equal(1))
+
+		By("the same request: the recorded outcome, found, and no object made")
+		again, err := do(req)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.Found).To(BeTrue(), "a replay answered as a first call: Do made the operation again")
+		Expect(again.Name).To(Equal(first.Name))
+		Expect(again.State).To(Equal(v1.StateCommitted))
+		Expect(again.ExternalObjectID).To(Equal(first.ExternalObjectID))
+		Expect(again.ResultDigest).To(Equal(first.ResultDigest))
+		Expect(again.Resolution).To(BeNil(), "no person decided this one")
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(op), op))).To(BeTrue())
+
+		By("the same key with other parameters: a mismatch, and still no object")
+		_, err = do(request("order-1", `{"amount":6}`))
+		var mismatch *once.MismatchError
+		Expect(errors.As(err, &mismatch)).To(BeTrue(), "%v", err)
+		Expect(mismatch.Name).To(Equal(first.Name))
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(op), op))).To(BeTrue())
+		Expect(effectsOf(v1.IdempotencyNone, ns, "order-1")).To(Equal(1))
+	})
+})
+
+// A saga's steps are checkpointed in its status: a committed step whose
+// operation went is still compensated, from what the checkpoint keeps.
+var _ = Describe("A saga whose committed step's operation went", func() {
+	var ns string
+	BeforeEach(func() {
+		ns = newNamespace()
+		DeferCleanup(startManager(managerOptions{}))
+		newDesk(ns)
+	})
+
+	It("compensates the step from its checkpoint and reports Compensated", func() {
+		steps := changeSteps()[:2]
+		steps[1].RequiresApproval = true
+		steps[1].Parameters = raw(map[string]any{"reject": "no"}) // refused for good: 422
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+		Eventually(func() string {
+			return sagaCondition(getSaga(ns, "scale"), v1.ConditionStalled).Reason
+		}, 30*time.Second).Should(Equal("WaitingForApproval"))
+		checkpoint := stepStatus(getSaga(ns, "scale"), "ticket")
+		Expect(checkpoint.State).To(Equal(v1.StateCommitted))
+		Expect(checkpoint.ExternalObjectID).NotTo(BeEmpty())
+
+		By("deleting the committed step's operation: its outcome goes to its record")
+		ticket := get(ns, checkpoint.Operation)
+		Expect(k8sClient.Delete(ctx, ticket)).To(Succeed())
+		Eventually(func() bool {
+			fresh := &v1.SideEffectOperation{}
+			err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ticket), fresh)
+			return apierrors.IsNotFound(err) || (err == nil && fresh.UID != ticket.UID)
+		}, 20*time.Second, 50*time.Millisecond).Should(BeTrue())
+
+		By("approving the step that fails: the ticket is closed once, from the checkpoint")
+		s := getSaga(ns, "scale")
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Spec.Approvals = []v1.SagaApproval{{Step: "config", By: "bob"}}
+		Expect(k8sClient.Patch(ctx, s, patch)).To(Succeed())
+		s = waitSaga(ns, "scale", v1.StateCompensated)
+		ss := stepStatus(s, "ticket")
+		Expect(ss.State).To(Equal(v1.StateCompensated))
+		Expect(ss.ExternalObjectID).To(Equal(checkpoint.ExternalObjectID))
+		Expect(ss.Compensation.State).To(Equal(v1.StateCompensated))
+		Expect(stepStatus(s, "config").State).To(Equal(v1.StateFailedFinal))
+		Expect(s.Status.CompensationsDone).To(BeEquivalentTo(1))
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "cancel tickets"}))
+	})
+})
