@@ -19,6 +19,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"testing"
 	"time"
 
@@ -105,9 +106,7 @@ func TestStripUnread(t *testing.T) {
 			want:   toolscache.DeletedFinalStateUnknown{Key: "ns/x"},
 		},
 	}
-	for name, tc := range terminalCases() {
-		cases[name] = tc
-	}
+	maps.Copy(cases, terminalCases())
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got, err := StripUnread(tc.in)
