@@ -19,9 +19,11 @@ package controller
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/outbox"
 )
 
 // CacheOptions are the manager's cache options, for cmd/main.go and the
@@ -29,13 +31,13 @@ import (
 // some controller reads. A manager keeps every SideEffectOperation and
 // IdempotencyRecord of the cluster, committed ones included, for as long
 // as they exist; what it keeps of each is multiplied by their number
-// (docs/performance.md).
+// (docs/performance.md, "Memory per retained operation").
 func CacheOptions() cache.Options {
 	return cache.Options{DefaultTransform: StripUnread}
 }
 
 // StripUnread removes from an object, before the cache stores it, what no
-// controller reads and no write sends back:
+// controller reads from the cache and no write sends back:
 //
 //   - metadata.managedFields, of every object. No code reads them, and the
 //     API server keeps an object's managed fields when an update carries
@@ -50,9 +52,12 @@ func CacheOptions() cache.Options {
 //     sends the finalizers alone. So the stripped annotation is never
 //     written back. IdempotencyRecords keep theirs: the manager updates
 //     their spec, and an update of the main resource would erase it.
+//   - of a terminal operation, all of its spec and status but what
+//     terminalKept names: see there.
 //
-// Status is never stripped: every status write sends the status of the
-// object it read, and the decision core reads all of it.
+// The status of an operation that is not terminal is never stripped:
+// every status write sends the status of the object it read, and the
+// decision core reads all of it.
 func StripUnread(in any) (any, error) {
 	obj, err := meta.Accessor(in)
 	if err != nil {
@@ -73,7 +78,89 @@ func StripUnread(in any) (any, error) {
 			}
 		}
 	}
+	if op, ok := in.(*v1.SideEffectOperation); ok && op.Status.State.IsTerminal() {
+		terminalKept(op)
+	}
 	return in, nil
+}
+
+// terminalKept reduces a terminal operation (Committed, FailedFinal,
+// Compensated: none of them is ever left) to what the manager reads of it
+// from its cache. Terminal operations are nearly all the operations a
+// cluster retains, and their parameters (up to 64 KiB), result (up to
+// 16 KiB), observations, history and conditions are most of what a manager
+// would hold of each.
+//
+// The metadata stays whole (less managedFields and kubectl's annotation):
+// the name, UID and resourceVersion (the preconditions of the TTL's
+// delete), the finalizers and the deletion time (the finalizer and its
+// release), the labels and the owner references (the saga's list of its
+// operations and its controller reference; a TTL leaves a saga's
+// operations to it).
+//
+// Of the spec:
+//   - toolRef, operation and idempotencyKey: the scope, by which an
+//     operation falls in its shard, and which the saga checks a step's
+//     operation against;
+//   - ttlSecondsAfterFinished: the TTL.
+//
+// Of the status:
+//   - state: everything asks it first; nothing of the rest is read unless
+//     it is terminal, and the NeedsReview metric counts by it;
+//   - attempts, duplicateOf: whether the operation needs the finalizer
+//     that keeps its outcome (keepFinalizer, expireOperation);
+//   - recordName: the record the operation's deletion wakes;
+//   - completionTime, and the Ready condition: when it ended, for the
+//     TTL; the Ready condition's reason and message are also what a saga
+//     reports of its step;
+//   - externalObjectID, resultDigest: what a saga records of its step;
+//   - outbox, while an announcement is Pending: the relay's watch and its
+//     first look (it then reads the object past the cache).
+//
+// Whoever needs more reads the operation past the cache, from the API
+// server, at the moment it needs it: the saga, a committed step's result
+// for a later step's parameters (SagaReconciler.readResults); the
+// finalizer, the outcome it copies into the record (release); an
+// operation with the same scope, its owner's outcome (ownerOf); the relay,
+// the announcement it delivers. No write starts from a cached terminal
+// operation: status writes are made only from an operation that is not
+// terminal or from one read past the cache, the finalizer is added and
+// removed by a merge patch of the finalizers, and the TTL's delete sends
+// preconditions only (cache_test.go checks the stored object keeps its
+// spec and status). A field added to the status is dropped here until it
+// is named.
+func terminalKept(op *v1.SideEffectOperation) {
+	spec, st := &op.Spec, &op.Status
+	op.Spec = v1.SideEffectOperationSpec{
+		ToolRef:                 spec.ToolRef,
+		Operation:               spec.Operation,
+		IdempotencyKey:          spec.IdempotencyKey,
+		TTLSecondsAfterFinished: spec.TTLSecondsAfterFinished,
+	}
+	kept := v1.SideEffectOperationStatus{
+		State:            st.State,
+		Attempts:         st.Attempts,
+		DuplicateOf:      st.DuplicateOf,
+		RecordName:       st.RecordName,
+		CompletionTime:   st.CompletionTime,
+		ExternalObjectID: st.ExternalObjectID,
+		ResultDigest:     st.ResultDigest,
+	}
+	if ready := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); ready != nil {
+		kept.Conditions = []metav1.Condition{*ready}
+	}
+	if outbox.Pending(st.Outbox) {
+		kept.Outbox = st.Outbox
+	}
+	op.Status = kept
+}
+
+// resultNotCached reports whether op's result is in the API server but not
+// in op: a terminal operation read from the manager's cache has a digest
+// of its result and not the result itself. (So has an operation whose
+// result was above MaxResultBytes; reading it past the cache finds none.)
+func resultNotCached(op *v1.SideEffectOperation) bool {
+	return op.Status.Result == nil && op.Status.ResultDigest != ""
 }
 
 // WatchOnly restricts the cache of o to namespaces, when there are any:

@@ -19,6 +19,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"testing"
 	"time"
 
@@ -54,11 +55,11 @@ func TestStripUnread(t *testing.T) {
 			reason: "An applied operation loses its managed fields and kubectl's annotation, and keeps its other annotations, spec and status.",
 			in: &v1.SideEffectOperation{ObjectMeta: meta(map[string]string{lastApplied: `{"spec":{}}`, "team": "payments"}),
 				Spec:   v1.SideEffectOperationSpec{Operation: "charge.create"},
-				Status: v1.SideEffectOperationStatus{State: v1.StateCommitted, Result: result}},
+				Status: v1.SideEffectOperationStatus{State: v1.StateStarted, Result: result}},
 			want: &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns",
 				Annotations: map[string]string{"team": "payments"}},
 				Spec:   v1.SideEffectOperationSpec{Operation: "charge.create"},
-				Status: v1.SideEffectOperationStatus{State: v1.StateCommitted, Result: result}},
+				Status: v1.SideEffectOperationStatus{State: v1.StateStarted, Result: result}},
 		},
 		"OperationOnlyAnnotation": {
 			reason: "An operation whose only annotation was kubectl's has none left.",
@@ -105,6 +106,7 @@ func TestStripUnread(t *testing.T) {
 			want:   toolscache.DeletedFinalStateUnknown{Key: "ns/x"},
 		},
 	}
+	maps.Copy(cases, terminalCases())
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got, err := StripUnread(tc.in)
@@ -116,6 +118,88 @@ func TestStripUnread(t *testing.T) {
 			}
 		})
 	}
+}
+
+// terminalCases are StripUnread's cases for operations in each state: a
+// terminal one keeps what terminalKept names, any other all it has.
+func terminalCases() map[string]struct {
+	reason string
+	in     any
+	want   any
+} {
+	ttl := int32(60)
+	done := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonCommitted,
+		Message: "Committed as ch_1", LastTransitionTime: done, ObservedGeneration: 1}
+	delivered := v1.OutboxEntry{EventID: "e-1", Subscriber: "audit", State: v1.DeliveryDelivered}
+	pending := v1.OutboxEntry{EventID: "e-2", Subscriber: "billing", State: v1.DeliveryPending}
+	objectMeta := metav1.ObjectMeta{Name: "x", Namespace: "ns", UID: "u-1", ResourceVersion: "7", Generation: 1,
+		Labels: map[string]string{"once.dev/saga": "change"}, Finalizers: []string{v1.FinalizerRecord},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1.GroupVersion.String(), Kind: "Saga", Name: "change", UID: "s-1"}}}
+	full := func(state v1.OperationState, outbox ...v1.OutboxEntry) *v1.SideEffectOperation {
+		return &v1.SideEffectOperation{ObjectMeta: *objectMeta.DeepCopy(),
+			Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"},
+				Operation: "charge.create", IdempotencyKey: "order-1",
+				Parameters:              &runtime.RawExtension{Raw: []byte(`{"amount":100}`)},
+				Timeout:                 &metav1.Duration{Duration: time.Second},
+				Retention:               &metav1.Duration{Duration: time.Hour},
+				TTLSecondsAfterFinished: &ttl,
+				RetryPolicy:             &v1.RetryPolicy{MaxAttempts: 3},
+				Subscribers:             []v1.Subscriber{{Name: "audit", URL: "https://audit.example"}}},
+			Status: v1.SideEffectOperationStatus{State: state, IdempotencyKey: "order-1", ToolIdempotencyKey: "ns/Tool:payments/charge.create/order-1",
+				RequestHash: "sha256:aa", RecordName: "scope-1", DuplicateOf: "y", Attempts: 2,
+				ExternalObjectID: "ch_1", ExternalRequestID: "req_1",
+				Result: &runtime.RawExtension{Raw: []byte(`{"id":"ch_1"}`)}, ResultDigest: "sha256:bb",
+				ErrorClass: v1.ErrorRetryable, ErrorMessage: "attempt 1 refused", IdempotencyMode: v1.IdempotencyNative,
+				Promise:      "sha256:cc",
+				Observations: []v1.Observation{{Time: done, Kind: v1.ObservationCall, Attempt: 2, Outcome: "Succeeded"}},
+				History:      []v1.Transition{{Time: done, State: state, Reason: v1.ReasonCommitted}},
+				StartedTime:  &done, CommittedTime: &done, CompletionTime: &done, ExpiryTime: &done,
+				Outbox: outbox, ObservedGeneration: 1,
+				Conditions: []metav1.Condition{ready,
+					{Type: v1.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: v1.ReasonCommitted, Message: "Committed as ch_1"}}},
+		}
+	}
+	kept := func(state v1.OperationState, outbox ...v1.OutboxEntry) *v1.SideEffectOperation {
+		return &v1.SideEffectOperation{ObjectMeta: *objectMeta.DeepCopy(),
+			Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"},
+				Operation: "charge.create", IdempotencyKey: "order-1", TTLSecondsAfterFinished: &ttl},
+			Status: v1.SideEffectOperationStatus{State: state, RecordName: "scope-1", DuplicateOf: "y", Attempts: 2,
+				ExternalObjectID: "ch_1", ResultDigest: "sha256:bb", CompletionTime: &done, Outbox: outbox,
+				Conditions: []metav1.Condition{ready}},
+		}
+	}
+	type tc = struct {
+		reason string
+		in     any
+		want   any
+	}
+	cases := map[string]tc{
+		"CommittedKeepsWhatIsRead": {
+			reason: "A committed operation keeps its metadata, its scope and TTL, and the status fields the manager reads from its cache.",
+			in:     full(v1.StateCommitted, delivered), want: kept(v1.StateCommitted),
+		},
+		"FailedFinal": {
+			reason: "FailedFinal is terminal: the same fields stay.",
+			in:     full(v1.StateFailedFinal), want: kept(v1.StateFailedFinal),
+		},
+		"Compensated": {
+			reason: "Compensated is terminal: the same fields stay.",
+			in:     full(v1.StateCompensated), want: kept(v1.StateCompensated),
+		},
+		"PendingOutbox": {
+			reason: "A terminal operation whose announcement is still Pending keeps its outbox for the relay's watch.",
+			in:     full(v1.StateCommitted, delivered, pending), want: kept(v1.StateCommitted, delivered, pending),
+		},
+	}
+	for _, s := range []v1.OperationState{"", v1.StatePlanned, v1.StateStarted, v1.StateFailedRetryable, v1.StateUnknown,
+		v1.StateReconciling, v1.StateNeedsReview, v1.StateCompensating} {
+		cases["Keeps"+string(s.OrPlanned())+"Whole"] = tc{
+			reason: "An operation that is not terminal keeps all it has: its status is written from the cache.",
+			in:     full(s, pending), want: full(s, pending),
+		}
+	}
+	return cases
 }
 
 // strippedCache is a cache with the manager's options, started for the
@@ -231,6 +315,85 @@ var _ = Describe("The manager's cache", func() {
 		Expect(after.Annotations).To(Equal(stored.Annotations))
 		Expect(entryOf(after, "creator")).To(Equal(creator))
 		Expect(entryOf(after, "once")).NotTo(BeNil())
+	})
+
+	It("keeps of a terminal operation only what the manager reads, erases nothing stored, and gives the record the full outcome", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		newTool(ns, "payments", v1.IdempotencyNative)
+		applied(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100}))
+		stored := waitFor(ns, "charge-1", v1.StateCommitted)
+		Expect(stored.Status.Result).NotTo(BeNil())
+		Expect(stored.Status.Observations).NotTo(BeEmpty())
+
+		By("reading it from a cache with the manager's options")
+		c := strippedCache()
+		cached := &v1.SideEffectOperation{}
+		Eventually(func() v1.OperationState {
+			_ = c.Get(ctx, client.ObjectKeyFromObject(stored), cached)
+			return cached.Status.State
+		}).Should(Equal(v1.StateCommitted))
+		Expect(cached.Spec).To(Equal(v1.SideEffectOperationSpec{ToolRef: stored.Spec.ToolRef, Operation: stored.Spec.Operation}))
+		Expect(cached.Status).To(Equal(v1.SideEffectOperationStatus{State: v1.StateCommitted,
+			Attempts: stored.Status.Attempts, RecordName: stored.Status.RecordName,
+			ExternalObjectID: stored.Status.ExternalObjectID, ResultDigest: stored.Status.ResultDigest,
+			CompletionTime: stored.Status.CompletionTime,
+			Conditions:     []metav1.Condition{conditionIn(stored.Status.Conditions, v1.ConditionReady)}}))
+		Expect(cached.Finalizers).To(Equal(stored.Finalizers))
+
+		By("taking its finalizer away: the manager gives it back, patching from its cache")
+		patch := client.MergeFrom(stored.DeepCopy())
+		stored.Finalizers = nil
+		Expect(k8sClient.Patch(ctx, stored, patch)).To(Succeed())
+		Eventually(func() []string { return get(ns, "charge-1").Finalizers }, 10*time.Second).
+			Should(ContainElement(v1.FinalizerRecord))
+		after := get(ns, "charge-1")
+		Expect(after.Spec).To(Equal(stored.Spec))
+		Expect(after.Status).To(Equal(stored.Status))
+		Expect(after.Annotations).To(Equal(stored.Annotations))
+
+		By("deleting it by a TTL: the record gets the outcome as the API server has it")
+		patch = client.MergeFrom(after.DeepCopy())
+		after.Spec.TTLSecondsAfterFinished = new(int32(0))
+		Expect(k8sClient.Patch(ctx, after, patch)).To(Succeed())
+		Eventually(gone(after), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
+		rec := record(ns, stored.Status.RecordName)
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.Spec.Outcome).NotTo(BeNil())
+		o := rec.Spec.Outcome
+		Expect(o.Result).NotTo(BeNil())
+		Expect(o.Result.Raw).To(MatchJSON(stored.Status.Result.Raw))
+		Expect(o.ResultDigest).To(Equal(stored.Status.ResultDigest))
+		Expect(o.ExternalObjectID).To(Equal(stored.Status.ExternalObjectID))
+		Expect(o.ExternalRequestID).To(Equal(stored.Status.ExternalRequestID))
+		Expect(o.Attempts).To(Equal(stored.Status.Attempts))
+		Expect(o.Reason).To(Equal(v1.ReasonCommitted))
+		Expect(o.CompletionTime).To(Equal(*stored.Status.CompletionTime))
+		Expect(rec.Spec.RequestHash).To(Equal(stored.Status.RequestHash))
+	})
+
+	It("gives a saga's later step its parameters from an earlier step's result, which the cache does not keep", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		newDesk(ns)
+		steps := changeSteps()[:2]
+		steps[1].ParametersFrom = append(steps[1].ParametersFrom,
+			v1.ParameterExpression{Name: "title", Expression: "steps.ticket.result.parameters.title"})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+		waitSaga(ns, "scale", v1.StateCommitted)
+
+		ticket := get(ns, "scale.ticket")
+		Expect(ticket.Status.Result).NotTo(BeNil())
+		var params map[string]any
+		Expect(json.Unmarshal(get(ns, "scale.config").Spec.Parameters.Raw, &params)).To(Succeed())
+		Expect(params).To(HaveKeyWithValue("title", "scale checkout"))
+		Expect(params).To(HaveKeyWithValue("ticket", ticket.Status.ExternalObjectID))
+
+		By("reading the step from a cache with the manager's options: no result there")
+		c := strippedCache()
+		cached := &v1.SideEffectOperation{}
+		Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(ticket), cached) }).Should(Succeed())
+		Expect(cached.Status.State).To(Equal(v1.StateCommitted))
+		Expect(cached.Status.Result).To(BeNil())
+		Expect(cached.Status.ResultDigest).To(Equal(ticket.Status.ResultDigest))
 	})
 
 	It("loses a stripped annotation on an update of an operation's main resource, and keeps it on a merge patch", func() {

@@ -167,6 +167,9 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			}
 			continue
 		}
+		if err := r.readResults(ctx, ops, view.Status); err != nil {
+			return ctrl.Result{}, err
+		}
 		params, err := plan.Parameters(ctx, d.Action.Step, d.Action.Undo, inputs(&s), stepData(ops, view.Status))
 		if err != nil {
 			// The operation cannot be made; the decision fails it before
@@ -235,7 +238,32 @@ func children(s *v1.Saga, ops map[string]*v1.SideEffectOperation) map[string]sag
 	return out
 }
 
-// stepData is what the steps' parameters may use of the steps before them.
+// readResults reads past the cache the operations of the committed steps
+// whose result the cache does not keep (it keeps a terminal operation
+// without its result: terminalKept), and puts them in ops, so that the
+// later steps' parameters are computed from the results as the API server
+// has them. Once per pass and step: an operation read here has its result
+// (or had one too large to keep, which is read again, and found absent).
+func (r *SagaReconciler) readResults(ctx context.Context, ops map[string]*v1.SideEffectOperation,
+	status v1.SagaStatus) error {
+	for _, ss := range status.Steps {
+		op, ok := ops[ss.Operation]
+		if !ok || op.Status.State != v1.StateCommitted || !resultNotCached(op) {
+			continue
+		}
+		fresh := &v1.SideEffectOperation{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+			// Gone meanwhile, too: the cache will show it, and the saga
+			// decides again on what its checkpoint holds.
+			return fmt.Errorf("reading the result of step %s from operation %s: %w", ss.Name, op.Name, err)
+		}
+		ops[ss.Operation] = fresh
+	}
+	return nil
+}
+
+// stepData is what the steps' parameters may use of the steps before them:
+// ops must hold their results (readResults).
 func stepData(ops map[string]*v1.SideEffectOperation, status v1.SagaStatus) map[string]saga.StepData {
 	data := map[string]saga.StepData{}
 	for _, ss := range status.Steps {
@@ -351,6 +379,9 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 		if no := protocol.CheckNumbers(w.Raw); no != nil {
 			return failed("%s", no.Message)
 		}
+	}
+	if err := r.readResults(ctx, ops, status); err != nil {
+		return undecided("%v", err)
 	}
 	params, err := plan.Parameters(ctx, i, false, inputs(s), stepData(ops, status))
 	if err != nil {

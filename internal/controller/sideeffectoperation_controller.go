@@ -182,16 +182,22 @@ func (r *SideEffectOperationReconciler) keepFinalizer(ctx context.Context, op *v
 }
 
 // IndexFields registers the field indexes the reconciler lists by: the
-// manager's cache, or the simulator's.
+// manager's cache, or the simulator's. Both hold unfinished operations
+// alone: the watches that list by them wake only those, and a cluster's
+// terminal operations would make them as large as the cache's store.
 func (r *SideEffectOperationReconciler) IndexFields(ctx context.Context, idx client.FieldIndexer) error {
 	if err := idx.IndexField(ctx, &v1.SideEffectOperation{}, indexToolRef, func(o client.Object) []string {
 		op := o.(*v1.SideEffectOperation)
+		if op.Status.State.IsTerminal() {
+			return nil
+		}
 		return []string{toolKey(op.Spec.ToolRef, op.Namespace)}
 	}); err != nil {
 		return err
 	}
 	return idx.IndexField(ctx, &v1.SideEffectOperation{}, indexDuplicateOf, func(o client.Object) []string {
-		if d := o.(*v1.SideEffectOperation).Status.DuplicateOf; d != "" {
+		op := o.(*v1.SideEffectOperation)
+		if d := op.Status.DuplicateOf; d != "" && !op.Status.State.IsTerminal() {
 			return []string{d}
 		}
 		return nil
