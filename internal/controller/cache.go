@@ -109,7 +109,9 @@ func StripUnread(in any) (any, error) {
 //     it is terminal, and the NeedsReview metric counts by it;
 //   - attempts, duplicateOf: whether the operation needs the finalizer
 //     that keeps its outcome (keepFinalizer, expireOperation);
-//   - recordName: the record the operation's deletion wakes;
+//   - recordName, which an operation ended under the previous release
+//     still has (the record controller's delete watch derives the name
+//     from the scope, kept above);
 //   - completionTime, and the Ready condition: when it ended, for the
 //     TTL; the Ready condition's reason and message are also what a saga
 //     reports of its step;
