@@ -141,33 +141,34 @@ func (c *etcdClient) revision(ctx context.Context) (int64, error) {
 	return strconv.ParseInt(st.Header.Revision, 10, 64)
 }
 
-// compact compacts etcd's history up to its current revision and waits
-// until the compaction is applied: what remains is every key's latest
-// value. The API server compacts by itself too; a revision it has already
-// compacted is no error.
-func (c *etcdClient) compact(ctx context.Context) error {
+// compactedSize compacts etcd's history and reads its size once the
+// freed pages show. It compacts to the revision of two seconds before,
+// not the current one, so that the API server's own watch of etcd, a
+// moment behind under load, is never cut off (a watcher behind the
+// compacted revision has to list everything again, and so would the
+// manager's informers): what remains is every key's latest value and at
+// most two seconds of history. The API server compacts by itself too; a
+// revision it has already compacted is no error. The in-use figure is
+// taken at etcd's commits of its backend (every 100 ms while anything
+// writes; the API server's and the shards' leases do), so it is read
+// until two readings a second apart agree, five at most.
+func (c *etcdClient) compactedSize(ctx context.Context) (EtcdSize, error) {
 	rev, err := c.revision(ctx)
 	if err != nil {
-		return err
+		return EtcdSize{}, err
+	}
+	select {
+	case <-ctx.Done():
+		return EtcdSize{}, ctx.Err()
+	case <-time.After(2 * time.Second):
 	}
 	var out struct{}
 	err = c.post(ctx, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, &out)
 	if err != nil && !strings.Contains(err.Error(), "compacted") {
-		return fmt.Errorf("compacting etcd to revision %d: %w", rev, err)
-	}
-	return nil
-}
-
-// compactedSize compacts etcd and reads its size once the freed pages
-// show: the in-use figure is taken at etcd's commits of its backend
-// (every 100 ms while anything writes; the API server's and the shards'
-// leases do), so it is read until it stops moving.
-func (c *etcdClient) compactedSize(ctx context.Context) (EtcdSize, error) {
-	if err := c.compact(ctx); err != nil {
-		return EtcdSize{}, err
+		return EtcdSize{}, fmt.Errorf("compacting etcd to revision %d: %w", rev, err)
 	}
 	var last EtcdSize
-	for i := range 10 {
+	for i := range 5 {
 		select {
 		case <-ctx.Done():
 			return EtcdSize{}, ctx.Err()
@@ -177,7 +178,7 @@ func (c *etcdClient) compactedSize(ctx context.Context) (EtcdSize, error) {
 		if err != nil {
 			return EtcdSize{}, err
 		}
-		if i > 1 && s.InUseBytes == last.InUseBytes {
+		if i > 0 && s.InUseBytes == last.InUseBytes {
 			return s, nil
 		}
 		last = s
