@@ -147,7 +147,7 @@ func drawPanel(b *strings.Builder, p Panel, top int) {
 		x0-55, (y0+y1)/2, html.EscapeString(p.Unit))
 	// The series and the fit.
 	if len(p.X) > 0 {
-		var pts []string
+		pts := make([]string, 0, len(p.X))
 		for i := range p.X {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", sx(p.X[i]), sy(p.Y[i])))
 		}

@@ -17,6 +17,7 @@ limitations under the License.
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,6 +110,12 @@ type SoakSeries struct {
 	Flat bool `json:"flat"`
 }
 
+// Units of the series.
+const (
+	unitMiB     = "MiB"
+	unitObjects = "objects"
+)
+
 // FlatPercentPerHour is what a flat series may add to its level per hour.
 const FlatPercentPerHour = 5
 
@@ -146,35 +153,35 @@ var soakSeries = []struct {
 	scale      float64
 	value      func(SoakSample) float64
 }{
-	{"etcd in use", "MiB", 1 << 20, func(s SoakSample) float64 { return s.EtcdInUseBytes }},
-	{"manager RSS", "MiB", 1 << 20, func(s SoakSample) float64 { return s.ManagerRSSBytes }},
-	{"manager heap in use", "MiB", 1 << 20, func(s SoakSample) float64 { return s.ManagerHeapInuseBytes }},
-	{"operations", "objects", 1, func(s SoakSample) float64 { return float64(s.Operations) }},
-	{"records", "objects", 1, func(s SoakSample) float64 { return float64(s.Records) }},
+	{"etcd in use", unitMiB, 1 << 20, func(s SoakSample) float64 { return s.EtcdInUseBytes }},
+	{"manager RSS", unitMiB, 1 << 20, func(s SoakSample) float64 { return s.ManagerRSSBytes }},
+	{"manager heap in use", unitMiB, 1 << 20, func(s SoakSample) float64 { return s.ManagerHeapInuseBytes }},
+	{"operations", unitObjects, 1, func(s SoakSample) float64 { return float64(s.Operations) }},
+	{"records", unitObjects, 1, func(s SoakSample) float64 { return float64(s.Records) }},
+}
+
+// complete checks cfg and fills in its defaults.
+func (cfg *SoakConfig) complete() error {
+	if cfg.Duration <= 0 || cfg.TTL < 0 || cfg.Retention <= 0 || cfg.Interval <= 0 {
+		return errors.New("duration, retention and interval must be positive, the TTL not negative")
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	cfg.Workers = cmp.Or(max(cfg.Workers, 0), 32)
+	cfg.WarmUp = cmp.Or(cfg.WarmUp, cfg.TTL+cfg.Retention+time.Minute)
+	cfg.Window = cmp.Or(cfg.Window, 20*time.Minute)
+	var err error
+	if cfg.Root == "" {
+		cfg.Root, err = harness.Root()
+	}
+	return err
 }
 
 // Soak runs the soak and writes soak.json and soak.svg in cfg.Dir.
 func Soak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
-	if cfg.Duration <= 0 || cfg.TTL < 0 || cfg.Retention <= 0 || cfg.Interval <= 0 {
-		return SoakReport{}, errors.New("duration, retention and interval must be positive, the TTL not negative")
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 32
-	}
-	if cfg.WarmUp == 0 {
-		cfg.WarmUp = cfg.TTL + cfg.Retention + time.Minute
-	}
-	if cfg.Window == 0 {
-		cfg.Window = 20 * time.Minute
-	}
-	var err error
-	if cfg.Root == "" {
-		if cfg.Root, err = harness.Root(); err != nil {
-			return SoakReport{}, err
-		}
+	if err := cfg.complete(); err != nil {
+		return SoakReport{}, err
 	}
 	b := &bench{cfg: Config{Log: cfg.Log, Workers: cfg.Workers}}
 	rep := SoakReport{Config: map[string]any{"duration": cfg.Duration.String(), "ttl": cfg.TTL.String(),
@@ -182,17 +189,9 @@ func Soak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 		"warm_up": cfg.WarmUp.String(), "workers": cfg.Workers}}
 	rep.Rate = cfg.Rate
 	if rep.Rate == 0 {
-		b.logf("soak: measuring Once's throughput on this machine (%d operations, one run)", cfg.MeasureOperations)
-		m, err := Run(ctx, Config{Operations: cfg.MeasureOperations, Workers: cfg.Workers, Runs: 1,
-			Managers: []int{1}, Shards: 16, Dir: filepath.Join(cfg.Dir, "measure"), Root: cfg.Root,
-			Log: cfg.Log, SettleTimeout: 10 * time.Minute})
-		if err != nil {
-			return SoakReport{}, fmt.Errorf("measuring the rate: %w", err)
+		if err := b.measureRate(ctx, cfg, &rep); err != nil {
+			return SoakReport{}, err
 		}
-		rep.MeasuredOnceOpsPerS, rep.MeasuredRatio = m.OnceOpsPerS, m.Ratio
-		rep.Rate = m.OnceOpsPerS / 2
-		b.logf("soak: Once reached %.1f operations/s (%.3f of the ceiling): the soak creates %.1f per second",
-			m.OnceOpsPerS, m.Ratio, rep.Rate)
 	}
 
 	dir := filepath.Join(cfg.Dir, "soak")
@@ -259,31 +258,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 	wg.Go(func() { soakLoad(loadCtx, e, ns, tool.Name, cfg, rep.Rate, began, &created, &late, &createErrors) })
 
 	sample := func() (SoakSample, error) {
-		s := SoakSample{Seconds: time.Since(began).Seconds(), Created: created.Load()}
-		sz, err := etcd.compactedSize(ctx)
-		if err != nil {
-			return s, err
-		}
-		s.EtcdInUseBytes, s.EtcdFileBytes = sz.InUseBytes, sz.FileBytes
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", mgr.Pid()))
-		if err != nil {
-			return s, fmt.Errorf("the manager: %w", err)
-		}
-		if s.ManagerRSSBytes, err = procField(string(status), "VmRSS:"); err != nil {
-			return s, err
-		}
-		fams, err := scrapeAll(ctx, "http://"+maddr+"/metrics")
-		if err != nil {
-			return s, err
-		}
-		s.ManagerHeapInuseBytes = sumOf(fams, "go_memstats_heap_inuse_bytes", "", "")
-		if s.Operations, err = countOf(ctx, e.c, ns, "SideEffectOperationList"); err != nil {
-			return s, err
-		}
-		if s.Records, err = countOf(ctx, e.c, ns, "IdempotencyRecordList"); err != nil {
-			return s, err
-		}
-		return s, nil
+		return soakSample(ctx, e, etcd, mgr.Pid(), maddr, ns, time.Since(began).Seconds(), created.Load())
 	}
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
@@ -327,6 +302,54 @@ func Soak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 	}
 	rep.Plot = filepath.Join(cfg.Dir, "soak.svg")
 	return rep, os.WriteFile(rep.Plot, []byte(rep.SVG()), 0o644)
+}
+
+// measureRate runs the bench's ceiling and once-1m phases once and sets
+// the soak's rate to half of Once's.
+func (b *bench) measureRate(ctx context.Context, cfg SoakConfig, rep *SoakReport) error {
+	b.logf("soak: measuring Once's throughput on this machine (%d operations, one run)", cfg.MeasureOperations)
+	m, err := Run(ctx, Config{Operations: cfg.MeasureOperations, Workers: cfg.Workers, Runs: 1,
+		Managers: []int{1}, Shards: 16, Dir: filepath.Join(cfg.Dir, "measure"), Root: cfg.Root,
+		Log: cfg.Log, SettleTimeout: 10 * time.Minute})
+	if err != nil {
+		return fmt.Errorf("measuring the rate: %w", err)
+	}
+	rep.MeasuredOnceOpsPerS, rep.MeasuredRatio = m.OnceOpsPerS, m.Ratio
+	rep.Rate = m.OnceOpsPerS / 2
+	b.logf("soak: Once reached %.1f operations/s (%.3f of the ceiling): the soak creates %.1f per second",
+		m.OnceOpsPerS, m.Ratio, rep.Rate)
+	return nil
+}
+
+// soakSample reads etcd's size after a compaction, the manager's memory
+// and the live objects of ns.
+func soakSample(ctx context.Context, e *env, etcd *etcdClient, pid int, maddr, ns string, seconds float64,
+	created int64) (SoakSample, error) {
+	s := SoakSample{Seconds: seconds, Created: created}
+	sz, err := etcd.compactedSize(ctx)
+	if err != nil {
+		return s, err
+	}
+	s.EtcdInUseBytes, s.EtcdFileBytes = sz.InUseBytes, sz.FileBytes
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, fmt.Errorf("the manager: %w", err)
+	}
+	if s.ManagerRSSBytes, err = procField(string(status), "VmRSS:"); err != nil {
+		return s, err
+	}
+	fams, err := scrapeAll(ctx, "http://"+maddr+"/metrics")
+	if err != nil {
+		return s, err
+	}
+	s.ManagerHeapInuseBytes = sumOf(fams, "go_memstats_heap_inuse_bytes", "", "")
+	if s.Operations, err = countOf(ctx, e.c, ns, "SideEffectOperationList"); err != nil {
+		return s, err
+	}
+	if s.Records, err = countOf(ctx, e.c, ns, "IdempotencyRecordList"); err != nil {
+		return s, err
+	}
+	return s, nil
 }
 
 // soakLoad creates operations at rate per second until ctx ends, each
@@ -449,7 +472,7 @@ func (r SoakReport) Table() string {
 }
 
 func unitShort(u string) string {
-	if u == "objects" {
+	if u == unitObjects {
 		return ""
 	}
 	return u
