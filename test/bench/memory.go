@@ -741,7 +741,7 @@ func (r MemoryReport) Table() string {
 		}
 	}
 	if len(r.Etcd.Points) > 0 {
-		fmt.Fprintf(&sb, "\netcd after a compaction to the current revision (quota raised to %.0f GiB):\n",
+		fmt.Fprintf(&sb, "\netcd after a compaction (quota raised to %.0f GiB):\n",
 			float64(r.Etcd.QuotaBytes)/(1<<30))
 		fmt.Fprintf(&sb, "%10s %14s %14s\n", "retained", "in use MiB", "file MiB")
 		for _, p := range r.Etcd.Points {
