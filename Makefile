@@ -165,6 +165,14 @@ BENCH_FLAGS ?=
 bench: build controlplane-binaries ## Benchmark: a plain client's ceiling against Once with one and two managers; prints a table, writes JSON.
 	go run ./hack/bench $(BENCH_FLAGS)
 
+# SOAK_FLAGS are the soak's flags (go run ./hack/soak -h), e.g.
+# SOAK_FLAGS="-duration 10m -ttl 2m -retention 3m".
+SOAK_FLAGS ?=
+
+.PHONY: soak
+soak: build controlplane-binaries ## Soak (not part of make test): a sustained load for 30 minutes, operations with TTLs of minutes; writes JSON and an SVG plot, exits 1 unless flat.
+	go run ./hack/soak $(SOAK_FLAGS)
+
 ##@ Deployment
 
 .PHONY: install

@@ -81,8 +81,24 @@ func run() int {
 		"give every retained operation its scope's record, as before outcomes moved to the deletion")
 	memoryManagers := flag.String("memory-managers", "",
 		"comma-separated manager binaries the memory benchmark compares (default: bin/manager)")
+	flag.Int64Var(&c.EtcdQuotaBytes, "etcd-quota", 8<<30,
+		"the memory benchmark's etcd --quota-backend-bytes (etcd's default, 2 GiB, would stop large populations)")
+	throughput := flag.String("throughput", "",
+		"comma-separated rates (operations/s, e.g. once_ops_per_s of bench.json) at which the memory benchmark "+
+			"says how long etcd's 2 GiB quota lasts, besides 5/s")
 	quiet := flag.Bool("quiet", false, "do not print progress")
 	flag.Parse()
+	for s := range strings.SplitSeq(*throughput, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || r <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: -throughput: %q is not a positive rate\n", s)
+			return 2
+		}
+		c.Throughput = append(c.Throughput, r)
+	}
 	for s := range strings.SplitSeq(*retained, ",") {
 		if strings.TrimSpace(s) == "" {
 			continue

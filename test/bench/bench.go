@@ -102,6 +102,12 @@ type Config struct {
 	// MemoryManagers are the manager binaries the memory benchmark
 	// compares; bin/manager if empty.
 	MemoryManagers []string
+	// EtcdQuotaBytes is the memory benchmark's etcd --quota-backend-bytes
+	// (default 8 GiB: the default 2 GiB would stop large populations).
+	EtcdQuotaBytes int64
+	// Throughput are rates (operations per second) at which the memory
+	// benchmark says how long etcd's default quota lasts, besides 5.
+	Throughput []float64
 	// ToolLatency, if above zero, is how long the sandbox takes to answer
 	// every create call (the effect) of the Once phases, re-sends with the
 	// same key included (its delay-before-commit fault): a
@@ -234,10 +240,30 @@ func (b *bench) phase(ctx context.Context, dir string, managers, run int, shared
 	if e.procs, err = findControlPlane(cpDir); err != nil {
 		return Phase{}, err
 	}
-	if managers == 0 {
-		return b.ceiling(ctx, e, shared)
+	etcd, err := etcdOf(cpDir)
+	if err != nil {
+		return Phase{}, err
 	}
-	return b.once(ctx, e, managers, run, shared)
+	before, err := etcd.compactedSize(ctx)
+	if err != nil {
+		return Phase{}, err
+	}
+	var p Phase
+	if managers == 0 {
+		p, err = b.ceiling(ctx, e, shared)
+	} else {
+		p, err = b.once(ctx, e, managers, run, shared)
+	}
+	if err != nil {
+		return p, err
+	}
+	// What the phase's operations, as they ended, keep in etcd.
+	after, err := etcd.compactedSize(ctx)
+	if err != nil {
+		return Phase{}, err
+	}
+	p.EtcdInUseBytesPerOp = (after.InUseBytes - before.InUseBytes) / float64(p.Operations)
+	return p, nil
 }
 
 func newEnv(cp *harness.ControlPlane, dir string) (*env, error) {

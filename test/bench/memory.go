@@ -17,14 +17,17 @@ limitations under the License.
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,11 +80,52 @@ type MemorySlope struct {
 
 // MemoryReport is the memory benchmark's result.
 type MemoryReport struct {
-	Points []MemoryPoint  `json:"points"`
-	Slopes []MemorySlope  `json:"slopes"`
+	Points []MemoryPoint `json:"points"`
+	Slopes []MemorySlope `json:"slopes"`
+	// PerOp is each point's figures over its population: (figure at n −
+	// figure at 0) / n, for the binaries measured at 0 too.
+	PerOp  []MemoryPerOp  `json:"per_op"`
 	Sizes  RetainedSizes  `json:"sizes"`
+	Etcd   EtcdRetained   `json:"etcd"`
 	Path   string         `json:"-"`
 	Config map[string]any `json:"config"`
+}
+
+// MemoryPerOp is what each retained operation costs at one population
+// size: the difference to the empty cluster's figure, over the size.
+type MemoryPerOp struct {
+	Binary         string  `json:"binary"`
+	Retained       int     `json:"retained"`
+	RSSPerOp       float64 `json:"rss_bytes_per_op"`
+	HeapInusePerOp float64 `json:"heap_inuse_bytes_per_op"`
+}
+
+// EtcdRetained is what the retained population costs etcd: its sizes
+// after a compaction to the current revision at every population size,
+// what one more operation and one more record keep in use, and how long
+// etcd's default quota lasts at that cost.
+type EtcdRetained struct {
+	Points []EtcdPoint `json:"points"`
+	// InUsePerOp is the least-squares slope of the in-use bytes over the
+	// populations: one retained operation as the population is (with its
+	// record under -retained-records).
+	InUsePerOp float64 `json:"in_use_bytes_per_op"`
+	// Records is how many records were created apart, after the manager
+	// points, for InUsePerRecord: one record holding its operation's
+	// outcome, as a deleted operation leaves it.
+	Records        int     `json:"records"`
+	InUsePerRecord float64 `json:"in_use_bytes_per_record"`
+	// QuotaBytes is the quota the local etcd ran with (raised for the
+	// measurement); QuotaHours the hours until etcd's default quota (2
+	// GiB) at InUsePerOp bytes an operation, by throughput (ops/s).
+	QuotaBytes int64              `json:"quota_backend_bytes"`
+	QuotaHours map[string]float64 `json:"hours_to_2gib_quota"`
+}
+
+// EtcdPoint is etcd's size after a compaction with retained operations.
+type EtcdPoint struct {
+	Retained int `json:"retained"`
+	EtcdSize
 }
 
 // RetainedSizes are the sizes of one retained operation and its record as
@@ -141,7 +185,13 @@ func Memory(ctx context.Context, cfg Config) (MemoryReport, error) {
 			b.logf("stopping the control plane: %v", err)
 		}
 	}()
+	// etcd's default quota (2 GiB of file) would stop the largest
+	// populations: etcd reads its flags from ETCD_* variables too, and the
+	// control plane's processes inherit the bench's environment.
+	quota := cmp.Or(cfg.EtcdQuotaBytes, 8<<30)
+	restore := setEnv("ETCD_QUOTA_BACKEND_BYTES", strconv.FormatInt(quota, 10))
 	cp, err := harness.StartControlPlane(cfg.Root, cpDir)
+	restore()
 	if err != nil {
 		return MemoryReport{}, err
 	}
@@ -149,11 +199,17 @@ func Memory(ctx context.Context, cfg Config) (MemoryReport, error) {
 	if err != nil {
 		return MemoryReport{}, err
 	}
+	etcd, err := etcdOf(cpDir)
+	if err != nil {
+		return MemoryReport{}, err
+	}
 	ns, err := e.memoryNamespace(ctx)
 	if err != nil {
 		return MemoryReport{}, err
 	}
-	rep := MemoryReport{Config: map[string]any{"retained": sizes, "binaries": binaries, "workers": cfg.Workers}}
+	rep := MemoryReport{Config: map[string]any{"retained": sizes, "binaries": binaries, "workers": cfg.Workers,
+		"records": cfg.RetainedRecords}}
+	rep.Etcd.QuotaBytes = quota
 	created := 0
 	for _, n := range sizes {
 		if n > created {
@@ -164,6 +220,15 @@ func Memory(ctx context.Context, cfg Config) (MemoryReport, error) {
 			}
 			b.logf("memory: %d operations created in %.0fs", n-created, time.Since(began).Seconds())
 			created = n
+		}
+		if len(rep.Etcd.Points) == 0 || rep.Etcd.Points[len(rep.Etcd.Points)-1].Retained != n {
+			sz, err := etcd.compactedSize(ctx)
+			if err != nil {
+				return MemoryReport{}, err
+			}
+			b.logf("memory: etcd with %d retained, compacted: %.1f MiB in use, file %.1f MiB", n,
+				sz.InUseBytes/(1<<20), sz.FileBytes/(1<<20))
+			rep.Etcd.Points = append(rep.Etcd.Points, EtcdPoint{Retained: n, EtcdSize: sz})
 		}
 		for i, bin := range binaries {
 			pt, err := b.measureManager(ctx, e, bin, n, i)
@@ -179,14 +244,106 @@ func Memory(ctx context.Context, cfg Config) (MemoryReport, error) {
 		if rep.Sizes, err = e.retainedSizes(ctx, ns); err != nil {
 			return MemoryReport{}, err
 		}
+		if err := b.recordCost(ctx, e, etcd, ns, &rep.Etcd, min(created, 10000)); err != nil {
+			return MemoryReport{}, err
+		}
 	}
 	rep.Slopes = Slopes(rep.Points, binaries)
+	rep.PerOp = PerOp(rep.Points)
+	rep.Etcd.InUsePerOp = etcdSlope(rep.Etcd.Points)
+	rep.Etcd.QuotaHours = map[string]float64{}
+	for _, rate := range append([]float64{5}, cfg.Throughput...) {
+		rep.Etcd.QuotaHours[strconv.FormatFloat(rate, 'f', -1, 64)] = HoursToQuota(rep.Etcd.InUsePerOp, rate)
+	}
 	rep.Path = filepath.Join(cfg.Dir, "memory.json")
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err == nil {
 		err = os.WriteFile(rep.Path, append(data, '\n'), 0o644)
 	}
 	return rep, err
+}
+
+// setEnv sets the variable name of this process to value, and returns
+// what puts it back.
+func setEnv(name, value string) (restore func()) {
+	old, had := os.LookupEnv(name)
+	_ = os.Setenv(name, value)
+	return func() {
+		if had {
+			_ = os.Setenv(name, old)
+		} else {
+			_ = os.Unsetenv(name)
+		}
+	}
+}
+
+// recordCost measures what a record holding an outcome keeps in etcd:
+// it creates n records apart, each the record of one of the first n
+// retained operations under a name of its own (so that each is a record
+// more, whatever the population holds; no manager runs any more, so
+// nothing collects them), compacts, and divides the difference by n.
+func (b *bench) recordCost(ctx context.Context, e *env, etcd *etcdClient, ns string, out *EtcdRetained, n int) error {
+	before, err := etcd.compactedSize(ctx)
+	if err != nil {
+		return err
+	}
+	b.logf("memory: creating %d records to measure one", n)
+	err = parallel(ctx, n, max(b.cfg.Workers, 64), func(ctx context.Context, i int) error {
+		op, err := retainedOperation(ns, i)
+		if err != nil {
+			return err
+		}
+		rec := retainedRecord(op, op.Status)
+		// Another name than the scope's, so that it is a record more
+		// whatever the population holds.
+		rec.Name = fmt.Sprintf("%s-r", rec.Name)
+		if err := e.c.Create(ctx, rec); err != nil {
+			return fmt.Errorf("creating record %s: %w", rec.Name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	after, err := etcd.compactedSize(ctx)
+	if err != nil {
+		return err
+	}
+	out.Records = n
+	out.InUsePerRecord = (after.InUseBytes - before.InUseBytes) / float64(n)
+	return nil
+}
+
+// PerOp is, for every point of a binary also measured at 0 retained, its
+// RSS and heap in use over the empty cluster's, per retained operation.
+func PerOp(points []MemoryPoint) []MemoryPerOp {
+	zero := map[string]MemoryPoint{}
+	for _, p := range points {
+		if p.Retained == 0 {
+			zero[p.Binary] = p
+		}
+	}
+	var out []MemoryPerOp
+	for _, p := range points {
+		z, ok := zero[p.Binary]
+		if !ok || p.Retained == 0 {
+			continue
+		}
+		n := float64(p.Retained)
+		out = append(out, MemoryPerOp{Binary: p.Binary, Retained: p.Retained,
+			RSSPerOp: (p.RSSBytes - z.RSSBytes) / n, HeapInusePerOp: (p.HeapInuseBytes - z.HeapInuseBytes) / n})
+	}
+	return out
+}
+
+// etcdSlope is the least-squares slope of etcd's in-use bytes over the
+// populations.
+func etcdSlope(points []EtcdPoint) float64 {
+	xs, ys := make([]float64, len(points)), make([]float64, len(points))
+	for i, p := range points {
+		xs[i], ys[i] = float64(p.Retained), p.InUseBytes
+	}
+	return LeastSquaresSlope(xs, ys)
 }
 
 // memoryNamespace makes the namespaces and the tool the operations name.
@@ -574,6 +731,37 @@ func (r MemoryReport) Table() string {
 	for _, s := range r.Slopes {
 		fmt.Fprintf(&sb, "%-24s %10.0f %10.0f %12.0f %12.0f\n", filepath.Base(s.Binary), s.RSSPerOp, s.HWMPerOp,
 			s.HeapInusePerOp, s.HeapAllocPerOp)
+	}
+	if len(r.PerOp) > 0 {
+		sb.WriteString("\nper retained operation at each size ((figure − figure at 0) / retained), bytes:\n")
+		fmt.Fprintf(&sb, "%-24s %10s %10s %12s\n", "manager", "retained", "RSS", "heap in use")
+		for _, p := range r.PerOp {
+			fmt.Fprintf(&sb, "%-24s %10d %10.0f %12.0f\n", filepath.Base(p.Binary), p.Retained, p.RSSPerOp,
+				p.HeapInusePerOp)
+		}
+	}
+	if len(r.Etcd.Points) > 0 {
+		fmt.Fprintf(&sb, "\netcd after a compaction (quota raised to %.0f GiB):\n",
+			float64(r.Etcd.QuotaBytes)/(1<<30))
+		fmt.Fprintf(&sb, "%10s %14s %14s\n", "retained", "in use MiB", "file MiB")
+		for _, p := range r.Etcd.Points {
+			fmt.Fprintf(&sb, "%10d %14.1f %14.1f\n", p.Retained, p.InUseBytes/(1<<20), p.FileBytes/(1<<20))
+		}
+		fmt.Fprintf(&sb, "etcd in use per retained operation (least-squares slope): %.0f bytes\n", r.Etcd.InUsePerOp)
+		if r.Etcd.Records > 0 {
+			fmt.Fprintf(&sb, "etcd in use per record holding an outcome (%d created apart): %.0f bytes\n",
+				r.Etcd.Records, r.Etcd.InUsePerRecord)
+		}
+		rates := slices.Collect(maps.Keys(r.Etcd.QuotaHours))
+		slices.SortFunc(rates, func(a, b string) int {
+			x, _ := strconv.ParseFloat(a, 64)
+			y, _ := strconv.ParseFloat(b, 64)
+			return cmp.Compare(x, y)
+		})
+		for _, rate := range rates {
+			fmt.Fprintf(&sb, "hours until etcd's 2 GiB quota at %s operations/s, every one retained: %.1f\n",
+				rate, r.Etcd.QuotaHours[rate])
+		}
 	}
 	z := r.Sizes
 	fmt.Fprintf(&sb, "\none retained operation as served (JSON bytes): operation %d (last-applied annotation %d, "+

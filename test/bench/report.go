@@ -64,6 +64,11 @@ type Phase struct {
 	// control plane.
 	APIServerCPUSecondsPer1000 float64 `json:"apiserver_cpu_s_per_1000"`
 	EtcdCPUSecondsPer1000      float64 `json:"etcd_cpu_s_per_1000"`
+	// EtcdInUseBytesPerOp is etcd's in-use bytes after the phase over
+	// those before it, both after a compaction to the current revision,
+	// per operation: what an operation as it ended (and its record, if it
+	// has one) keeps in etcd.
+	EtcdInUseBytesPerOp float64 `json:"etcd_in_use_bytes_per_op"`
 	// Effects and DuplicateEffects are the sandbox ledger's.
 	Effects          int `json:"effects,omitempty"`
 	DuplicateEffects int `json:"duplicate_effects"`
@@ -98,6 +103,11 @@ type Report struct {
 	EventsPerOperation float64 `json:"events_per_operation"`
 	ManagerCPUSPer1000 float64 `json:"manager_cpu_s_per_1000"`
 	ManagerPeakRSSMB   float64 `json:"manager_peak_rss_mb"`
+	// EtcdInUseBytesPerOp is what a committed operation of Once (one
+	// manager) keeps in use in etcd, CeilingEtcdInUseBytesPerOp one of the
+	// ceiling's.
+	EtcdInUseBytesPerOp        float64 `json:"etcd_in_use_bytes_per_op"`
+	CeilingEtcdInUseBytesPerOp float64 `json:"ceiling_etcd_in_use_bytes_per_op"`
 	// APIServerCPUSPer1000 and EtcdCPUSPer1000 are Once's (one manager),
 	// the Ceiling ones the ceiling's. APIServerCostRatio is Once's
 	// kube-apiserver CPU per operation over the ceiling's, CostRatio the
@@ -178,7 +188,9 @@ func Summarize(cfg Config, runs []RunResult) Report {
 		rep.WritesPerOperation, rep.EventsPerOperation = one.WritesPerOperation, one.EventsPerOperation
 		rep.ManagerCPUSPer1000, rep.ManagerPeakRSSMB = one.ManagerCPUSecondsPer1000, one.ManagerPeakRSSMB
 		rep.APIServerCPUSPer1000, rep.EtcdCPUSPer1000 = one.APIServerCPUSecondsPer1000, one.EtcdCPUSecondsPer1000
+		rep.EtcdInUseBytesPerOp = one.EtcdInUseBytesPerOp
 	}
+	rep.CeilingEtcdInUseBytesPerOp = rep.Medians["ceiling"].EtcdInUseBytesPerOp
 	rep.CeilingAPIServerCPUSPer1000 = rep.Medians["ceiling"].APIServerCPUSecondsPer1000
 	rep.CeilingEtcdCPUSPer1000 = rep.Medians["ceiling"].EtcdCPUSecondsPer1000
 	rep.APIServerCostRatio = Median(apiCosts)
@@ -234,6 +246,7 @@ func medianPhase(ps []Phase) Phase {
 		ManagerPeakRSSMB:           of(func(p Phase) float64 { return p.ManagerPeakRSSMB }),
 		APIServerCPUSecondsPer1000: of(func(p Phase) float64 { return p.APIServerCPUSecondsPer1000 }),
 		EtcdCPUSecondsPer1000:      of(func(p Phase) float64 { return p.EtcdCPUSecondsPer1000 }),
+		EtcdInUseBytesPerOp:        of(func(p Phase) float64 { return p.EtcdInUseBytesPerOp }),
 		Effects:                    int(of(func(p Phase) float64 { return float64(p.Effects) })),
 	}
 	mid := ps[0]
@@ -267,8 +280,9 @@ func (r Report) Table() string {
 		names = append(names, fmt.Sprintf("once-%dm", m))
 	}
 	names = append(names, "once-1m-shared")
-	fmt.Fprintf(&b, "%-14s %9s %7s %8s %8s %8s %10s %8s %9s %8s %8s %8s %8s %5s\n", "phase", "ops/s", "ratio",
-		"p50 ms", "p95 ms", "p99 ms", "writes/op", "events", "409s", "api/1k", "etcd/1k", "mgr/1k", "rss MB", "dups")
+	fmt.Fprintf(&b, "%-14s %9s %7s %8s %8s %8s %10s %8s %9s %8s %8s %8s %8s %9s %5s\n", "phase", "ops/s", "ratio",
+		"p50 ms", "p95 ms", "p99 ms", "writes/op", "events", "409s", "api/1k", "etcd/1k", "mgr/1k", "rss MB",
+		"etcd B/op", "dups")
 	ceiling := r.Medians["ceiling"].OpsPerSecond
 	for _, name := range names {
 		p, ok := r.Medians[name]
@@ -279,12 +293,13 @@ func (r Report) Table() string {
 		if ceiling > 0 {
 			ratio = p.OpsPerSecond / ceiling
 		}
-		fmt.Fprintf(&b, "%-14s %9.1f %7.3f %8.0f %8.0f %8.0f %10.2f %8.2f %9d %8.2f %8.2f %8.2f %8.1f %5d\n", name,
-			p.OpsPerSecond, ratio, p.LatencyP50ms, p.LatencyP95ms, p.LatencyP99ms, p.WritesPerOperation,
+		fmt.Fprintf(&b, "%-14s %9.1f %7.3f %8.0f %8.0f %8.0f %10.2f %8.2f %9d %8.2f %8.2f %8.2f %8.1f %9.0f %5d\n",
+			name, p.OpsPerSecond, ratio, p.LatencyP50ms, p.LatencyP95ms, p.LatencyP99ms, p.WritesPerOperation,
 			p.EventsPerOperation, p.Conflicts, p.APIServerCPUSecondsPer1000, p.EtcdCPUSecondsPer1000,
-			p.ManagerCPUSecondsPer1000, p.ManagerPeakRSSMB, p.DuplicateEffects)
+			p.ManagerCPUSecondsPer1000, p.ManagerPeakRSSMB, p.EtcdInUseBytesPerOp, p.DuplicateEffects)
 	}
-	fmt.Fprintf(&b, "\nOnce/ceiling (1 manager, median of the runs' ratios): %.3f", r.Ratio)
+	fmt.Fprintf(&b, "\nratio, Once (1 manager) over the ceiling's ops/s, median of the runs' own ratios: %.3f "+
+		"(Once %.1f ops/s, ceiling %.1f, medians)", r.Ratio, r.OnceOpsPerS, r.CeilingOpsPerS)
 	if r.ToolLatencyMs > 0 {
 		b.WriteString(" (the tool's latency, not the API server, bounds Once here)")
 	}
@@ -296,6 +311,11 @@ func (r Report) Table() string {
 	if r.CostRatio > 0 {
 		fmt.Fprintf(&b, "CPU per operation, Once over ceiling: kube-apiserver %.2f, kube-apiserver and etcd %.2f\n",
 			r.APIServerCostRatio, r.CostRatio)
+	}
+	if r.EtcdInUseBytesPerOp > 0 {
+		fmt.Fprintf(&b, "etcd in use per committed operation, after compaction (median): Once %.0f bytes, "+
+			"ceiling %.0f; memory per retained operation: make bench BENCH_FLAGS=\"-retained 0,50000,100000\"\n",
+			r.EtcdInUseBytesPerOp, r.CeilingEtcdInUseBytesPerOp)
 	}
 	if r.TwoManagerSpeedup > 0 {
 		fmt.Fprintf(&b, "two-manager speedup: %.2f\n", r.TwoManagerSpeedup)
