@@ -323,7 +323,7 @@ var _ = Describe("The manager's cache", func() {
 		applied(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100}))
 		stored := waitFor(ns, "charge-1", v1.StateCommitted)
 		Expect(stored.Status.Result).NotTo(BeNil())
-		Expect(stored.Status.Observations).NotTo(BeEmpty())
+		Expect(stored.Status.History).NotTo(BeEmpty())
 
 		By("reading it from a cache with the manager's options")
 		c := strippedCache()
@@ -356,7 +356,7 @@ var _ = Describe("The manager's cache", func() {
 		after.Spec.TTLSecondsAfterFinished = new(int32(0))
 		Expect(k8sClient.Patch(ctx, after, patch)).To(Succeed())
 		Eventually(gone(after), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
-		rec := record(ns, stored.Status.RecordName)
+		rec := record(ns, recordNameOf(stored))
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.Spec.Outcome).NotTo(BeNil())
 		o := rec.Spec.Outcome
