@@ -119,7 +119,7 @@ func (r *SideEffectOperationReconciler) bindScope(p *pass) (bool, error) {
 		}
 	}
 	// Not a conflict, so that it is retried with backoff, not dropped.
-	return false, fmt.Errorf("scope record %s keeps changing", p.st.RecordName)
+	return false, fmt.Errorf("scope record %s keeps changing", p.env.RecordName)
 }
 
 // errDecideAgain: the scope's record changed; decide on it again.
@@ -185,7 +185,7 @@ func rawParameters(op *v1.SideEffectOperation) []byte {
 // getRecord reads the scope's record; nil if there is none.
 func (r *SideEffectOperationReconciler) getRecord(p *pass, reader client.Reader) (*v1.IdempotencyRecord, error) {
 	rec := &v1.IdempotencyRecord{}
-	err := reader.Get(p.ctx, client.ObjectKey{Namespace: p.op.Namespace, Name: p.st.RecordName}, rec)
+	err := reader.Get(p.ctx, client.ObjectKey{Namespace: p.op.Namespace, Name: p.env.RecordName}, rec)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -203,7 +203,7 @@ func (r *SideEffectOperationReconciler) getOrCreateRecord(p *pass, reader client
 		return rec, false, err
 	}
 	rec = &v1.IdempotencyRecord{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.op.Namespace, Name: p.st.RecordName},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.op.Namespace, Name: p.env.RecordName},
 		Spec:       r.ownRecord(p),
 	}
 	err = r.Create(p.ctx, rec)
@@ -305,7 +305,7 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 		for i := 0; !done; i++ {
 			if i == fencedRetries {
 				// Not a conflict, so that it is retried with backoff.
-				return ctrl.Result{}, fmt.Errorf("scope record %s keeps changing", p.st.RecordName)
+				return ctrl.Result{}, fmt.Errorf("scope record %s keeps changing", p.env.RecordName)
 			}
 			var wait time.Duration
 			if done, wait, err = r.keepOutcome(p); err != nil || wait > 0 {
@@ -364,7 +364,7 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 	case protocol.ReleaseWait:
 		return false, d.Wait + time.Second, nil
 	case protocol.ReleaseCreate:
-		rec = &v1.IdempotencyRecord{ObjectMeta: metav1.ObjectMeta{Namespace: p.op.Namespace, Name: p.st.RecordName},
+		rec = &v1.IdempotencyRecord{ObjectMeta: metav1.ObjectMeta{Namespace: p.op.Namespace, Name: p.env.RecordName},
 			Spec: d.Record}
 		err = r.Create(p.ctx, rec)
 		if apierrors.IsAlreadyExists(err) {
@@ -390,14 +390,14 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 		err = client.IgnoreNotFound(err)
 	}
 	if err != nil {
-		return false, 0, fmt.Errorf("keeping the outcome in scope record %s: %w", p.st.RecordName, err)
+		return false, 0, fmt.Errorf("keeping the outcome in scope record %s: %w", p.env.RecordName, err)
 	}
 	switch d.Action {
 	case protocol.ReleaseCreate, protocol.ReleaseUpdate:
-		p.log.Info("Kept the outcome of a deleted operation in its scope's record", "record", p.st.RecordName,
+		p.log.Info("Kept the outcome of a deleted operation in its scope's record", "record", p.env.RecordName,
 			"state", stateLabel(p.op.Status.State), "attempts", p.op.Status.Attempts)
 	case protocol.ReleaseDelete:
-		p.log.Info("Dropped the scope's record of a deleted operation that made no attempt", "record", p.st.RecordName)
+		p.log.Info("Dropped the scope's record of a deleted operation that made no attempt", "record", p.env.RecordName)
 	}
 	return true, 0, nil
 }

@@ -29,6 +29,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/once-dev/once/internal/controller"
 )
 
 // Cache is one manager's informer cache: a copy of the server's objects
@@ -50,10 +52,20 @@ func NewCache(s *APIServer, changed func(k objKey, old, cur client.Object)) *Cac
 	c := &Cache{server: s, objects: map[objKey]client.Object{}, indexes: map[string]map[string]client.IndexerFunc{},
 		changed: changed}
 	for k, o := range s.objects {
-		c.objects[k] = o.DeepCopyObject().(client.Object)
+		c.objects[k] = kept(o)
 	}
 	c.applied = len(s.log)
 	return c
+}
+
+// kept is what a manager's cache keeps of an object: a copy, through the
+// manager's own transform (controller.StripUnread), so that the
+// reconcilers and their watches see what they see in a cluster (an ended
+// operation without its parameters and result, for one).
+func kept(o client.Object) client.Object {
+	out, err := controller.StripUnread(o.DeepCopyObject())
+	must(err)
+	return out.(client.Object)
 }
 
 // Behind is how many changes the cache has not applied.
@@ -64,14 +76,15 @@ func (c *Cache) Sync(n int) {
 	for ; n > 0 && c.applied < len(c.server.log); n-- {
 		ch := c.server.log[c.applied]
 		c.applied++
-		old := c.objects[ch.key]
+		old, cur := c.objects[ch.key], client.Object(nil)
 		if ch.obj == nil {
 			delete(c.objects, ch.key)
 		} else {
-			c.objects[ch.key] = ch.obj
+			cur = kept(ch.obj)
+			c.objects[ch.key] = cur
 		}
 		if c.changed != nil {
-			c.changed(ch.key, old, ch.obj)
+			c.changed(ch.key, old, cur)
 		}
 	}
 }
