@@ -49,6 +49,11 @@ type IdempotencyRecordReconciler struct {
 	Shards *shard.Sharder
 	// ErrorBackoff is how a pass that returned an error is retried.
 	ErrorBackoff ErrorBackoff
+	// MaxConcurrentReconciles bounds the records collected at once. Under
+	// a sustained load with TTLs, records expire as fast as operations are
+	// made, and each collection is a read of its owner and a delete: one
+	// worker fell behind at about ten a second on two cores (make soak).
+	MaxConcurrentReconciles int
 }
 
 // Reconcile collects one record if its time has come.
@@ -110,7 +115,8 @@ func (r *IdempotencyRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				name := protocol.OperationScope(o.(*v1.SideEffectOperation)).RecordName()
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 			}), builder.WithPredicates(onlyDeletes)).
-		WithOptions(controller.Options{RateLimiter: r.ErrorBackoff.rateLimiter()}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
+			RateLimiter: r.ErrorBackoff.rateLimiter()}).
 		Named("idempotencyrecord")
 	if r.Shards != nil {
 		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.IdempotencyRecordList{}))

@@ -242,8 +242,9 @@ func children(s *v1.Saga, ops map[string]*v1.SideEffectOperation) map[string]sag
 // whose result the cache does not keep (it keeps a terminal operation
 // without its result: terminalKept), and puts them in ops, so that the
 // later steps' parameters are computed from the results as the API server
-// has them. Once per pass and step: an operation read here has its result
-// (or had one too large to keep, which is read again, and found absent).
+// has them. An operation read here keeps its result for the rest of the
+// pass; one whose result was too large to keep has none, and is read again
+// each time a later step's parameters are computed.
 func (r *SagaReconciler) readResults(ctx context.Context, ops map[string]*v1.SideEffectOperation,
 	status v1.SagaStatus) error {
 	for _, ss := range status.Steps {

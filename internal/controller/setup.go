@@ -192,6 +192,7 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 		},
 		Record: &IdempotencyRecordReconciler{
 			Client: d.Client, APIReader: d.APIReader, Clock: d.Clock, Shards: d.Shards, ErrorBackoff: errorBackoff,
+			MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 		},
 		Outbox: NewOutboxReconcilers(OutboxReconciler{
 			Client: d.Client, APIReader: d.APIReader, Recorder: d.Recorder,

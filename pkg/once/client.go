@@ -134,7 +134,10 @@ type Result struct {
 	Found bool
 	// Resolution is the person's decision the outcome rests on, when a
 	// person resolved the operation (MarkCommitted, or a Retry that then
-	// committed); nil when Once established the outcome itself.
+	// committed); nil when Once established the outcome itself, and also
+	// when this operation is a duplicate that reports another's outcome
+	// (DuplicateOf): a duplicate does not carry its original's decision
+	// yet, so read the original, or Recorded once it is gone.
 	Resolution *v1.RecordResolution
 }
 
@@ -310,8 +313,8 @@ func (c *Client) do(ctx context.Context, req Request) (res Result, created bool,
 // the Result (Found, with the person's Resolution if one decided) or the
 // error of a failure for good, for the same request; a *MismatchError for
 // a request with other parameters. ok is false when only an operation can
-// answer: no record, a record whose operation has not been deleted, an
-// expired outcome, or a record this client may not read (get on
+// answer: no record, a record without an outcome (the outcome is written
+// when the operation is deleted), an expired outcome, or a record this client may not read (get on
 // idempotencyrecords); Do then creates or finds the operation, which adopts
 // the record's outcome itself.
 func (c *Client) Recorded(ctx context.Context, req Request) (res Result, ok bool, err error) {

@@ -423,32 +423,26 @@ func retainedOperation(ns string, i int) (*v1.SideEffectOperation, error) {
 	if err != nil {
 		return nil, err
 	}
-	scope := protocol.Scope{Namespace: ns, Tool: ref, Operation: operation, Key: name}
 	started := metav1.NewTime(time.Now().Add(-2 * time.Second).Truncate(time.Second))
 	done := metav1.NewTime(started.Add(time.Second))
 	expiry := metav1.NewTime(done.Add(v1.DefaultRetention))
 	id := fmt.Sprintf("ch_%024d", i)
 	result := retainedResult(i, id)
+	// A first attempt that committed, as the manager leaves it: no
+	// observation, no tool key, record name, mode or promise once ended,
+	// and the newest transition's message in Ready alone.
 	st := v1.SideEffectOperationStatus{
-		State:              v1.StateCommitted,
-		IdempotencyKey:     name,
-		ToolIdempotencyKey: scope.ToolKey(),
-		RequestHash:        hash,
-		RecordName:         scope.RecordName(),
-		Attempts:           1,
-		ExternalObjectID:   id,
-		ExternalRequestID:  fmt.Sprintf("req_%020d", i),
-		Result:             &runtime.RawExtension{Raw: result},
-		ResultDigest:       protocol.Digest(result),
-		IdempotencyMode:    v1.IdempotencyNative,
-		Observations: []v1.Observation{{Time: done, Kind: v1.ObservationCall, Attempt: 1,
-			Holder: "once-manager-7d9f8c6b5-x2x4q-1a2b3c4d", Outcome: string(v1.OutcomeSucceeded), HTTPStatus: 200,
-			Request:          "POST /v1/charges",
-			ExternalObjectID: id}},
-		// The story the manager tells of a first attempt that committed.
+		State:             v1.StateCommitted,
+		IdempotencyKey:    name,
+		RequestHash:       hash,
+		Attempts:          1,
+		ExternalObjectID:  id,
+		ExternalRequestID: fmt.Sprintf("req_%020d", i),
+		Result:            &runtime.RawExtension{Raw: result},
+		ResultDigest:      protocol.Digest(result),
 		History: []v1.Transition{
-			{Time: started, State: v1.StateStarted, Reason: v1.ReasonExecuting, Message: "Attempt 1 claimed", Attempt: 1},
-			{Time: done, State: v1.StateCommitted, Reason: v1.ReasonCommitted, Message: "Committed as " + id, Attempt: 1},
+			{Time: started, State: v1.StateStarted, Reason: v1.ReasonExecuting, Attempt: 1},
+			{Time: done, State: v1.StateCommitted, Reason: v1.ReasonCommitted, Attempt: 1},
 		},
 		StartedTime:        &started,
 		CommittedTime:      &done,
@@ -484,7 +478,7 @@ func retainedResult(i int, id string) []byte {
 // manager writes it when the operation ends.
 func retainedRecord(op *v1.SideEffectOperation, st v1.SideEffectOperationStatus) *v1.IdempotencyRecord {
 	return &v1.IdempotencyRecord{
-		ObjectMeta: metav1.ObjectMeta{Namespace: op.Namespace, Name: st.RecordName},
+		ObjectMeta: metav1.ObjectMeta{Namespace: op.Namespace, Name: protocol.OperationScope(op).RecordName()},
 		Spec: v1.IdempotencyRecordSpec{
 			ToolRef:        op.Spec.ToolRef,
 			Operation:      op.Spec.Operation,
@@ -516,7 +510,7 @@ func (e *env) retainedSizes(ctx context.Context, ns string) (RetainedSizes, erro
 		return s, err
 	}
 	rec := &v1.IdempotencyRecord{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: op.Status.RecordName}, rec); apierrors.IsNotFound(err) {
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: protocol.OperationScope(op).RecordName()}, rec); apierrors.IsNotFound(err) {
 		// Operations keyed by their name have no record while they exist.
 		rec = nil
 	} else if err != nil {

@@ -20,6 +20,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/once-dev/once/internal/protocol"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -121,11 +123,13 @@ func TestRetainedOperation(t *testing.T) {
 	if n := len(op.Spec.Parameters.Raw); n < 250 || !json.Valid(op.Spec.Parameters.Raw) {
 		t.Errorf("parameters: want about 300 bytes of valid JSON, got %d bytes", n)
 	}
-	if st.RecordName == "" || st.RequestHash == "" || st.CompletionTime == nil || st.ExpiryTime == nil || len(st.Conditions) != 2 {
-		t.Errorf("status: want a record, a hash, times and a committed operation's two conditions, got %+v", st)
+	if st.RequestHash == "" || st.CompletionTime == nil || st.ExpiryTime == nil || len(st.Conditions) != 2 ||
+		len(st.Observations) != 0 || st.RecordName != "" {
+		t.Errorf("status: want a hash, times, a committed operation's two conditions and no observation or "+
+			"record name (an ended operation keeps neither), got %+v", st)
 	}
 	rec := retainedRecord(op, st)
-	if rec.Name != st.RecordName || rec.Spec.Outcome == nil || rec.Spec.Outcome.ExternalObjectID != st.ExternalObjectID {
+	if rec.Name != protocol.OperationScope(op).RecordName() || rec.Spec.Outcome == nil || rec.Spec.Outcome.ExternalObjectID != st.ExternalObjectID {
 		t.Errorf("record: want the scope's record holding the outcome, got %+v", rec)
 	}
 }

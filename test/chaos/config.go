@@ -132,7 +132,7 @@ type Config struct {
 	IrreversibleShare float64
 	// CompensationFaultShare is the share of the compensations of failing
 	// sagas that a rule of their own fails a few times (429, or 503 where
-	// the tool dedupes) before they may succeed: fault 9 of docs/design.md's fault matrix,
+	// the tool dedupes) before they may succeed: F9 of docs/design.md's fault matrix,
 	// "compensation fails midway" (default 0.3).
 	CompensationFaultShare float64
 	// CompensationRefusalShare is the share of those compensations that a

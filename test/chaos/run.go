@@ -703,7 +703,9 @@ func (r *run) collect(ctx context.Context, plan []logicalOp, sagas []plannedSaga
 
 // reportedToolKey is the key the operator sent to the tool for op, as the
 // first of its objects that reports one has it in status.toolIdempotencyKey;
-// "" if none does. Every object of a scope reports the same key.
+// "" if none does. Every object of a scope reports the same key; an ended
+// operation no longer reports it, so for a run's ended operations this is
+// "" and the caller derives the key from the scope.
 func reportedToolKey(op logicalOp, byName map[string]*v1.SideEffectOperation) string {
 	for _, po := range op.objects {
 		if o := byName[po.name]; o != nil && o.Status.ToolIdempotencyKey != "" {

@@ -90,7 +90,7 @@ type SagaFigures struct {
 	// CompensationsStarted counts the compensations' operations (every
 	// round); CompensationsCommitted those that ended Committed without a
 	// person, of which CompensationsRecovered after a failed or unknown
-	// attempt (fault 9: recovery went on); CompensationsFailedFinal and
+	// attempt (F9: recovery went on); CompensationsFailedFinal and
 	// CompensationsNeedsReview those that did not.
 	// CompensationSuccessRate is CompensationsCommitted /
 	// CompensationsStarted.
@@ -104,7 +104,7 @@ type SagaFigures struct {
 	// StepsMarkedCompensated those of them a person marked so.
 	StepsCompensated       int `json:"steps_compensated"`
 	StepsMarkedCompensated int `json:"steps_marked_compensated"`
-	// The rules of fault 9: compensations failed a few times
+	// The rules of F9: compensations failed a few times
 	// (CompensationFaultsPlanned rules, CompensationFaultsFired requests
 	// failed) and refused for good (CompensationRefusalsPlanned,
 	// CompensationRefusalsFired); PersonDecisions counts the resolutions
@@ -469,7 +469,7 @@ func (c *sagaCheck) failureTime() time.Time {
 // sagaRows writes the sagas' section of the table.
 func (r Report) sagaRows(row func(string, any, string), section func(string), rate func(float64) string,
 	of func(int, int) string) {
-	section("sagas: docs/design.md, Figures to report compensation success, I8, fault 9")
+	section("sagas: docs/design.md, Figures to report compensation success, I8, F9")
 	row("sagas", r.Sagas, fmt.Sprintf("incl. %d duplicates (same key and spec) and %d re-applies; %d steps; "+
 		"%d with a step the tool refuses for good", r.SagaDuplicatesInjected, r.SagaReapplies, r.SagaSteps, r.SagasRejecting))
 	row("saga_final_states", formatCounts(r.SagaStates), "sagas by status.state")
