@@ -79,6 +79,8 @@ func run() int {
 			"(a manager's memory per retained operation) instead of the throughput phases")
 	flag.BoolVar(&c.RetainedRecords, "retained-records", false,
 		"give every retained operation its scope's record, as before outcomes moved to the deletion")
+	flag.StringVar(&c.Manager, "manager", "",
+		"the manager binary of the Once phases (default: bin/manager), e.g. a build of an earlier commit to compare")
 	memoryManagers := flag.String("memory-managers", "",
 		"comma-separated manager binaries the memory benchmark compares (default: bin/manager)")
 	flag.Int64Var(&c.EtcdQuotaBytes, "etcd-quota", 8<<30,

@@ -99,6 +99,10 @@ type Config struct {
 	// deletion. Without it the population is today's: operations keyed by
 	// their name have no record while they exist.
 	RetainedRecords bool
+	// Manager is the manager binary of the Once phases; bin/manager if
+	// empty. Another release's binary measures it against this one's
+	// CRDs and ceiling, in the same run's conditions.
+	Manager string
 	// MemoryManagers are the manager binaries the memory benchmark
 	// compares; bin/manager if empty.
 	MemoryManagers []string
@@ -602,7 +606,7 @@ func (b *bench) startManagers(e *env, managers, run int, prof *profiler) ([]*har
 			args = append(args, "--pprof-bind-address="+prof.manager)
 		}
 		p, err := e.cp.StartManager(harness.ManagerOptions{
-			Binary:      filepath.Join(b.cfg.Root, "bin", "manager"),
+			Binary:      cmp.Or(b.cfg.Manager, filepath.Join(b.cfg.Root, "bin", "manager")),
 			Holder:      fmt.Sprintf("bench-r%d-%dm-m%d", run, managers, m),
 			MetricsAddr: maddr,
 			Args:        args,

@@ -80,7 +80,11 @@ type MemorySlope struct {
 
 // MemoryReport is the memory benchmark's result.
 type MemoryReport struct {
+	// Points are, per binary and population, the medians of the runs'
+	// samples: every figure below is computed from them.
 	Points []MemoryPoint `json:"points"`
+	// Samples are every run's measurement: a fresh manager each.
+	Samples []MemoryPoint `json:"samples"`
 	Slopes []MemorySlope `json:"slopes"`
 	// PerOp is each point's figures over its population: (figure at n −
 	// figure at 0) / n, for the binaries measured at 0 too.
@@ -173,6 +177,7 @@ func Memory(ctx context.Context, cfg Config) (MemoryReport, error) {
 		binaries = []string{filepath.Join(cfg.Root, "bin", "manager")}
 	}
 	sizes := slices.Sorted(slices.Values(cfg.Retained))
+	runs := max(cfg.Runs, 1)
 	b := &bench{cfg: cfg}
 	dir := filepath.Join(cfg.Dir, "memory")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -208,7 +213,7 @@ func Memory(ctx context.Context, cfg Config) (MemoryReport, error) {
 		return MemoryReport{}, err
 	}
 	rep := MemoryReport{Config: map[string]any{"retained": sizes, "binaries": binaries, "workers": cfg.Workers,
-		"records": cfg.RetainedRecords}}
+		"records": cfg.RetainedRecords, "runs": runs}}
 	rep.Etcd.QuotaBytes = quota
 	created := 0
 	for _, n := range sizes {
@@ -231,13 +236,18 @@ func Memory(ctx context.Context, cfg Config) (MemoryReport, error) {
 			rep.Etcd.Points = append(rep.Etcd.Points, EtcdPoint{Retained: n, EtcdSize: sz})
 		}
 		for i, bin := range binaries {
-			pt, err := b.measureManager(ctx, e, bin, n, i)
-			if err != nil {
-				return MemoryReport{}, fmt.Errorf("%d retained, %s: %w", n, bin, err)
+			var samples []MemoryPoint
+			for r := range runs {
+				pt, err := b.measureManager(ctx, e, bin, n, i*runs+r)
+				if err != nil {
+					return MemoryReport{}, fmt.Errorf("%d retained, %s: %w", n, bin, err)
+				}
+				b.logf("memory: %s, %d retained, run %d: RSS %.1f MiB, peak %.1f MiB, heap in use %.1f MiB",
+					filepath.Base(bin), n, r+1, pt.RSSBytes/(1<<20), pt.HWMBytes/(1<<20), pt.HeapInuseBytes/(1<<20))
+				samples = append(samples, pt)
 			}
-			b.logf("memory: %s, %d retained: RSS %.1f MiB, peak %.1f MiB, heap in use %.1f MiB",
-				filepath.Base(bin), n, pt.RSSBytes/(1<<20), pt.HWMBytes/(1<<20), pt.HeapInuseBytes/(1<<20))
-			rep.Points = append(rep.Points, pt)
+			rep.Samples = append(rep.Samples, samples...)
+			rep.Points = append(rep.Points, MedianPoint(samples))
 		}
 	}
 	if created > 0 {
@@ -312,6 +322,29 @@ func (b *bench) recordCost(ctx context.Context, e *env, etcd *etcdClient, ns str
 	out.Records = n
 	out.InUsePerRecord = (after.InUseBytes - before.InUseBytes) / float64(n)
 	return nil
+}
+
+// MedianPoint is the median of each figure over samples of one binary and
+// population: the manager restarted on the same objects, so that one slow
+// collection or a neighbour's burst does not make the figure.
+func MedianPoint(samples []MemoryPoint) MemoryPoint {
+	if len(samples) == 0 {
+		return MemoryPoint{}
+	}
+	med := func(f func(MemoryPoint) float64) float64 {
+		xs := make([]float64, len(samples))
+		for i, p := range samples {
+			xs[i] = f(p)
+		}
+		return Median(xs)
+	}
+	return MemoryPoint{Binary: samples[0].Binary, Retained: samples[0].Retained,
+		RSSBytes:       med(func(p MemoryPoint) float64 { return p.RSSBytes }),
+		HWMBytes:       med(func(p MemoryPoint) float64 { return p.HWMBytes }),
+		HeapInuseBytes: med(func(p MemoryPoint) float64 { return p.HeapInuseBytes }),
+		HeapAllocBytes: med(func(p MemoryPoint) float64 { return p.HeapAllocBytes }),
+		SyncSeconds:    med(func(p MemoryPoint) float64 { return p.SyncSeconds }),
+	}
 }
 
 // PerOp is, for every point of a binary also measured at 0 retained, its
@@ -594,7 +627,7 @@ func (b *bench) measureManager(ctx context.Context, e *env, bin string, n, i int
 	// go tool pprof; taking it collects nothing.
 	prof := &profiler{e: e, manager: paddr}
 	if err := prof.fromManager(ctx, "/debug/pprof/heap",
-		fmt.Sprintf("heap-%d-%s.pprof", n, filepath.Base(bin))); err != nil {
+		fmt.Sprintf("heap-%d-%d-%s.pprof", n, i, filepath.Base(bin))); err != nil {
 		return MemoryPoint{}, err
 	}
 	return pt, nil
@@ -714,6 +747,9 @@ func LeastSquaresSlope(xs, ys []float64) float64 {
 // Table renders the report for a terminal.
 func (r MemoryReport) Table() string {
 	var sb strings.Builder
+	if runs, _ := r.Config["runs"].(int); runs > 1 {
+		fmt.Fprintf(&sb, "each figure the median of %d runs, a fresh manager each:\n", runs)
+	}
 	fmt.Fprintf(&sb, "%-24s %10s %10s %10s %12s %12s %8s\n", "manager", "retained", "RSS MiB", "peak MiB",
 		"heap in use", "heap alloc", "sync s")
 	for _, p := range r.Points {

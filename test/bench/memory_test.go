@@ -133,3 +133,35 @@ func TestRetainedOperation(t *testing.T) {
 		t.Errorf("record: want the scope's record holding the outcome, got %+v", rec)
 	}
 }
+
+func TestMedianPoint(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		samples []MemoryPoint
+		want    MemoryPoint
+	}{
+		"Three": {
+			reason: "Each figure is its own median: one run's high RSS does not carry its heap along.",
+			samples: []MemoryPoint{
+				{Binary: "m", Retained: 10, RSSBytes: 300, HWMBytes: 400, HeapInuseBytes: 10, HeapAllocBytes: 9, SyncSeconds: 3},
+				{Binary: "m", Retained: 10, RSSBytes: 100, HWMBytes: 500, HeapInuseBytes: 30, HeapAllocBytes: 7, SyncSeconds: 1},
+				{Binary: "m", Retained: 10, RSSBytes: 200, HWMBytes: 450, HeapInuseBytes: 20, HeapAllocBytes: 8, SyncSeconds: 2},
+			},
+			want: MemoryPoint{Binary: "m", Retained: 10, RSSBytes: 200, HWMBytes: 450, HeapInuseBytes: 20,
+				HeapAllocBytes: 8, SyncSeconds: 2},
+		},
+		"One": {
+			reason:  "One sample is its own median.",
+			samples: []MemoryPoint{{Binary: "m", Retained: 5, RSSBytes: 7}},
+			want:    MemoryPoint{Binary: "m", Retained: 5, RSSBytes: 7},
+		},
+		"None": {reason: "No sample, no point.", want: MemoryPoint{}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, MedianPoint(tc.samples)); diff != "" {
+				t.Errorf("%s\nMedianPoint: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

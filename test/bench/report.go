@@ -90,6 +90,8 @@ type Report struct {
 	Workers    int   `json:"workers"`
 	Runs       int   `json:"runs"`
 	Managers   []int `json:"managers"`
+	// Manager is the Once phases' manager binary when -manager names one.
+	Manager string `json:"manager,omitempty"`
 	// ToolLatencyMs is the sandbox's answer time in the Once phases.
 	ToolLatencyMs float64 `json:"tool_latency_ms,omitempty"`
 
@@ -146,6 +148,7 @@ type Report struct {
 // Summarize computes the medians of runs.
 func Summarize(cfg Config, runs []RunResult) Report {
 	rep := Report{Operations: cfg.Operations, Workers: cfg.Workers, Runs: len(runs), Managers: cfg.Managers,
+		Manager:       cfg.Manager,
 		ToolLatencyMs: float64(cfg.ToolLatency.Microseconds()) / 1000, Medians: map[string]Phase{}, Results: runs}
 	byName := map[string][]Phase{}
 	var names []string
