@@ -85,7 +85,7 @@ type MemoryReport struct {
 	Points []MemoryPoint `json:"points"`
 	// Samples are every run's measurement: a fresh manager each.
 	Samples []MemoryPoint `json:"samples"`
-	Slopes []MemorySlope `json:"slopes"`
+	Slopes  []MemorySlope `json:"slopes"`
 	// PerOp is each point's figures over its population: (figure at n −
 	// figure at 0) / n, for the binaries measured at 0 too.
 	PerOp  []MemoryPerOp  `json:"per_op"`
