@@ -162,8 +162,14 @@ func (c *etcdClient) compactedSize(ctx context.Context) (EtcdSize, error) {
 		return EtcdSize{}, ctx.Err()
 	case <-time.After(2 * time.Second):
 	}
+	return c.compactTo(ctx, rev)
+}
+
+// compactTo compacts etcd's history up to rev and reads its size once the
+// in-use bytes have settled.
+func (c *etcdClient) compactTo(ctx context.Context, rev int64) (EtcdSize, error) {
 	var out struct{}
-	err = c.post(ctx, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, &out)
+	err := c.post(ctx, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, &out)
 	if err != nil && !strings.Contains(err.Error(), "compacted") {
 		return EtcdSize{}, fmt.Errorf("compacting etcd to revision %d: %w", rev, err)
 	}

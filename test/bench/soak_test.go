@@ -18,6 +18,7 @@ package bench
 
 import (
 	"encoding/xml"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +183,26 @@ func TestTicks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, ticks(tc.lo, tc.hi), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 				t.Errorf("ticks(%v, %v): -want, +got:\n%s", tc.lo, tc.hi, diff)
+			}
+		})
+	}
+}
+
+func TestSoakRate(t *testing.T) {
+	cases := map[string]struct {
+		reason             string
+		opsPerS, writesPer float64
+		want               float64
+	}{
+		"Measured": {reason: "70 operations of 3 writes a second are 210 writes; half is 105, at 7 writes each 15 a second.",
+			opsPerS: 70, writesPer: 3, want: 15},
+		"NoWrites":  {reason: "Without the writes per operation there is no rate.", opsPerS: 70, want: 0},
+		"NoMeasure": {reason: "Without a throughput there is no rate.", writesPer: 3, want: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := SoakRate(tc.opsPerS, tc.writesPer); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("%s\nSoakRate(%v, %v): want %v, got %v", tc.reason, tc.opsPerS, tc.writesPer, tc.want, got)
 			}
 		})
 	}
