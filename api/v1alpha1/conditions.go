@@ -123,7 +123,4 @@ const (
 	// recorded, or one made while a later attempt was claimed: there may be
 	// two effects for one key. A warning a person must act on.
 	EventSecondEffect = "SecondEffect"
-	// EventExpired: an ended operation or saga was deleted because its
-	// spec.ttlSecondsAfterFinished ran out.
-	EventExpired = "Expired"
 )

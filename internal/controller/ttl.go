@@ -22,17 +22,16 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/metrics"
 )
 
 // An ended operation or saga goes when its spec.ttlSecondsAfterFinished has
@@ -83,8 +82,11 @@ func controlledBySaga(op *v1.SideEffectOperation) bool {
 }
 
 // expire deletes obj if its TTL ran out (a delete conditional on the UID
-// and the version read) and otherwise asks to be back when it does.
-func expire(ctx context.Context, c client.Client, rec events.EventRecorder, obj client.Object,
+// and the version read) and otherwise asks to be back when it does. The
+// deletion is routine, the end of a happy path: it writes no Event (one
+// per operation, which the API server keeps for an hour, would be most of
+// what a busy cluster's etcd holds for Once) and is counted instead.
+func expire(ctx context.Context, c client.Client, kind string, obj client.Object,
 	ttl *int32, finished *metav1.Time, now time.Time, opts ...client.DeleteOption) (ctrl.Result, error) {
 	due, wait := expiresIn(ttl, finished, now)
 	if !due {
@@ -103,10 +105,9 @@ func expire(ctx context.Context, c client.Client, rec events.EventRecorder, obj 
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("deleting after spec.ttlSecondsAfterFinished: %w", err)
 	}
-	logf.FromContext(ctx).Info("Deleted an ended object whose spec.ttlSecondsAfterFinished ran out",
+	metrics.TTLDeletions.WithLabelValues(kind).Inc()
+	logf.FromContext(ctx).V(1).Info("Deleted an ended object whose spec.ttlSecondsAfterFinished ran out",
 		"ttlSecondsAfterFinished", *ttl, "finished", finished.UTC().Format(time.RFC3339))
-	rec.Eventf(obj, nil, corev1.EventTypeNormal, v1.EventExpired, "Delete",
-		"Deleted %ds after it ended (spec.ttlSecondsAfterFinished)", *ttl)
 	return ctrl.Result{}, nil
 }
 
@@ -123,7 +124,7 @@ func (r *SideEffectOperationReconciler) expireOperation(ctx context.Context, op 
 		// The finalizer's write brings the operation back.
 		return ctrl.Result{}, nil
 	}
-	return expire(ctx, r.Client, r.Recorder, op, op.Spec.TTLSecondsAfterFinished,
+	return expire(ctx, r.Client, "SideEffectOperation", op, op.Spec.TTLSecondsAfterFinished,
 		finishedTime(op.Status.CompletionTime, op.Status.Conditions), r.Clock.Now())
 }
 
@@ -133,7 +134,7 @@ func (r *SagaReconciler) expireSaga(ctx context.Context, s *v1.Saga) (ctrl.Resul
 	if s.Spec.TTLSecondsAfterFinished == nil || !r.Shards.OwnsObject(s) {
 		return ctrl.Result{}, nil
 	}
-	return expire(ctx, r.Client, r.Recorder, s, s.Spec.TTLSecondsAfterFinished,
+	return expire(ctx, r.Client, "Saga", s, s.Spec.TTLSecondsAfterFinished,
 		finishedTime(s.Status.CompletionTime, s.Status.Conditions), r.Clock.Now(),
 		client.PropagationPolicy(metav1.DeletePropagationBackground))
 }

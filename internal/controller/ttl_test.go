@@ -24,12 +24,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/metrics"
 	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/test/sandbox"
 )
@@ -59,6 +61,10 @@ var _ = Describe("spec.ttlSecondsAfterFinished", func() {
 		manifest := func() *v1.SideEffectOperation {
 			return withTTL(newOp(ns, "pay", "payments", map[string]any{"amount": 5}), 2)
 		}
+		deletions := func() float64 {
+			return testutil.ToFloat64(metrics.TTLDeletions.WithLabelValues("SideEffectOperation"))
+		}
+		before := deletions()
 		first := waitFor(ns, create(manifest()).Name, v1.StateCommitted)
 		Expect(first.Status.CompletionTime).NotTo(BeNil())
 		Expect(effectsOf(v1.IdempotencyNone, ns, "pay")).To(Equal(1))
@@ -66,6 +72,10 @@ var _ = Describe("spec.ttlSecondsAfterFinished", func() {
 		By("deleting it once its two seconds have passed")
 		Eventually(gone(first), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
 		Expect(time.Now()).To(BeTemporally(">=", first.Status.CompletionTime.Add(2*time.Second)))
+
+		By("writing no Event for the deletion, the end of a happy path, and counting it")
+		Consistently(func() []string { return eventReasons(ns) }, time.Second, 100*time.Millisecond).Should(BeEmpty())
+		Expect(deletions()).To(BeNumerically(">", before))
 
 		By("keeping its outcome in its scope's record, until the record's expiry")
 		rec := record(ns, recordNameOf(first))

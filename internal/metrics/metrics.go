@@ -99,6 +99,14 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.1, 2, 16),
 	}, []string{"state"})
 
+	// TTLDeletions counts the ended objects deleted because their
+	// spec.ttlSecondsAfterFinished ran out, by kind (SideEffectOperation,
+	// Saga): routine deletions, which write no Event.
+	TTLDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "once_ttl_deletions_total",
+		Help: "Ended operations and sagas deleted because their spec.ttlSecondsAfterFinished ran out, by kind.",
+	}, []string{"kind"})
+
 	// OutboxDeliveries counts deliveries of outcome announcements, by the
 	// kind of object (operation, saga) and what came of them (Delivered,
 	// Retry, Failed).
@@ -120,7 +128,7 @@ var (
 // manager's cache) at scrape time.
 func Register(reader client.Reader) {
 	crmetrics.Registry.MustRegister(Transitions, ToolCalls, Reconciliations, Conflicts, Retries,
-		BudgetExhausted, StaleWrites, ContradictingAnswers, RecoveryTime, OutboxDeliveries, OutboxDelay, &needsReview{reader: reader})
+		BudgetExhausted, StaleWrites, ContradictingAnswers, RecoveryTime, OutboxDeliveries, OutboxDelay, TTLDeletions, &needsReview{reader: reader})
 }
 
 var needsReviewDesc = prometheus.NewDesc("once_operations_needs_review",
