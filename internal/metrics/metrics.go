@@ -40,6 +40,9 @@ func ToolValues(t v1.GenericTool, values ...string) []string {
 	return append([]string{string(t.Kind()), t.GetNamespace(), t.GetName()}, values...)
 }
 
+// labelKind labels a metric by the kind of object it counts.
+const labelKind = "kind"
+
 var (
 	// Transitions counts state transitions of operations.
 	Transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -105,7 +108,7 @@ var (
 	TTLDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "once_ttl_deletions_total",
 		Help: "Ended operations and sagas deleted because their spec.ttlSecondsAfterFinished ran out, by kind.",
-	}, []string{"kind"})
+	}, []string{labelKind})
 
 	// OutboxDeliveries counts deliveries of outcome announcements, by the
 	// kind of object (operation, saga) and what came of them (Delivered,
@@ -113,14 +116,14 @@ var (
 	OutboxDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "once_outbox_deliveries_total",
 		Help: "Deliveries of outcome announcements to subscribers, by kind and result: Delivered, Retry (will be tried again) or Failed (budget spent).",
-	}, []string{"kind", "result"})
+	}, []string{labelKind, "result"})
 
 	// OutboxDelay measures the time from an outcome to its delivery.
 	OutboxDelay = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "once_outbox_delivery_delay_seconds",
 		Help:    "Time from an outcome being recorded to its announcement being acknowledged by the subscriber.",
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 16),
-	}, []string{"kind"})
+	}, []string{labelKind})
 )
 
 // Register adds the metrics to controller-runtime's registry, with a
