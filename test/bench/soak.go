@@ -515,8 +515,8 @@ func (r SoakReport) Table() string {
 	var b []byte
 	b = fmt.Appendf(b, "%.1f operations/s", r.Rate)
 	if r.MeasuredOnceOpsPerS > 0 {
-		b = fmt.Appendf(b, " (half of Once's %.1f measured first, %.3f of the ceiling)", r.MeasuredOnceOpsPerS,
-			r.MeasuredRatio)
+		b = fmt.Appendf(b, " (half the writes of Once's %.1f at %.2f each, measured first, %.3f of the ceiling)",
+			r.MeasuredOnceOpsPerS, r.MeasuredWritesPerOp, r.MeasuredRatio)
 	}
 	b = fmt.Appendf(b, ", TTL %v, retention %v, %v: %d created (%d late by over a second, %d refused), "+
 		"%d effects at the ledger, %d duplicate\n", r.Config["ttl"], r.Config["retention"], r.Config["duration"],
