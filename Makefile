@@ -10,7 +10,8 @@ SHELL = /usr/bin/env bash -o pipefail
 YEAR ?= $(shell date +%Y)
 # IMG is the manager's container image, for deploying to a real cluster.
 IMG ?= once-manager:latest
-# VERSION is stamped into the manager (bin/manager --version, the image).
+# VERSION is stamped into the manager (bin/manager --version, the image) and
+# the plugin (kubectl once version).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X main.version=$(VERSION)
 
@@ -56,7 +57,7 @@ test: manifests generate fmt vet controlplane-binaries ## Run all tests: unit, e
 	$(MAKE) test-e2e
 
 # UNIT_SKIP are the packages whose tests need a real API server (envtest).
-UNIT_SKIP = /test/e2e$$|/internal/controller$$|/internal/ingress$$|/internal/shard$$|/test/apiserver$$|/test/harness$$
+UNIT_SKIP = /test/e2e$$|/internal/controller$$|/internal/ingress$$|/internal/shard$$|/internal/presence$$|/test/apiserver$$|/test/harness$$
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no API server, in seconds: the pure packages, and the simulator's stories without its hunt.
@@ -91,18 +92,21 @@ build: manifests generate fmt vet ## Build the manager, the failpoint-enabled ma
 	go build -ldflags "$(LDFLAGS)" -o bin/manager ./cmd
 	go build -tags failpoints -ldflags "$(LDFLAGS)" -o bin/manager-failpoints ./cmd
 	go build -o bin/sandbox-tool ./test/cmd/sandbox-tool
-	go build -o bin/kubectl-once ./cmd/kubectl-once
+	go build -ldflags "$(LDFLAGS)" -o bin/kubectl-once ./cmd/kubectl-once
+	install -m 0755 cmd/kubectl-once/kubectl_complete-once bin/kubectl_complete-once
 	go build -o bin/once-mcp ./cmd/once-mcp
 	go build -o bin/mcp-call ./test/cmd/mcp-call
 
-# PLUGIN_DIR is where install-plugin puts kubectl-once: a folder on the PATH.
+# PLUGIN_DIR is where install-plugin puts kubectl-once and its completion
+# script kubectl_complete-once: a folder on the PATH.
 PLUGIN_DIR ?= $(HOME)/.local/bin
 
 .PHONY: install-plugin
-install-plugin: ## Build the kubectl once plugin and install it as PLUGIN_DIR/kubectl-once (default ~/.local/bin).
-	go build -o bin/kubectl-once ./cmd/kubectl-once
+install-plugin: ## Build the kubectl once plugin and install it, with kubectl_complete-once for kubectl's completion, in PLUGIN_DIR (default ~/.local/bin).
+	go build -ldflags "$(LDFLAGS)" -o bin/kubectl-once ./cmd/kubectl-once
 	install -d "$(PLUGIN_DIR)"
 	install -m 0755 bin/kubectl-once "$(PLUGIN_DIR)/kubectl-once"
+	install -m 0755 cmd/kubectl-once/kubectl_complete-once "$(PLUGIN_DIR)/kubectl_complete-once"
 	@case ":$$PATH:" in *":$(PLUGIN_DIR):"*) ;; *) echo "$(PLUGIN_DIR) is not on your PATH: add it, or run make install-plugin PLUGIN_DIR=<a folder on it>";; esac
 
 .PHONY: run

@@ -49,6 +49,7 @@ import (
 	"github.com/once-dev/once/internal/controller"
 	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/metrics"
+	"github.com/once-dev/once/internal/presence"
 	// +kubebuilder:scaffold:imports
 )
 
@@ -118,7 +119,8 @@ func main() {
 		"managers through Leases, so that managers stop contending for the same objects; every manager must use "+
 		"the same number. 0 turns sharding off: every manager handles every object.")
 	flag.StringVar(&o.shardNamespace, "shard-namespace", "",
-		"The namespace that holds the shards' Leases; defaults to the manager's own namespace in a pod, "+
+		"The namespace that holds the shards' Leases and the Lease with this manager's version "+
+			"(kubectl once version); defaults to the manager's own namespace in a pod, "+
 			"and to --cluster-resource-namespace outside one.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"The namespace that holds the leader election's Lease; defaults to the manager's own namespace in a pod. "+
@@ -223,6 +225,16 @@ func run(o options) error {
 	}
 	// +kubebuilder:scaffold:builder
 	metrics.Register(mgr.GetClient())
+	// The version and holder on a Lease of this manager's own, beside the
+	// shards' (kubectl once version).
+	pub, err := presence.New(presence.Options{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+		Namespace: cmp.Or(cfg.ShardNamespace, cfg.ClusterResourceNamespace), Holder: o.holder, Version: version})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(pub); err != nil {
+		return fmt.Errorf("adding the presence Lease: %w", err)
+	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("setting up the health check: %w", err)

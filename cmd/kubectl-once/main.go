@@ -31,9 +31,13 @@ import (
 	"github.com/once-dev/once/internal/kubectlonce"
 )
 
+// version is stamped at build time (make build, make install-plugin), as
+// the manager's is: -ldflags "-X main.version=...".
+var version = "devel"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	cmd := kubectlonce.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	cmd := kubectlonce.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, version)
 	err := cmd.ExecuteContext(ctx)
 	stop()
 	var exit *kubectlonce.ExitError

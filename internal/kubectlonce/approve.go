@@ -31,7 +31,7 @@ import (
 )
 
 func newApproveCommand(o *Options) *cobra.Command {
-	var step, by, reason string
+	var step, by, reason, dryRun, output string
 	cmd := &cobra.Command{
 		Use:   "approve SAGA --step STEP [--by NAME] [--reason TEXT]",
 		Short: "Approve a saga's step that requires approval",
@@ -39,9 +39,16 @@ func newApproveCommand(o *Options) *cobra.Command {
 would. The write is conditional on the version read, so that an approval
 another person writes at the same time is kept. --by names you, for the
 record (default: the kubeconfig's user, or $USER); Once's admission policy
-records the user the API server authenticated beside it.`,
-		Example: `  kubectl once approve scale-checkout --step config --reason "change window open"`,
-		Args:    cobra.ExactArgs(1),
+records the user the API server authenticated beside it.
+
+--dry-run=server sends the write with dryRun=All: the API server checks
+and admits it as it would, and stores nothing. --dry-run=client sends
+nothing. Both print what would be written; with -o json|yaml, the saga as
+it would be (as it is written without --dry-run).`,
+		Example: `  kubectl once approve scale-checkout --step config --reason "change window open"
+  kubectl once approve scale-checkout --step config --dry-run=server`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeNames(approvalName),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			k, name, err := parseName(args[0], true)
 			if err != nil {
@@ -53,23 +60,32 @@ records the user the API server authenticated beside it.`,
 			if by == "" {
 				by = o.defaultBy()
 			}
-			return o.approve(cmd.Context(), name, v1.SagaApproval{Step: step, By: by, Reason: reason})
+			return o.approve(cmd.Context(), name, v1.SagaApproval{Step: step, By: by, Reason: reason}, dryRun, output)
 		},
 	}
 	cmd.Flags().StringVar(&step, "step", "", "the step to approve (required)")
+	_ = cmd.RegisterFlagCompletionFunc("step", o.completeApprovalSteps)
 	cmd.Flags().StringVar(&by, "by", "", "who approves, for the record (default: the kubeconfig's user, or $USER)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
+	addDryRunFlag(cmd, &dryRun)
+	addOutputFlag(cmd, &output, "a line")
 	return cmd
 }
 
-func (o *Options) approve(ctx context.Context, name string, a v1.SagaApproval) error {
+func (o *Options) approve(ctx context.Context, name string, a v1.SagaApproval, dryRun, output string) error {
+	if err := checkDryRun(dryRun); err != nil {
+		return err
+	}
+	if err := checkOutput(output); err != nil {
+		return err
+	}
 	switch {
 	case a.Step == "":
 		return errors.New("--step is required: the step to approve")
 	case a.By == "":
 		return errors.New("--by is required: the kubeconfig names no user and $USER is empty")
 	}
-	c, err := o.client()
+	c, err := o.writer(dryRun)
 	if err != nil {
 		return err
 	}
@@ -78,8 +94,9 @@ func (o *Options) approve(ctx context.Context, name string, a v1.SagaApproval) e
 		return err
 	}
 	var written v1.SagaApproval
+	s := &v1.Saga{}
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		s := &v1.Saga{}
+		s = &v1.Saga{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 			return apiError(err, "get", sagaKind, ns, name)
 		}
@@ -100,7 +117,15 @@ func (o *Options) approve(ctx context.Context, name string, a v1.SagaApproval) e
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(o.Streams.Out, "saga/%s: step %s approved by %s%s; Once starts it on its next pass "+
-		"(kubectl once why saga/%s)\n", name, a.Step, attribution(written.By, written.User), reasonText(written.Reason), name)
+	if output != "" {
+		return printObject(o.Streams.Out, s, v1.GroupVersion.WithKind(sagaKind.Name), output)
+	}
+	approved := "approved"
+	if isDryRun(dryRun) {
+		approved = "would be approved"
+	}
+	_, err = fmt.Fprintf(o.Streams.Out, "saga/%s: step %s %s by %s%s; %s\n", name, a.Step, approved,
+		attribution(written.By, written.User), reasonText(written.Reason),
+		outcome(dryRun, "Once starts it on its next pass (kubectl once why saga/"+name+")"))
 	return err
 }

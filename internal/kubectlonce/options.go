@@ -20,15 +20,19 @@ limitations under the License.
 // checked and written by internal/review, which the simulator shares. It
 // uses cli-runtime's ConfigFlags, so the usual --kubeconfig, --context,
 // --namespace and --as flags work, and a controller-runtime client typed on
-// api/v1alpha1.
+// api/v1alpha1. It also prints its version and the managers' (version),
+// and completes its commands, flags and names in bash and zsh.
 package kubectlonce
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -38,20 +42,24 @@ import (
 )
 
 // Options are what every command shares: the kubeconfig flags, the
-// streams, and a clock.
+// streams, the plugin's version, and a clock.
 type Options struct {
 	Flags   *genericclioptions.ConfigFlags
 	Streams genericiooptions.IOStreams
+	// Version is the plugin's version, as its binary was stamped.
+	Version string
 	// Now is the clock, for ages; time.Now when nil.
 	Now func() time.Time
 }
 
-// NewCommand is `kubectl once` and its subcommands.
-func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	o := &Options{Flags: genericclioptions.NewConfigFlags(true), Streams: streams}
+// NewCommand is `kubectl once` and its subcommands; version is the
+// plugin's.
+func NewCommand(streams genericiooptions.IOStreams, version string) *cobra.Command {
+	o := &Options{Flags: genericclioptions.NewConfigFlags(true), Streams: streams, Version: version}
 	cmd := &cobra.Command{
-		Use: "once",
-		// kubectl runs the plugin as `kubectl once`: usage says so.
+		// The binary's name, which the completion scripts complete;
+		// kubectl runs it as `kubectl once`, and usage says so.
+		Use:         "kubectl-once",
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl once"},
 		Short:       "Review, explain and resolve Once's operations and sagas",
 		Long: `kubectl once helps the person Once waits for: it lists the operations and
@@ -60,11 +68,11 @@ the same spec fields a GitOps repository would (spec.resolution of an
 operation, spec.approvals and spec.resolutions of a saga).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// No completion command: kubectl completes plugins itself.
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	o.Flags.AddFlags(cmd.PersistentFlags())
-	cmd.AddCommand(newReviewCommand(o), newWhyCommand(o), newResolveCommand(o), newApproveCommand(o))
+	_ = cmd.RegisterFlagCompletionFunc("namespace", o.completeNamespaces)
+	cmd.AddCommand(newReviewCommand(o), newWhyCommand(o), newResolveCommand(o), newApproveCommand(o),
+		newVersionCommand(o))
 	return cmd
 }
 
@@ -83,8 +91,10 @@ func (o *Options) client() (client.Client, error) {
 		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
 	}
 	scheme := runtime.NewScheme()
-	if err := v1.AddToScheme(scheme); err != nil {
-		return nil, err
+	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, corev1.AddToScheme, coordinationv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -121,4 +131,39 @@ func (o *Options) defaultBy() string {
 		}
 	}
 	return os.Getenv("USER")
+}
+
+// writer is the client that writes a decision, as --dry-run says: the
+// client itself (none), one that sends every write with dryRun=All
+// (server), or one that sends no write at all (client).
+func (o *Options) writer(dryRun string) (client.Client, error) {
+	c, err := o.client()
+	if err != nil {
+		return nil, err
+	}
+	switch dryRun {
+	case dryRunServer:
+		return client.NewDryRunClient(c), nil
+	case dryRunClient:
+		return noWrites{c}, nil
+	}
+	return c, nil
+}
+
+// noWrites reads through its client and sends no write to an object: a
+// write leaves the object as the caller made it. (The plugin writes no
+// subresource.)
+type noWrites struct{ client.Client }
+
+func (noWrites) Create(context.Context, client.Object, ...client.CreateOption) error { return nil }
+func (noWrites) Update(context.Context, client.Object, ...client.UpdateOption) error { return nil }
+func (noWrites) Patch(context.Context, client.Object, client.Patch, ...client.PatchOption) error {
+	return nil
+}
+func (noWrites) Delete(context.Context, client.Object, ...client.DeleteOption) error { return nil }
+func (noWrites) DeleteAllOf(context.Context, client.Object, ...client.DeleteAllOfOption) error {
+	return nil
+}
+func (noWrites) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+	return nil
 }

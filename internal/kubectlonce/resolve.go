@@ -23,6 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,6 +35,7 @@ import (
 type resolveFlags struct {
 	committed, retry, fail, compensated bool
 	externalID, reason, by, step        string
+	dryRun, output                      string
 }
 
 func newResolveCommand(o *Options) *cobra.Command {
@@ -57,11 +59,18 @@ that operation.
 
 --by names you, for the record (default: the kubeconfig's user, or $USER);
 Once's admission policy records the user the API server authenticated
-beside it.`,
+beside it.
+
+--dry-run=server sends the write with dryRun=All: the API server checks
+and admits it as it would, and stores nothing. --dry-run=client sends
+nothing. Both print what would be written; with -o json|yaml, the object
+as it would be (as it is written without --dry-run).`,
 		Example: `  kubectl once resolve charge-order-1001 --committed --external-id ch_1042 --reason "found in the dashboard"
   kubectl once resolve charge-order-1001 --retry --reason "no charge in the dashboard"
-  kubectl once resolve saga/scale-search --compensated --reason "reverted by hand"`,
-		Args: cobra.ExactArgs(1),
+  kubectl once resolve saga/scale-search --compensated --reason "reverted by hand"
+  kubectl once resolve charge-order-1001 --retry --dry-run=server -o yaml`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeNames(reviewName),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			k, name, err := parseName(args[0], asSaga)
 			if err != nil {
@@ -83,6 +92,8 @@ beside it.`,
 	fl.StringVar(&f.reason, "reason", "", "why, for the record")
 	fl.StringVar(&f.by, "by", "", "who decides, for the record (default: the kubeconfig's user, or $USER)")
 	fl.BoolVar(&asSaga, "saga", false, "NAME is a saga's")
+	addDryRunFlag(cmd, &f.dryRun)
+	addOutputFlag(cmd, &f.output, "a line")
 	return cmd
 }
 
@@ -158,6 +169,12 @@ func (f resolveFlags) sagaAction() (v1.SagaResolutionAction, error) {
 
 func (o *Options) resolve(ctx context.Context, k *kind, name string, f resolveFlags) error {
 	// Check the flags before asking the cluster: a typo fails fast.
+	if err := checkDryRun(f.dryRun); err != nil {
+		return err
+	}
+	if err := checkOutput(f.output); err != nil {
+		return err
+	}
 	var err error
 	switch k {
 	case &sagaKind:
@@ -170,7 +187,7 @@ func (o *Options) resolve(ctx context.Context, k *kind, name string, f resolveFl
 	if err != nil {
 		return err
 	}
-	c, err := o.client()
+	c, err := o.writer(f.dryRun)
 	if err != nil {
 		return err
 	}
@@ -179,6 +196,8 @@ func (o *Options) resolve(ctx context.Context, k *kind, name string, f resolveFl
 		return err
 	}
 	var msg string
+	var written client.Object
+	var gvk schema.GroupVersionKind
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		got, err := find(ctx, c, ns, k, name)
 		if err != nil {
@@ -186,8 +205,10 @@ func (o *Options) resolve(ctx context.Context, k *kind, name string, f resolveFl
 		}
 		if got.op != nil {
 			msg, err = resolveOperation(ctx, c, got.op, f)
+			written, gvk = got.op, v1.GroupVersion.WithKind(operationKind.Name)
 		} else {
 			msg, err = resolveSaga(ctx, c, got.saga, f)
+			written, gvk = got.saga, v1.GroupVersion.WithKind(sagaKind.Name)
 		}
 		return err
 	})
@@ -197,8 +218,28 @@ func (o *Options) resolve(ctx context.Context, k *kind, name string, f resolveFl
 	if err != nil {
 		return err
 	}
+	if f.output != "" {
+		return printObject(o.Streams.Out, written, gvk, f.output)
+	}
 	_, err = fmt.Fprintln(o.Streams.Out, msg)
 	return err
+}
+
+// outcome is how a write's message ends: what happens next, or that
+// nothing changed in a dry run.
+func outcome(dryRun, next string) string {
+	if !isDryRun(dryRun) {
+		return next
+	}
+	return "nothing changed" + dryRunNote(dryRun)
+}
+
+// wrote is the verb of a write's message.
+func wrote(dryRun string) string {
+	if !isDryRun(dryRun) {
+		return "wrote"
+	}
+	return "would write"
 }
 
 // resolveOperation writes the resolution the flags ask into an operation
@@ -216,8 +257,8 @@ func resolveOperation(ctx context.Context, c client.Client, op *v1.SideEffectOpe
 	if op.Spec.Resolution != nil {
 		written = op.Spec.Resolution
 	}
-	return fmt.Sprintf("sideeffectoperation/%s: wrote spec.resolution %s; Once applies it on its next pass "+
-		"(kubectl once why %s)", op.Name, resolutionText(*written), op.Name), nil
+	return fmt.Sprintf("sideeffectoperation/%s: %s spec.resolution %s; %s", op.Name, wrote(f.dryRun),
+		resolutionText(*written), outcome(f.dryRun, "Once applies it on its next pass (kubectl once why "+op.Name+")")), nil
 }
 
 // resolveSaga writes the resolution the flags ask into the entry of
@@ -239,6 +280,6 @@ func resolveSaga(ctx context.Context, c client.Client, s *v1.Saga, f resolveFlag
 			entry = r
 		}
 	}
-	return fmt.Sprintf("saga/%s: wrote spec.resolutions for step %s: %s; Once applies it on its next pass "+
-		"(kubectl once why saga/%s)", s.Name, step, sagaResolutionText(entry), s.Name), nil
+	return fmt.Sprintf("saga/%s: %s spec.resolutions for step %s: %s; %s", s.Name, wrote(f.dryRun), step,
+		sagaResolutionText(entry), outcome(f.dryRun, "Once applies it on its next pass (kubectl once why saga/"+s.Name+")")), nil
 }

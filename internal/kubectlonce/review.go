@@ -19,7 +19,6 @@ package kubectlonce
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/saga"
@@ -81,7 +79,7 @@ and 2 on an error, as kubectl diff does, for scripts and alerts.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&f.all, "all-namespaces", "A", false, "list across all namespaces")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "", "output format: json or yaml (a table if empty)")
+	addOutputFlag(cmd, &f.output, "a table")
 	cmd.Flags().BoolVar(&f.exitCode, "exit-code", false, "exit 1 when anything waits for a person, 0 when nothing does (2 on an error)")
 	return cmd
 }
@@ -119,8 +117,8 @@ type ReviewList struct {
 }
 
 func (o *Options) review(ctx context.Context, f reviewFlags) error {
-	if f.output != "" && f.output != "json" && f.output != "yaml" {
-		return fmt.Errorf("--output %q: use json or yaml", f.output)
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	all := f.all
 	c, err := o.client()
@@ -171,19 +169,7 @@ func writeReviewList(out io.Writer, rows []reviewRow, format string) error {
 		list.Items = append(list.Items, ReviewItem{Namespace: r.Namespace, Kind: r.Kind, Name: r.Name, State: r.Wait,
 			Since: r.Since.UTC(), Why: r.Why})
 	}
-	b, err := json.MarshalIndent(list, "", "  ")
-	if err != nil {
-		return err
-	}
-	if format == "yaml" {
-		if b, err = yaml.JSONToYAML(b); err != nil {
-			return err
-		}
-	} else {
-		b = append(b, '\n')
-	}
-	_, err = out.Write(b)
-	return err
+	return printDoc(out, list, format)
 }
 
 // reviewRow is one line of review.

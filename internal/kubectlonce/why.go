@@ -19,7 +19,6 @@ package kubectlonce
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -39,25 +38,36 @@ import (
 
 func newWhyCommand(o *Options) *cobra.Command {
 	var asSaga bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "why NAME | seo/NAME | saga/NAME",
 		Short: "Tell an operation's or a saga's story",
 		Long: `Tell the story of an operation or a saga, oldest first: every transition
 with its time and reason, what the tool answered to each call, lookup and
 re-send, and who resolved or approved what, as the API server authenticated
-them. A bare NAME is looked up as both kinds.`,
+them. A bare NAME is looked up as both kinds.
+
+With -o json or -o yaml it prints the same story as one document: the
+object, where it stands, its steps (a saga's), who decided what, and the
+story's entries with their fields apart, for scripts.`,
 		Example: `  kubectl once why charge-order-1001
-  kubectl once why saga/scale-checkout`,
-		Args: cobra.ExactArgs(1),
+  kubectl once why saga/scale-checkout
+  kubectl once why charge-order-1001 -o json | jq -r '.story[] | select(.type == "Call") | .outcome'`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeNames(anyName),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.why(cmd.Context(), args[0], asSaga)
+			return o.why(cmd.Context(), args[0], asSaga, output)
 		},
 	}
 	cmd.Flags().BoolVar(&asSaga, "saga", false, "NAME is a saga's")
+	addOutputFlag(cmd, &output, "text")
 	return cmd
 }
 
-func (o *Options) why(ctx context.Context, arg string, asSaga bool) error {
+func (o *Options) why(ctx context.Context, arg string, asSaga bool, output string) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
 	k, name, err := parseName(arg, asSaga)
 	if err != nil {
 		return err
@@ -74,7 +84,12 @@ func (o *Options) why(ctx context.Context, arg string, asSaga bool) error {
 	if err != nil {
 		return err
 	}
-	if f.op != nil {
+	switch {
+	case output != "" && f.op != nil:
+		return printDoc(o.Streams.Out, operationDoc(f.op), output)
+	case output != "":
+		return printDoc(o.Streams.Out, sagaDoc(f.saga), output)
+	case f.op != nil:
 		return writeOperation(o.Streams.Out, f.op, o.now())
 	}
 	return writeSaga(o.Streams.Out, f.saga, o.now())
@@ -99,15 +114,36 @@ type entry struct {
 // (Planned, Started, Reconciling, Compensating) goes before the
 // observations, which go before the outcome they led to.
 func operationStory(st *v1.SideEffectOperationStatus) []entry {
+	events := operationEvents(st)
+	out := make([]entry, 0, len(events))
+	for _, e := range events {
+		if e.t != nil {
+			out = append(out, transitionEntry(*e.t, attemptColumn(e.t.Attempt)))
+		} else {
+			out = append(out, observationEntry(*e.o))
+		}
+	}
+	return out
+}
+
+// event is one event of an operation's story: a transition or an
+// observation.
+type event struct {
+	t *v1.Transition
+	o *v1.Observation
+}
+
+// operationEvents are the events of operationStory, in its order.
+func operationEvents(st *v1.SideEffectOperationStatus) []event {
 	h, obs := newestTold(st.History, st.Conditions), st.Observations
-	out := make([]entry, 0, len(h)+len(obs))
+	out := make([]event, 0, len(h)+len(obs))
 	for len(h) > 0 || len(obs) > 0 {
 		if len(obs) == 0 || len(h) > 0 && transitionFirst(h[0], obs[0]) {
-			out = append(out, transitionEntry(h[0], attemptColumn(h[0].Attempt)))
+			out = append(out, event{t: &h[0]})
 			h = h[1:]
 			continue
 		}
-		out = append(out, observationEntry(obs[0]))
+		out = append(out, event{o: &obs[0]})
 		obs = obs[1:]
 	}
 	return out
@@ -304,13 +340,7 @@ func resolutionText(r v1.Resolution) string {
 // parameters describes an operation's parameters without their values:
 // how many fields, and the request hash that binds them.
 func parameters(p *runtime.RawExtension, hash string) string {
-	n := 0
-	if p != nil && len(p.Raw) > 0 {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(p.Raw, &m) == nil {
-			n = len(m)
-		}
-	}
+	n := parameterFields(p)
 	s := fmt.Sprintf("%d fields", n)
 	if n == 1 {
 		s = "1 field"
@@ -323,16 +353,24 @@ func parameters(p *runtime.RawExtension, hash string) string {
 
 // sagaOf names the saga and step an operation belongs to, if any.
 func sagaOf(op *v1.SideEffectOperation) string {
+	s := sagaOwner(op)
+	if s == "" {
+		return ""
+	}
+	if step := op.Labels[saga.LabelStep]; step != "" {
+		s += ", step " + step
+	}
+	if op.Labels[saga.LabelRole] == saga.RoleCompensation {
+		s += " (its compensation)"
+	}
+	return s
+}
+
+// sagaOwner is the name of the saga that controls an operation, if any.
+func sagaOwner(op *v1.SideEffectOperation) string {
 	for _, ref := range op.OwnerReferences {
 		if ref.Kind == sagaKind.Name && ref.Controller != nil && *ref.Controller {
-			s := ref.Name
-			if step := op.Labels[saga.LabelStep]; step != "" {
-				s += ", step " + step
-			}
-			if op.Labels[saga.LabelRole] == saga.RoleCompensation {
-				s += " (its compensation)"
-			}
-			return s
+			return ref.Name
 		}
 	}
 	return ""
@@ -409,7 +447,7 @@ func stepLines(s *v1.Saga) []string {
 			if ss.ExternalObjectID != "" {
 				line += ", external id " + ss.ExternalObjectID
 			}
-		case step.RequiresApproval && (ss == nil || ss.Approval == nil) && s.Status.CurrentStep == step.Name:
+		case waitsForApproval(s, step, ss):
 			line += fmt.Sprintf("waits for approval (kubectl once approve %s --step %s)", s.Name, step.Name)
 		default:
 			line += "not started"

@@ -268,6 +268,8 @@ spec:
 		Expect(effectsFor(watched)).To(HaveLen(1))
 		Expect(kubectl("", "get", "lease", "-n", "once-system", "once-manager.once.dev",
 			"-o", "jsonpath={.spec.holderIdentity}")).NotTo(BeEmpty())
+		Expect(once("version", "--manager-namespace", "once-system")).To(MatchRegexp(`(?m)^  once-system\s+namespaced\s+`),
+			"the manager publishes its version with the rights of its Role in its namespace")
 
 		By("running a saga, whose steps are operations it owns, where the API server enforces owner-reference permissions")
 		apply(watched, deskYAML("Native"))
@@ -398,6 +400,9 @@ spec:
 		Expect(err).NotTo(HaveOccurred())
 		Expect(strings.TrimSpace(string(out))).NotTo(Or(BeEmpty(), Equal("devel")),
 			"bin/manager was built without the version: build it with make build")
+		plugin, err := exec.Command(filepath.Join(root, "bin", "kubectl-once"), "version", "--client").Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(plugin)).To(Equal("Plugin version: "+string(out)), "make build stamps the plugin as the manager")
 	})
 })
 

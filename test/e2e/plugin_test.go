@@ -29,10 +29,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 
+	"github.com/once-dev/once/internal/kubectlonce"
+	"github.com/once-dev/once/internal/presence"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -42,12 +46,28 @@ import (
 // stderr.
 func runOnce(args ...string) (string, error) {
 	GinkgoHelper()
+	stdout, _, err := runOnceStreams(args...)
+	return stdout, err
+}
+
+// runOnceStreams runs `kubectl once ARGS` as runOnce does, and returns its
+// stderr too.
+func runOnceStreams(args ...string) (string, string, error) {
+	GinkgoHelper()
+	return runPlugin(filepath.Join(cp.Assets, "kubectl"), append([]string{"once"}, args...)...)
+}
+
+// runPlugin runs program ARGS (kubectl, or the plugin itself) with bin/ on
+// its PATH and the suite's admin kubeconfig, and returns stdout and stderr,
+// and an error with stderr.
+func runPlugin(program string, args ...string) (string, string, error) {
+	GinkgoHelper()
 	plugin := filepath.Join(root, "bin", "kubectl-once")
 	_, err := os.Stat(plugin)
 	Expect(err).NotTo(HaveOccurred(), "the plugin is missing: run make build")
 	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(cp.Assets, "kubectl"), append([]string{"once"}, args...)...)
+	cmd := exec.CommandContext(ctx, program, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "KUBECONFIG=") {
 			cmd.Env = append(cmd.Env, kv)
@@ -65,12 +85,31 @@ func runOnce(args ...string) (string, error) {
 			shown[i] = fmt.Sprintf("%q", a)
 		}
 	}
-	_, _ = fmt.Fprintf(GinkgoWriter, "$ kubectl once %s\n%s%s\n", strings.Join(shown, " "), stdout.String(), stderr.String())
+	name := filepath.Base(program)
+	_, _ = fmt.Fprintf(GinkgoWriter, "$ %s %s\n%s%s\n", name, strings.Join(shown, " "), stdout.String(), stderr.String())
 	if err != nil {
-		return stdout.String(), fmt.Errorf("kubectl once %s: %w: %s", strings.Join(args, " "), err,
+		return stdout.String(), stderr.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err,
 			strings.TrimSpace(stderr.String()))
 	}
-	return stdout.String(), nil
+	return stdout.String(), stderr.String(), nil
+}
+
+// completions runs a completion, `program ARGS` (kubectl __complete once
+// ... or kubectl-once __complete ...), and returns the choices, without
+// their descriptions and without cobra's closing directive.
+func completions(program string, args ...string) []string {
+	GinkgoHelper()
+	out, _, err := runPlugin(program, args...)
+	Expect(err).NotTo(HaveOccurred())
+	var choices []string
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(line, ":") {
+			break
+		}
+		choice, _, _ := strings.Cut(line, "\t")
+		choices = append(choices, choice)
+	}
+	return choices
 }
 
 // once runs `kubectl once` and expects it to succeed.
@@ -181,6 +220,57 @@ var _ = Describe("The kubectl once plugin", func() {
 		Expect(story).NotTo(ContainSubstring("a@example.com"), "parameter values stay out of the story")
 		Expect(withoutAges(once("why", "seo/x", "-n", ns))).To(Equal(withoutAges(story)))
 
+		By("telling the same story as JSON and YAML, with the fields apart")
+		var doc kubectlonce.Story
+		Expect(json.Unmarshal([]byte(once("why", "x", "-n", ns, "-o", "json")), &doc)).To(Succeed())
+		Expect([]string{doc.Kind, doc.Namespace, doc.Name, doc.State}).To(Equal([]string{"SideEffectOperation", ns, "x", "NeedsReview"}))
+		Expect(doc.Why).To(Equal(jsonpath(ns, "seo/x", `{.status.conditions[?(@.type=="Ready")].message}`)))
+		Expect(doc.Operation).NotTo(BeNil())
+		Expect([]string{doc.Operation.ToolKind, doc.Operation.Tool, doc.Operation.Operation}).To(
+			Equal([]string{"Tool", "mailer", "charge.create"}))
+		Expect(doc.Operation.ParameterFields).To(Equal(1))
+		Expect(doc.Saga).To(BeNil())
+		var kinds []string
+		for _, e := range doc.Entries {
+			kinds = append(kinds, e.Type+" "+e.State)
+		}
+		Expect(kinds).To(Equal([]string{"Transition Started", "Call ", "Transition Unknown", "Transition NeedsReview"}),
+			"the entries of the table, in its order")
+		Expect([]any{doc.Entries[1].Attempt, doc.Entries[1].Outcome, doc.Entries[1].Request, doc.Entries[1].Holder}).To(
+			Equal([]any{int32(1), outcome, request, "plugin"}), "the call: what the tool answered, and to which manager")
+		Expect(once("why", "x", "-n", ns, "-o", "json")).NotTo(ContainSubstring("a@example.com"))
+		Expect(once("why", "x", "-n", ns, "-o", "yaml")).To(MatchRegexp(`(?m)^state: NeedsReview$`))
+		onceFails(`--output "wide": use json or yaml`, "why", "x", "-n", ns, "-o", "wide")
+
+		By("completing names from the cluster, with the plugin's __complete and through kubectl")
+		plugin := filepath.Join(root, "bin", "kubectl-once")
+		Expect(completions(plugin, "__complete", "")).To(ContainElements(
+			"approve", "completion", "resolve", "review", "version", "why"))
+		Expect(completions(plugin, "__complete", "why", "-n", ns, "")).To(Equal([]string{"x", "x-again"}))
+		Expect(completions(plugin, "__complete", "why", "-n", ns, "seo/x-")).To(Equal([]string{"seo/x-again"}))
+		Expect(completions(plugin, "__complete", "resolve", "-n", ns, "")).To(Equal([]string{"x"}),
+			"only what is in NeedsReview: the duplicate waits behind it")
+		Expect(completions(plugin, "__complete", "resolve", "x", "--dry-run", "")).To(Equal([]string{"none", "client", "server"}))
+		Expect(completions(plugin, "__complete", "why", "x", "-o", "")).To(Equal([]string{"json", "yaml"}))
+		Expect(completions(plugin, "__complete", "review", "-n", "e2e-")).To(ContainElement(ns))
+		kubectlBin := filepath.Join(cp.Assets, "kubectl")
+		Expect(completions(kubectlBin, "__complete", "once", "")).To(ContainElements("review", "version", "why"),
+			"kubectl runs kubectl_complete-once, from bin/ on the PATH")
+		Expect(completions(kubectlBin, "__complete", "once", "resolve", "-n", ns, "")).To(Equal([]string{"x"}))
+		// bash runs the script as it would on a <TAB>: the function
+		// _get_comp_words_by_ref of the bash-completion package, which the
+		// script needs and this machine lacks, is stood in for.
+		comp, _, err := runPlugin("bash", "-c", `_get_comp_words_by_ref() { cur=${COMP_WORDS[COMP_CWORD]}; words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
+source <(kubectl-once completion bash)
+COMP_WORDS=(kubectl-once ver); COMP_CWORD=1; __start_kubectl-once 2>/dev/null; echo "${COMPREPLY[@]}"
+COMP_WORDS=(kubectl-once why -n `+ns+` x-); COMP_CWORD=4; __start_kubectl-once 2>/dev/null; echo "${COMPREPLY[@]}"`)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(comp).To(Equal("version\nx-again\n"), "bash completes a subcommand, and a name from the cluster")
+		zsh, _, err := runPlugin(plugin, "completion", "zsh")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(zsh).To(HavePrefix("#compdef kubectl-once\ncompdef _kubectl-once kubectl-once\n"))
+		Expect(zsh).To(ContainSubstring("__complete"), "the zsh script asks the plugin, as the bash one does")
+
 		By("refusing what cannot be done, with errors that say why")
 		effects := effectsFor(ns)
 		Expect(effects).To(HaveLen(1))
@@ -199,6 +289,30 @@ var _ = Describe("The kubectl once plugin", func() {
 		Expect(errors.As(err, &exit)).To(BeTrue(), "want exit status 2, got %v", err)
 		Expect(exit.ExitCode()).To(Equal(2), "with --exit-code an error is 2, apart from the 1 of something waiting")
 		Expect(jsonpath(ns, "seo/x", "{.spec.resolution}")).To(BeEmpty())
+
+		By("resolving it in dry runs, which change nothing")
+		version := jsonpath(ns, "seo/x", "{.metadata.resourceVersion}")
+		admin := kubectl("", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		Expect(admin).NotTo(BeEmpty())
+		onceFails(`--dry-run "true": use none, client or server`, "resolve", "x", "--retry", "--dry-run=true", "-n", ns)
+		Expect(once("resolve", "x", "--committed", "--external-id", id, "--by", "alice", "--dry-run=server", "-n", ns)).To(Equal(
+			"sideeffectoperation/x: would write spec.resolution MarkCommitted (external id " + id + ") by alice " +
+				"(authenticated as " + admin + "); nothing changed (server dry run)\n"))
+		var dry struct {
+			APIVersion, Kind string
+			Spec             struct{ Resolution map[string]string }
+		}
+		Expect(json.Unmarshal([]byte(once("resolve", "x", "--retry", "--by", "alice", "--dry-run=server", "-o", "json", "-n", ns)),
+			&dry)).To(Succeed())
+		Expect([]string{dry.APIVersion, dry.Kind}).To(Equal([]string{"effects.once.dev/v1alpha1", "SideEffectOperation"}))
+		Expect(dry.Spec.Resolution).To(Equal(map[string]string{"action": "Retry", "by": "alice", "user": admin}),
+			"the object as the API server would store it: its admission policy added the user")
+		Expect(once("resolve", "x", "--retry", "--by", "alice", "--dry-run=client", "-n", ns)).To(Equal(
+			"sideeffectoperation/x: would write spec.resolution Retry by alice; nothing changed (client dry run)\n"))
+		Expect(once("resolve", "x", "--retry", "--by", "alice", "--dry-run=client", "-o", "yaml", "-n", ns)).To(
+			ContainSubstring("resolution:\n    action: Retry\n    by: alice\n"), "sent nowhere: no user added")
+		Expect(jsonpath(ns, "seo/x", "{.spec.resolution}")).To(BeEmpty())
+		Expect(jsonpath(ns, "seo/x", "{.metadata.resourceVersion}")).To(Equal(version), "nothing was written")
 
 		By("resolving it with the id found in the tool's ledger")
 		out := once("resolve", "x", "--committed", "--external-id", id, "--by", "alice",
@@ -265,8 +379,26 @@ var _ = Describe("The kubectl once plugin", func() {
 		onceFails("saga scale-checkout is Started: only a saga in NeedsReview can be resolved",
 			"resolve", "saga/scale-checkout", "--compensated", "-n", ns)
 
+		By("completing its name and the step to approve")
+		plugin := filepath.Join(root, "bin", "kubectl-once")
+		Expect(completions(plugin, "__complete", "approve", "-n", ns, "")).To(Equal([]string{"scale-checkout"}))
+		Expect(completions(plugin, "__complete", "approve", "scale-checkout", "-n", ns, "--step", "")).To(Equal([]string{"config"}))
+		Expect(completions(filepath.Join(cp.Assets, "kubectl"), "__complete", "once", "approve", "-n", ns, "")).To(
+			Equal([]string{"scale-checkout"}))
+
+		By("approving it in a server dry run, which changes nothing")
+		version := jsonpath(ns, "saga/scale-checkout", "{.metadata.resourceVersion}")
+		Expect(once("approve", "scale-checkout", "--step", "config", "--by", "alice", "--dry-run=server", "-n", ns)).To(
+			MatchRegexp(`^saga/scale-checkout: step config would be approved by alice \(authenticated as \S+\); ` +
+				`nothing changed \(server dry run\)\n$`))
+		Expect(once("approve", "scale-checkout", "--step", "config", "--by", "alice", "--dry-run=server", "-o", "yaml", "-n", ns)).To(
+			MatchRegexp(`(?m)^  approvals:\n  - by: alice\n    step: config\n    user: \S+$`))
+		Expect(jsonpath(ns, "saga/scale-checkout", "{.spec.approvals}")).To(BeEmpty())
+		Expect(jsonpath(ns, "saga/scale-checkout", "{.metadata.resourceVersion}")).To(Equal(version))
+
 		By("approving it")
-		out := once("approve", "scale-checkout", "--step", "config", "--by", "alice", "--reason", "change window open", "-n", ns)
+		out := once("approve", "scale-checkout", "--step", "config", "--by", "alice", "--reason", "change window open",
+			"--dry-run=none", "-n", ns)
 		user := jsonpath(ns, "saga/scale-checkout", "{.spec.approvals[0].user}")
 		Expect(user).NotTo(BeEmpty())
 		Expect(out).To(ContainSubstring("step config approved by alice (authenticated as " + user + `) ("change window open")`))
@@ -281,10 +413,82 @@ var _ = Describe("The kubectl once plugin", func() {
 		Expect(story).To(MatchRegexp(`(?m)^      approved by alice \(authenticated as ` + user +
 			`\) \("change window open"\), applied \S+Z$`))
 		Expect(story).To(MatchRegexp(`(?m)^  notify: Committed, operation scale-checkout.notify`))
+		var doc kubectlonce.Story
+		Expect(json.Unmarshal([]byte(once("why", "saga/scale-checkout", "-n", ns, "-o", "json")), &doc)).To(Succeed())
+		Expect([]string{doc.Kind, doc.Name, doc.State}).To(Equal([]string{"Saga", "scale-checkout", "Committed"}))
+		Expect(doc.Saga).NotTo(BeNil())
+		Expect(doc.Saga.Steps).To(HaveLen(3))
+		config := doc.Saga.Steps[1]
+		Expect([]string{config.Name, config.State, config.Operation}).To(Equal([]string{"config", "Committed", "scale-checkout.config"}))
+		Expect(config.Approval).NotTo(BeNil())
+		Expect(*config.Approval).To(MatchFields(IgnoreExtras, Fields{"By": Equal("alice"), "User": Equal(user),
+			"Reason": Equal("change window open"), "Applied": BeTrue(), "Time": Not(BeNil())}))
+		Expect(doc.Entries[len(doc.Entries)-1]).To(MatchFields(IgnoreExtras, Fields{"Type": Equal("Transition"),
+			"State": Equal("Committed"), "Reason": Equal("Committed")}))
 		Expect(once("why", "scale-checkout.config", "-n", ns)).To(MatchRegexp(`(?m)^  Saga:\s+scale-checkout, step config$`))
 		onceFails("saga scale-checkout is Committed: there is nothing to resolve",
 			"resolve", "saga/scale-checkout", "--retry", "-n", ns)
 		Expect(once("review", "-n", ns)).To(Equal("Nothing needs a person in namespace " + ns + ".\n"))
+	})
+
+	It("prints its version and the running managers', and warns when they differ", func() {
+		ns := newNamespace("plugin-version")
+		stamped, err := exec.Command(filepath.Join(root, "bin", "manager"), "--version").Output()
+		Expect(err).NotTo(HaveOccurred())
+		version := strings.TrimSpace(string(stamped))
+		Expect(version).NotTo(BeEmpty())
+		p := startManager(ns, manager{holder: "plugin-version"})
+
+		By("finding the manager's version on its Lease, the same as the plugin's (make build stamps both)")
+		var v kubectlonce.Version
+		Eventually(func() []presence.Manager {
+			Expect(json.Unmarshal([]byte(once("version", "-o", "json")), &v)).To(Succeed())
+			return v.Managers
+		}).Should(ContainElement(MatchFields(IgnoreExtras, Fields{"Namespace": Equal("once-system"),
+			"Holder": Equal("plugin-version"), "Version": Equal(version)})))
+		Expect(v.Plugin).To(Equal(version))
+		out, stderr, err := runOnceStreams("version")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(HavePrefix("Plugin version: " + version + "\nManagers:\n"))
+		Expect(out).To(MatchRegexp(`(?m)^  once-system\s+plugin-version\s+` + regexp.QuoteMeta(version) + `\s+\d+s ago$`))
+		Expect(stderr).NotTo(ContainSubstring("plugin-version"), "no warning for a manager of the plugin's version")
+
+		By("warning about a manager of another version")
+		// A manager of an older build, as its Lease shows it; the
+		// manager's own writing of the Lease is what the steps above saw.
+		apply(ns, `apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: once-manager-old
+  labels:
+    once.dev/manager: "true"
+  annotations:
+    once.dev/version: v0.0.1-old
+spec:
+  holderIdentity: old
+  leaseDurationSeconds: 300
+  renewTime: `+time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00")+"\n")
+		out, stderr, err = runOnceStreams("version", "--manager-namespace", ns)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(MatchRegexp(`(?m)^  ` + ns + `\s+old\s+v0.0.1-old\s+`))
+		Expect(stderr).To(Equal("warning: manager old in namespace " + ns + " runs version v0.0.1-old, and this plugin is version " +
+			version + "\n"))
+
+		By("saying so when no manager runs, and exiting 0")
+		empty := newNamespace("plugin-version-none")
+		Expect(once("version", "--manager-namespace", empty)).To(Equal("Plugin version: " + version + "\n" +
+			"Manager version: unknown: no running manager found in namespace " + empty +
+			" (none renewed a Lease labelled once.dev/manager=true within its duration)\n"))
+		out, stderr, err = runOnceStreams("version", "--manager-namespace", empty, "-o", "yaml")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(Equal("managers: []\npluginVersion: " + version + "\n"))
+		Expect(stderr).To(ContainSubstring("no running manager found in namespace " + empty))
+		onceFails(`--output "table": use json or yaml`, "version", "-o", "table")
+
+		By("no longer listing a manager that stopped: it deletes its Lease")
+		p.Stop(15 * time.Second)
+		Expect(json.Unmarshal([]byte(once("version", "-o", "json", "--manager-namespace", "once-system")), &v)).To(Succeed())
+		Expect(v.Managers).NotTo(ContainElement(MatchFields(IgnoreExtras, Fields{"Holder": Equal("plugin-version")})))
 	})
 
 	It("lists a saga whose compensation failed for good, and resolves it", func() {
