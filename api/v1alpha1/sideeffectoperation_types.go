@@ -552,7 +552,9 @@ type SideEffectOperationStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	Observations []Observation `json:"observations,omitempty"`
 
-	// resolution is the person's resolution that was applied, if any.
+	// resolution is the person's resolution that was applied, if any. A
+	// duplicate carries its original's, the one the outcome it reports
+	// rests on, with generation 0: nothing of its own spec was applied.
 	// +optional
 	Resolution *AppliedResolution `json:"resolution,omitempty"`
 

@@ -29,6 +29,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -101,6 +102,21 @@ var _ = Describe("A replay after the operation went", func() {
 		Expect(res.Resolution).NotTo(BeNil())
 		Expect(res.Resolution.By).To(Equal("alice"))
 		Expect(gone(op)()).To(BeTrue(), "Do made the operation again")
+		Expect(effectsOf(v1.IdempotencyNone, ns, "mail-1")).To(Equal(1))
+
+		By("the operation applied again: it adopts the outcome and says who decided, as the API server takes it")
+		again := &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: op.Name}, Spec: *op.Spec.DeepCopy()}
+		again.Spec.Resolution, again.Spec.TTLSecondsAfterFinished = nil, nil
+		Expect(k8sClient.Create(ctx, again)).To(Succeed())
+		Eventually(func() v1.OperationState { return get(ns, op.Name).Status.State }, 15*time.Second, 100*time.Millisecond).
+			Should(Equal(v1.StateCommitted))
+		dup := get(ns, op.Name).Status
+		Expect(dup.DuplicateOf).To(Equal(op.Name))
+		Expect(dup.Resolution).NotTo(BeNil(), "the duplicate does not say that a person decided")
+		Expect(dup.Resolution.Action).To(Equal(v1.ResolutionMarkCommitted))
+		Expect(dup.Resolution.ExternalObjectID).To(Equal("ch_found"))
+		Expect(dup.Resolution.By).To(Equal("alice"))
+		Expect(dup.Resolution.Record()).To(Equal(d))
 		Expect(effectsOf(v1.IdempotencyNone, ns, "mail-1")).To(Equal(1))
 	})
 

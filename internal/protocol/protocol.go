@@ -685,6 +685,11 @@ func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, 
 	st.ResultDigest = o.ResultDigest
 	st.ErrorClass = o.ErrorClass
 	st.ErrorMessage = o.ErrorMessage
+	if r := o.Resolution; r != nil {
+		// The outcome rests on a person's decision: the duplicate says
+		// who decided, as the original does (I11).
+		st.Resolution = adoptedResolution(r, o.ExternalObjectID)
+	}
 	end(&st, p, env)
 	if !o.ExpiryTime.IsZero() {
 		// A duplicate reports the scope's outcome for as long as the scope
@@ -709,6 +714,20 @@ func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, 
 	}
 	transition(&st, state, reason, msg, env)
 	return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: v1.ReasonDuplicate, Message: msg}}
+}
+
+// adoptedResolution is the original's applied resolution, as its record
+// keeps it, for a duplicate's status. A resolution is applied out of
+// NeedsReview only; a MarkCommitted one named the effect the outcome
+// holds. Its generation is none of the duplicate's: nothing of the
+// duplicate's own spec was applied.
+func adoptedResolution(r *v1.RecordResolution, externalObjectID string) *v1.AppliedResolution {
+	a := &v1.AppliedResolution{Resolution: v1.Resolution{Action: r.Action, By: r.By, User: r.User, Reason: r.Reason},
+		Time: r.Time, FromState: v1.StateNeedsReview}
+	if r.Action == v1.ResolutionMarkCommitted {
+		a.ExternalObjectID = externalObjectID
+	}
+	return a
 }
 
 // WaitForOriginal records that st duplicates an operation that has not
