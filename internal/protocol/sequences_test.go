@@ -514,7 +514,7 @@ func TestDuplicateSaysWhoDecided(t *testing.T) {
 			want: applied(v1.ResolutionMarkCommitted, "ch_1")},
 		"RetryThenCommitted": {reason: "a person's Retry, then a commit: the effect is the retry's, not the person's",
 			outcome: v1.RecordOutcome{State: v1.StateCommitted, ExternalObjectID: "ch_2", Resolution: alice(v1.ResolutionRetry)},
-			want: applied(v1.ResolutionRetry, "")},
+			want:    applied(v1.ResolutionRetry, "")},
 		"Fail": {reason: "a person's Fail",
 			outcome: v1.RecordOutcome{State: v1.StateFailedFinal, Reason: v1.ReasonResolvedFailed, ErrorClass: v1.ErrorPermanent,
 				ErrorMessage: "Failed by alice", Resolution: alice(v1.ResolutionFail)},
