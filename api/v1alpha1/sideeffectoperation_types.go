@@ -281,7 +281,7 @@ func (s OperationState) IsPlanned() bool {
 	return s == "" || s == StatePlanned
 }
 
-// OrPlanned is s, or Planned when s is empty: a record no one has
+// OrPlanned is s, or Planned when s is empty: a status no one has
 // written yet reads as Planned.
 func (s OperationState) OrPlanned() OperationState {
 	if s == "" {
@@ -344,7 +344,7 @@ const (
 	// ObservationLookup is a reconciling query of the tool by key.
 	ObservationLookup ObservationKind = "Lookup"
 	// ObservationStaleCall is what a worker that had lost its claim learned
-	// from its call; evidence only, it never overwrites the record.
+	// from its call; evidence only, it never overwrites the status.
 	ObservationStaleCall ObservationKind = "StaleCall"
 	// ObservationClaimExpired records a claim whose holder went silent.
 	ObservationClaimExpired ObservationKind = "ClaimExpired"
@@ -393,7 +393,7 @@ type Observation struct {
 // ones are kept, so the story keeps its beginning and its end.
 const MaxHistory = 16
 
-// Transition is one step of a record's story: a change of state, or of the
+// Transition is one step of a status's story: a change of state, or of the
 // reason it stays in one, as `kubectl once why` tells it.
 type Transition struct {
 	// time of the transition.
@@ -436,7 +436,9 @@ type AppliedResolution struct {
 	FromState OperationState `json:"fromState"`
 }
 
-// SideEffectOperationStatus is the idempotency record of the operation.
+// SideEffectOperationStatus is the operation's state in the idempotency
+// protocol: its claims, its evidence and its outcome. The scope's
+// IdempotencyRecord keeps the outcome after the object is deleted.
 type SideEffectOperationStatus struct {
 	// state of the idempotency protocol. Empty means Planned and not yet
 	// observed.
@@ -552,7 +554,9 @@ type SideEffectOperationStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	Observations []Observation `json:"observations,omitempty"`
 
-	// resolution is the person's resolution that was applied, if any.
+	// resolution is the person's resolution that was applied, if any. A
+	// duplicate carries its original's, the one the outcome it reports
+	// rests on, with generation 0: nothing of its own spec was applied.
 	// +optional
 	Resolution *AppliedResolution `json:"resolution,omitempty"`
 
@@ -638,7 +642,8 @@ type SideEffectOperation struct {
 	// +required
 	Spec SideEffectOperationSpec `json:"spec"`
 
-	// status is the idempotency record.
+	// status is the operation's state in the idempotency protocol: its
+	// claims, its evidence and its outcome.
 	// +optional
 	Status SideEffectOperationStatus `json:"status,omitzero"`
 }

@@ -20,16 +20,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/ingress"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/internal/review"
 	"github.com/once-dev/once/pkg/once"
 	"github.com/once-dev/once/test/sandbox"
@@ -97,6 +103,21 @@ var _ = Describe("A replay after the operation went", func() {
 		Expect(res.Resolution.By).To(Equal("alice"))
 		Expect(gone(op)()).To(BeTrue(), "Do made the operation again")
 		Expect(effectsOf(v1.IdempotencyNone, ns, "mail-1")).To(Equal(1))
+
+		By("the operation applied again: it adopts the outcome and says who decided, as the API server takes it")
+		again := &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: op.Name}, Spec: *op.Spec.DeepCopy()}
+		again.Spec.Resolution, again.Spec.TTLSecondsAfterFinished = nil, nil
+		Expect(k8sClient.Create(ctx, again)).To(Succeed())
+		Eventually(func() v1.OperationState { return get(ns, op.Name).Status.State }, 15*time.Second, 100*time.Millisecond).
+			Should(Equal(v1.StateCommitted))
+		dup := get(ns, op.Name).Status
+		Expect(dup.DuplicateOf).To(Equal(op.Name))
+		Expect(dup.Resolution).NotTo(BeNil(), "the duplicate does not say that a person decided")
+		Expect(dup.Resolution.Action).To(Equal(v1.ResolutionMarkCommitted))
+		Expect(dup.Resolution.ExternalObjectID).To(Equal("ch_found"))
+		Expect(dup.Resolution.By).To(Equal("alice"))
+		Expect(dup.Resolution.Record()).To(Equal(d))
+		Expect(effectsOf(v1.IdempotencyNone, ns, "mail-1")).To(Equal(1))
 	})
 
 	It("answers pkg/once from the record with no new object, and refuses other parameters as a mismatch", func() {
@@ -130,6 +151,77 @@ var _ = Describe("A replay after the operation went", func() {
 		Expect(effectsOf(v1.IdempotencyNone, ns, "order-1")).To(Equal(1))
 	})
 })
+
+// A message delivered to the ingress again after its operation went is
+// answered from the scope's record, as its operation answered it, and makes
+// nothing.
+var _ = Describe("A message delivered again after its operation went", func() {
+	var (
+		ns  string
+		url string
+	)
+	BeforeEach(func() {
+		ns = newNamespace()
+		DeferCleanup(startManager(managerOptions{}))
+		h := &ingress.Handler{Client: k8sClient, Routes: map[string]ingress.Route{
+			"orders": {Namespace: ns, ToolRef: v1.ToolReference{Name: "payments"}, Operation: "charge.create",
+				TTLSecondsAfterFinished: ptr.To[int32](0)},
+		}}
+		Expect(h.Validate()).To(Succeed())
+		srv := httptest.NewServer(http.StripPrefix("/ingress", h))
+		DeferCleanup(srv.Close)
+		url = srv.URL + "/ingress/orders"
+	})
+	deliver := func(id, body string) (int, ingress.Answer) {
+		GinkgoHelper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set(ingress.HeaderIdempotencyKey, id)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		var a ingress.Answer
+		Expect(json.NewDecoder(resp.Body).Decode(&a)).To(Succeed())
+		return resp.StatusCode, a
+	}
+
+	It("answers it from the record, a duplicate with the first outcome, and makes no operation", func() {
+		newTool(ns, "payments", v1.IdempotencyNone)
+		status, first := deliver("msg-1", `{"amount":5}`)
+		Expect(status).To(Equal(http.StatusAccepted), "%+v", first)
+		op := &v1.SideEffectOperation{}
+		op.Namespace, op.Name = ns, first.Name
+		Eventually(gone(op), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
+		scope := ingressScope(ns, first.Name)
+		rec := record(ns, scope)
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.Spec.Outcome).NotTo(BeNil())
+		Expect(rec.Spec.Outcome.State).To(Equal(v1.StateCommitted))
+
+		By("the same message again: 200, a duplicate with the recorded outcome, no object made")
+		status, again := deliver("msg-1", `{"amount":5}`)
+		Expect(status).To(Equal(http.StatusOK), "%+v", again)
+		Expect(again).To(Equal(ingress.Answer{Name: first.Name, Namespace: ns, MessageID: "msg-1",
+			State: v1.StateCommitted, Duplicate: true, ExternalObjectID: rec.Spec.Outcome.ExternalObjectID}))
+		Expect(gone(op)()).To(BeTrue(), "the message made its operation again")
+
+		By("the same id with another payload: 409, the first message stands, no object made")
+		status, other := deliver("msg-1", `{"amount":6}`)
+		Expect(status).To(Equal(http.StatusConflict), "%+v", other)
+		Expect(other.Error).To(Equal(ingress.CodeMismatch))
+		Expect(other.Name).To(Equal(first.Name))
+		Expect(gone(op)()).To(BeTrue(), "the other payload made an operation")
+		Expect(effectsIn(ns)).To(Equal(1))
+	})
+})
+
+// ingressScope is the name of the record of the ingress's operation name:
+// its key is its name.
+func ingressScope(ns, name string) string {
+	return protocol.Scope{Namespace: ns, Tool: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"},
+		Operation: "charge.create", Key: name}.RecordName()
+}
 
 // A saga's steps are checkpointed in its status: a committed step whose
 // operation went is still compensated, from what the checkpoint keeps.

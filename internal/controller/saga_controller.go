@@ -145,6 +145,8 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	view := saga.View{Name: s.Name, Generation: s.Generation, Namespace: s.Namespace, Spec: &s.Spec, Status: s.Status,
 		Children: children(&s, ops), Plan: plan, PlanErr: planErr, Now: r.Clock.Now()}
 	var requeue time.Duration
+	// What this pass reads past the cache, it reads once.
+	fresh := freshOps{}
 	// Each decision validates a step, writes a checkpoint or creates one
 	// operation, so a saga's whole pass is bounded by its steps; a pass cut
 	// short writes its checkpoint, whose event brings the saga back.
@@ -162,12 +164,12 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			continue
 		}
 		if d.Action.Kind == saga.ActionValidate {
-			if requeue = r.validate(ctx, &s, plan, ops, &view, d.Action.Step); requeue > 0 {
+			if requeue = r.validate(ctx, &s, plan, ops, fresh, &view, d.Action.Step); requeue > 0 {
 				break
 			}
 			continue
 		}
-		if err := r.readResults(ctx, ops, view.Status); err != nil {
+		if err := r.readResults(ctx, ops, fresh, view.Status); err != nil {
 			return ctrl.Result{}, err
 		}
 		params, err := plan.Parameters(ctx, d.Action.Step, d.Action.Undo, inputs(&s), stepData(ops, view.Status))
@@ -238,27 +240,31 @@ func children(s *v1.Saga, ops map[string]*v1.SideEffectOperation) map[string]sag
 	return out
 }
 
+// freshOps names the operations a pass has read past the cache. A pass
+// reads each at most once, and a new pass starts with none: no pass
+// computes parameters from what an earlier pass read.
+type freshOps map[string]bool
+
 // readResults reads past the cache the operations of the committed steps
 // whose result the cache does not keep (it keeps a terminal operation
 // without its result: terminalKept), and puts them in ops, so that the
 // later steps' parameters are computed from the results as the API server
-// has them. An operation read here keeps its result for the rest of the
-// pass; one whose result was too large to keep has none, and is read again
-// each time a later step's parameters are computed.
-func (r *SagaReconciler) readResults(ctx context.Context, ops map[string]*v1.SideEffectOperation,
+// has them. An operation read here (fresh) is not read again in the pass,
+// also when its result was too large to keep and it has none.
+func (r *SagaReconciler) readResults(ctx context.Context, ops map[string]*v1.SideEffectOperation, fresh freshOps,
 	status v1.SagaStatus) error {
 	for _, ss := range status.Steps {
 		op, ok := ops[ss.Operation]
-		if !ok || op.Status.State != v1.StateCommitted || !resultNotCached(op) {
+		if !ok || fresh[ss.Operation] || op.Status.State != v1.StateCommitted || !resultNotCached(op) {
 			continue
 		}
-		fresh := &v1.SideEffectOperation{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+		read := &v1.SideEffectOperation{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), read); err != nil {
 			// Gone meanwhile, too: the cache will show it, and the saga
 			// decides again on what its checkpoint holds.
 			return fmt.Errorf("reading the result of step %s from operation %s: %w", ss.Name, op.Name, err)
 		}
-		ops[ss.Operation] = fresh
+		ops[ss.Operation], fresh[ss.Operation] = read, true
 	}
 	return nil
 }
@@ -343,9 +349,9 @@ func roleEvent(undo bool) string {
 // validate validates step i and records the outcome in view.Status. It
 // returns how long to wait when the tool's answer decided nothing.
 func (r *SagaReconciler) validate(ctx context.Context, s *v1.Saga, plan *saga.Plan,
-	ops map[string]*v1.SideEffectOperation, view *saga.View, i int) time.Duration {
+	ops map[string]*v1.SideEffectOperation, fresh freshOps, view *saga.View, i int) time.Duration {
 	ss := &view.Status.Steps[i]
-	val, wait := r.validation(ctx, s, plan, ops, view.Status, i)
+	val, wait := r.validation(ctx, s, plan, ops, fresh, view.Status, i)
 	if wait {
 		ss.Message = "validation waits: " + val.Message
 		return undecidedRetry
@@ -359,7 +365,8 @@ func (r *SagaReconciler) validate(ctx context.Context, s *v1.Saga, plan *saga.Pl
 // they must compute, fit, match the operation's schema and, if the tool
 // offers a dry run, pass it. wait is true when nothing was decided.
 func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.Plan,
-	ops map[string]*v1.SideEffectOperation, status v1.SagaStatus, i int) (val v1.StepValidation, wait bool) {
+	ops map[string]*v1.SideEffectOperation, fresh freshOps, status v1.SagaStatus, i int) (val v1.StepValidation,
+	wait bool) {
 	step := s.Spec.Steps[i]
 	failed := func(format string, args ...any) (v1.StepValidation, bool) {
 		return v1.StepValidation{Outcome: v1.ValidationFailed, Message: fmt.Sprintf(format, args...)}, false
@@ -381,7 +388,7 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 			return failed("%s", no.Message)
 		}
 	}
-	if err := r.readResults(ctx, ops, status); err != nil {
+	if err := r.readResults(ctx, ops, fresh, status); err != nil {
 		return undecided("%v", err)
 	}
 	params, err := plan.Parameters(ctx, i, false, inputs(s), stepData(ops, status))

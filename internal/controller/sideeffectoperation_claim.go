@@ -43,7 +43,7 @@ func (r *SideEffectOperationReconciler) prepareCall(p *pass, d protocol.Decision
 		p.client = c
 	}
 	if d.Retry {
-		if wait, ok := r.Budgets.Take(toolKeyOf(p.tool), p.tool.GetSpec().RetryBudget, p.env.Now); !ok {
+		if wait, ok := r.Budgets.Take(toolIDOf(p.tool), p.tool.GetSpec().RetryBudget, p.env.Now); !ok {
 			budgetExhausted(p.tool)
 			p.log.V(1).Info("Retry budget spent; retry deferred", "tool", p.tool.GetName(), "wait", wait)
 			return reconcile.Result{RequeueAfter: wait}, false, nil

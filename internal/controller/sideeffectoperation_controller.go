@@ -191,7 +191,7 @@ func (r *SideEffectOperationReconciler) IndexFields(ctx context.Context, idx cli
 		if op.Status.State.IsTerminal() {
 			return nil
 		}
-		return []string{toolKey(op.Spec.ToolRef, op.Namespace)}
+		return []string{toolID(op.Spec.ToolRef, op.Namespace)}
 	}); err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (r *SideEffectOperationReconciler) operationsOfTool(ctx context.Context, o 
 	var list v1.SideEffectOperationList
 	// Read only: a tool's every operation, committed ones included, is
 	// not copied on each of its changes.
-	if err := r.List(ctx, &list, client.MatchingFields{indexToolRef: toolKeyOf(o.(v1.GenericTool))},
+	if err := r.List(ctx, &list, client.MatchingFields{indexToolRef: toolIDOf(o.(v1.GenericTool))},
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
@@ -261,14 +261,16 @@ func unfinished(ops []v1.SideEffectOperation) []reconcile.Request {
 	return reqs
 }
 
-// toolKeyOf names a tool, for the index and its retry budget.
-func toolKeyOf(t v1.GenericTool) string {
-	return toolKey(v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}, t.GetNamespace())
+// toolIDOf is toolID of a tool.
+func toolIDOf(t v1.GenericTool) string {
+	return toolID(v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}, t.GetNamespace())
 }
 
-// toolKey names the tool an operation refers to: ClusterTools have no
-// namespace.
-func toolKey(ref v1.ToolReference, namespace string) string {
+// toolID names, within the manager, the tool an operation in namespace
+// refers to (ClusterTools have no namespace): the value of the operations'
+// tool index and the key of the tool's retry budget. It is not the key
+// sent to the tool, which is protocol.Scope.ToolKey.
+func toolID(ref v1.ToolReference, namespace string) string {
 	kind := ref.EffectiveKind()
 	if kind == v1.ToolKindClusterTool {
 		namespace = ""

@@ -51,7 +51,7 @@ const secretRetry = 10 * time.Second
 //     writer.
 
 // pass is one reconciliation of one operation: what it learned, and the
-// working copy of the record.
+// working copy of its status.
 type pass struct {
 	// ctx is for the pass's calls and writes: it does not end when the
 	// manager stops, so that a call in flight is finished and its answer

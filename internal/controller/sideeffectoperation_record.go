@@ -71,7 +71,7 @@ func (r *SideEffectOperationReconciler) record(p *pass, a *answer) (reconcile.Re
 }
 
 // resume records an answer whose write failed in an earlier pass: as the
-// attempt's outcome while the record still shows its claim, else as a late
+// attempt's outcome while the status still shows its claim, else as a late
 // answer, never dropped.
 func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Result, error) {
 	if !a.claimHeld(p.st, r.Holder) {
@@ -155,10 +155,10 @@ func (r *SideEffectOperationReconciler) takePending(p *pass) *answer {
 }
 
 // writeFenced writes the decision that follows a call's answer. If the
-// write loses to a newer version, it reads the record again: while this
-// worker still holds the claim it re-applies the answer to the new record;
+// write loses to a newer version, it reads the status again: while this
+// worker still holds the claim it re-applies the answer to the new status;
 // once the claim has moved on, the worker is stale and what it learned is
-// kept as evidence only, if it does not contradict the record (I6).
+// kept as evidence only, if it does not contradict the status (I6).
 // It returns the decision it wrote.
 func (r *SideEffectOperationReconciler) writeFenced(p *pass, d protocol.Decision, a *answer) (protocol.Decision, error) {
 	for range fencedRetries {
@@ -196,7 +196,7 @@ func (r *SideEffectOperationReconciler) fresh(p *pass) (*v1.SideEffectOperation,
 }
 
 // keepEvidence records what a worker learned after its claim moved on, as
-// protocol.Stale decides: evidence, a commit when the record is still about
+// protocol.Stale decides: evidence, a commit when the status is still about
 // that attempt, or a second effect, which is raised at once.
 func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 	metrics.StaleWrites.Inc()
@@ -239,7 +239,7 @@ func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 }
 
 // raiseSecondEffect tells a person at once of an answer that names an
-// effect besides the recorded one: the record stays as it is, but there may
+// effect besides the recorded one: the status stays as it is, but there may
 // be two effects for one key.
 func (r *SideEffectOperationReconciler) raiseSecondEffect(p *pass, late protocol.Late) {
 	st := p.op.Status
@@ -248,7 +248,7 @@ func (r *SideEffectOperationReconciler) raiseSecondEffect(p *pass, late protocol
 		"attempt", late.Attempt, "externalObjectID", late.Observation.ExternalObjectID,
 		"recorded", st.ExternalObjectID, "state", stateLabel(st.State), "attempts", st.Attempts)
 	r.Recorder.Eventf(p.op, nil, corev1.EventTypeWarning, v1.EventSecondEffect, "KeepEvidence",
-		"A worker that had lost its claim on attempt %d got an answer naming effect %q while the record is %s at attempt %d with effect %q: there may be two effects",
+		"A worker that had lost its claim on attempt %d got an answer naming effect %q while the status is %s at attempt %d with effect %q: there may be two effects",
 		late.Attempt, late.Observation.ExternalObjectID, stateLabel(st.State), st.Attempts, st.ExternalObjectID)
 }
 

@@ -114,6 +114,9 @@ type managerOptions struct {
 	// watch are the only namespaces it watches, as --watch-namespaces
 	// says; all if empty.
 	watch []string
+	// sagaReader, if set, wraps what the saga reconciler reads past the
+	// cache through.
+	sagaReader func(client.Reader) client.Reader
 }
 
 var managerSeq struct {
@@ -157,7 +160,16 @@ func startManager(o managerOptions) (stop func()) {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	mctx, mcancel := context.WithCancel(ctx)
-	Expect(Setup(mctx, mgr, c)).To(Succeed())
+	if o.sagaReader == nil {
+		Expect(Setup(mctx, mgr, c)).To(Succeed())
+	} else {
+		d, err := c.depsOf(mgr)
+		Expect(err).NotTo(HaveOccurred())
+		rs, err := c.Build(d)
+		Expect(err).NotTo(HaveOccurred())
+		rs.Saga.APIReader = o.sagaReader(rs.Saga.APIReader)
+		Expect(rs.SetupWithManager(mctx, mgr)).To(Succeed())
+	}
 	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()

@@ -19,7 +19,8 @@ limitations under the License.
 // plain JSON webhook, becomes an operation whose name is derived from the
 // message's id, so a message delivered twice names one object, and the
 // API server's AlreadyExists is the dedupe. The second delivery is
-// answered with the first one's operation and its state; a second message
+// answered with the first one's operation and its state, or, once that
+// operation went, from its scope's IdempotencyRecord; a second message
 // with the same id and a different payload is refused.
 //
 // The Handler is an http.Handler serving POST /{route}; mount it under a
@@ -49,6 +50,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/protocol"
+	"github.com/once-dev/once/pkg/once"
 )
 
 // Headers of plain webhooks. A webhook names its message by
@@ -106,9 +108,9 @@ type Route struct {
 
 // Handler is the ingress endpoint.
 type Handler struct {
-	// Client creates and reads operations. Reads after AlreadyExists must
-	// see the object that exists: use a client that reads from the API
-	// server, not a cache.
+	// Client creates and reads operations, and reads their scope records.
+	// Reads after AlreadyExists must see the object that exists: use a
+	// client that reads from the API server, not a cache.
 	Client client.Client
 	// Routes by name; a name is a DNS label of at most 40 characters.
 	Routes map[string]Route
@@ -285,6 +287,9 @@ func (h *Handler) take(ctx context.Context, routeName string, route Route, m mes
 	if m.source != "" {
 		op.Annotations[AnnotationSource] = m.source
 	}
+	if status, a, ok := h.recorded(ctx, op, m); ok {
+		return status, a
+	}
 	err := h.Client.Create(ctx, op)
 	switch {
 	case err == nil:
@@ -317,15 +322,52 @@ func (h *Handler) existing(ctx context.Context, want *v1.SideEffectOperation, m 
 			Message: "The message's operation cannot be read now; send the message again"}
 	}
 	if !sameMessage(want, got) {
-		return http.StatusConflict, Answer{Name: got.Name, Namespace: got.Namespace, MessageID: m.id,
-			Error: CodeMismatch, Message: fmt.Sprintf(
-				"Message %q was taken before with a different payload or route; the first one stands", m.id)}
+		return http.StatusConflict, mismatchAnswer(got.Name, got.Namespace, m.id)
 	}
 	a := answerOf(got, m.id, true)
 	if got.Status.State.IsTerminal() {
 		return http.StatusOK, a
 	}
 	return http.StatusAccepted, a
+}
+
+// recorded answers a message whose operation went (its TTL ran out after
+// it ended) from the scope's record, while the record keeps the outcome:
+// as the operation would, a duplicate with its state, or a mismatch for
+// another payload; nothing is made. ok is false when only an operation can
+// answer: pkg/once's Recorded decides, as for the gateway (no record, no
+// outcome yet, an expired one, or a sender that may not get
+// idempotencyrecords, whose message then makes the operation again, which
+// adopts the recorded outcome).
+func (h *Handler) recorded(ctx context.Context, want *v1.SideEffectOperation, m message) (int, Answer, bool) {
+	res, ok, err := once.New(h.Client).Recorded(ctx, once.Request{Namespace: want.Namespace, Name: want.Name,
+		Tool: want.Spec.ToolRef, Operation: want.Spec.Operation, Key: want.Name, Parameters: m.params})
+	if !ok {
+		return 0, Answer{}, false
+	}
+	a := Answer{Name: res.Name, Namespace: want.Namespace, MessageID: m.id, State: res.State, Duplicate: true,
+		ExternalObjectID: res.ExternalObjectID}
+	mismatch, isMismatch := errors.AsType[*once.MismatchError](err)
+	failed, isFailed := errors.AsType[*once.FailedError](err)
+	switch {
+	case err == nil:
+		return http.StatusOK, a, true
+	case isMismatch:
+		return http.StatusConflict, mismatchAnswer(mismatch.Name, want.Namespace, m.id), true
+	case isFailed:
+		a.Name, a.State = failed.Name, v1.StateFailedFinal
+		return http.StatusOK, a, true
+	}
+	logf.FromContext(ctx).Error(err, "Cannot read the record of a message's operation", "operation", want.Name)
+	return http.StatusServiceUnavailable, Answer{MessageID: m.id, Error: CodeUnavailable,
+		Message: "The message's record cannot be read now; send the message again"}, true
+}
+
+// mismatchAnswer refuses message id, taken before by operation name with
+// another payload.
+func mismatchAnswer(name, namespace, id string) Answer {
+	return Answer{Name: name, Namespace: namespace, MessageID: id, Error: CodeMismatch, Message: fmt.Sprintf(
+		"Message %q was taken before with a different payload or route; the first one stands", id)}
 }
 
 // sameMessage reports whether got is the operation want describes: the

@@ -231,7 +231,7 @@ func reviewRows(ops []v1.SideEffectOperation, sagas []v1.Saga) []reviewRow {
 	return rows
 }
 
-// since is when a record began to wait as it does: its newest
+// since is when an operation or a saga began to wait as it does: its newest
 // transition, else when it stalled, else its creation.
 func since(created metav1.Time, conds []metav1.Condition, history []v1.Transition) time.Time {
 	if n := len(history); n > 0 {
@@ -243,7 +243,7 @@ func since(created metav1.Time, conds []metav1.Condition, history []v1.Transitio
 	return created.Time
 }
 
-// why is the one line that says why a record waits: the Stalled message,
+// why is the one line that says why an operation or a saga waits: the Stalled message,
 // else the Ready message, shortened.
 func why(conds []metav1.Condition) string {
 	for _, t := range []string{v1.ConditionStalled, v1.ConditionReady} {

@@ -164,12 +164,19 @@ func (g *Gateway) Handler() http.Handler { return g.mux }
 // RunStdio serves one MCP client over stdin and stdout, as the user of
 // Config.REST, until the client goes or ctx ends.
 func (g *Gateway) RunStdio(ctx context.Context) error {
+	return g.Run(ctx, &mcp.StdioTransport{})
+}
+
+// Run serves one MCP client over t, as the user of Config.REST, until the
+// client goes or ctx ends: RunStdio over stdin and stdout, a test over an
+// in-memory transport.
+func (g *Gateway) Run(ctx context.Context, t mcp.Transport) error {
 	self, err := newCaller(ctx, g.cfg.REST)
 	if err != nil {
 		return err
 	}
 	g.self = self
-	return g.server.Run(ctx, &mcp.StdioTransport{})
+	return g.server.Run(ctx, t)
 }
 
 // minLevel passes on only the records at or above min.
@@ -383,28 +390,25 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	scoped := ScopedKey(c.user, key)
 	r := g.operationRequest(ns, ref, operation, scoped, params, c.user)
 	oc := once.New(c.kube)
-	// A retry goes straight to the record: the tool may have changed or
-	// gone since, and the recorded outcome is the answer all the same.
+	// A retry goes straight to its operation: the tool may have changed or
+	// gone since, and the operation's outcome is the answer all the same.
 	found, err := c.operationExists(ctx, ns, once.ObjectName(ref, operation, scoped))
 	if err != nil {
 		return errorAnswer(err), nil
 	}
 	if !found {
-		// The operation may be gone (its TTL ran out after it ended) while
-		// its scope's record keeps the outcome: that is the answer, for as
-		// long as the record keeps it.
-		if res, ok, err := oc.Recorded(ctx, r); ok {
-			g.cfg.Logger.Info("tools/call answered from the record", "tool", req.Params.Name, "user", c.user,
-				"namespace", ns, "operation", res.Name)
-			return Answer(res, err), nil
-		}
-		tool, answer := g.usableTool(ctx, c, ref, ns, operation)
-		if answer != nil {
+		if answer := g.refusal(ctx, c, ref, ns, operation, params, req.Params.Name); answer != nil {
+			// The operation may be gone (its TTL ran out after it ended)
+			// while its scope's record keeps the outcome: that is the
+			// answer, for as long as the record keeps it, even when the
+			// tool has changed or gone since. Asked only here: Do reads
+			// the record itself before it creates anything.
+			if res, ok, err := oc.Recorded(ctx, r); ok {
+				g.cfg.Logger.Info("tools/call answered from the record", "tool", req.Params.Name, "user", c.user,
+					"namespace", ns, "operation", res.Name)
+				return Answer(res, err), nil
+			}
 			return answer, nil
-		}
-		if err := g.schemas.CheckParameters(tool.GetSpec(), operation, params); err != nil {
-			return toolError(codeInvalidArguments, fmt.Sprintf("the arguments do not fit %s: %v; nothing was done, "+
-				"and the key is still free", req.Params.Name, err), nil), nil
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
@@ -431,6 +435,22 @@ func (g *Gateway) operationRequest(ns string, ref v1.ToolReference, operation, k
 		Retention:               g.cfg.Retention,
 		TTLSecondsAfterFinished: g.cfg.TTLSecondsAfterFinished,
 	}
+}
+
+// refusal is the answer to a call whose operation does not exist and
+// cannot be made now: the tool is gone or unusable, or the arguments do
+// not fit its operation's schema; nil when the call can go on.
+func (g *Gateway) refusal(ctx context.Context, c *caller, ref v1.ToolReference, ns, operation string,
+	params json.RawMessage, name string) *mcp.CallToolResult {
+	tool, answer := g.usableTool(ctx, c, ref, ns, operation)
+	if answer != nil {
+		return answer
+	}
+	if err := g.schemas.CheckParameters(tool.GetSpec(), operation, params); err != nil {
+		return toolError(codeInvalidArguments, fmt.Sprintf("the arguments do not fit %s: %v; nothing was done, "+
+			"and the key is still free", name, err), nil)
+	}
+	return nil
 }
 
 // usableTool reads the tool a call names, as its caller; a tool error

@@ -88,10 +88,10 @@ var (
 	})
 
 	// ContradictingAnswers counts answers of stale workers that name
-	// another effect than the committed record: a second effect at the tool.
+	// another effect than the committed status: a second effect at the tool.
 	ContradictingAnswers = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "once_contradicting_answers_total",
-		Help: "Answers of workers that had lost their claim naming another effect than the record: a second effect at the tool, for a person to undo.",
+		Help: "Answers of workers that had lost their claim naming another effect than the status: a second effect at the tool, for a person to undo.",
 	})
 
 	// RecoveryTime measures the time from an unknown outcome to a terminal

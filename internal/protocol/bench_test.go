@@ -180,7 +180,7 @@ func BenchmarkScopeToolKey(b *testing.B) {
 	}
 }
 
-// benchStatus is an operation's record as the protocol leaves it under
+// benchStatus is an operation's status as the protocol leaves it under
 // mode: a request hash and a key, and the conditions and evidence of each
 // step.
 func benchStatus(b *testing.B, mode v1.IdempotencyMode) (planned, started, unknown v1.SideEffectOperationStatus) {
@@ -267,7 +267,7 @@ func BenchmarkArbitrate(b *testing.B) {
 			Retention: metav1.Duration{Duration: time.Hour}}
 	}
 	// A duplicate that already recorded that it waits: the steady state
-	// while its original runs, which compares the records in full.
+	// while its original runs, which compares the statuses in full.
 	waiting := WaitForOriginal(planned, env(), prev.Name, false)
 	cases := []struct {
 		name   string

@@ -38,7 +38,7 @@ func transitionBlocked(st *v1.SideEffectOperationStatus, state v1.OperationState
 	st.State = state
 	enforceFields(st)
 	// The outcome and its announcements are one write: the transactional
-	// outbox. The effect is read after enforceFields, as the write records
+	// outbox. The effect is read after enforceFields, as the status keeps
 	// it and as the scope's record will keep it for duplicates.
 	st.Outbox = outbox.Announce(st.Outbox, outbox.KindOperation,
 		outbox.Identity{Scope: env.RecordName, Effect: st.ExternalObjectID}, state, env.Subscribers)
@@ -59,9 +59,9 @@ func setConditions(st *v1.SideEffectOperationStatus, reason, msg string, blocked
 	})
 }
 
-// SetConditions sets Ready, Succeeded, Reconciling and Stalled of a record
+// SetConditions sets Ready, Succeeded, Reconciling and Stalled of a status
 // in state (an operation's, or a saga's, whose states are the same) with
-// one reason, in a fixed order. blocked marks a record that waits for
+// one reason, in a fixed order. blocked marks a status that waits for
 // something outside it: stalled whatever its state.
 //
 // Reconciling and Stalled are present only while True, as kstatus reads
@@ -76,7 +76,7 @@ func SetConditions(conds *[]metav1.Condition, state v1.OperationState, blocked b
 	reason, msg string) {
 	ready, succeeded, reconciling, stalled := conditionStatuses(state, blocked)
 	// A new array, as AddHistory makes: the status being decided may share
-	// the old one with the caller's record, which must not change.
+	// the old one with the caller's status, which must not change.
 	*conds = slices.Clone(*conds)
 	for typ, status := range map[string]metav1.ConditionStatus{
 		v1.ConditionReady:       ready,

@@ -15,15 +15,17 @@ limitations under the License.
 */
 
 // Package protocol is the decision core of Once: pure functions that, given
-// an operation's record (its status), what the tool promises, the clock and
-// an outcome, return the next record and the action to take. It has no
-// client and does no I/O, so every rule is table-tested here.
+// an operation's status, what the tool promises, the clock and an outcome,
+// return the next status and the action to take. It has no client and does
+// no I/O, so every rule is table-tested here. (A scope's IdempotencyRecord,
+// which outlives its operations, is the other thing it decides about:
+// Arbitrate and AtDeletion.)
 //
 // The invariants it keeps (docs/design.md, "Invariants"):
 //
-//   - Every call to the tool is preceded by a record that claims it: Next
-//     never returns a call action without a record to write first, and that
-//     record holds a claim for the attempt (I2).
+//   - Every call to the tool is preceded by a status that claims it: Next
+//     never returns a call action without a status to write first, and that
+//     status holds a claim for the attempt (I2).
 //   - An attempt whose outcome is unknown is never retried before it is
 //     reconciled: from Unknown the only ways on are a re-send with the same
 //     key (Native), a lookup (Lookup) or a person (None, or the limit) (I3).
@@ -32,6 +34,6 @@ limitations under the License.
 //   - Terminal states stay terminal, and only a person's resolution leaves
 //     NeedsReview.
 //
-// The controller writes each record with the object's resourceVersion as a
+// The controller writes each status with the object's resourceVersion as a
 // precondition, so a decision taken on a stale view loses the write (I6).
 package protocol

@@ -22,7 +22,7 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
-// stateField is a field of the record that belongs to some states only.
+// stateField is a field of the status that belongs to some states only.
 type stateField struct {
 	name string
 	// in are the states the field may be set in.
@@ -37,12 +37,12 @@ var (
 	unfinished = []v1.OperationState{v1.StatePlanned, v1.StateStarted, v1.StateFailedRetryable, v1.StateUnknown,
 		v1.StateReconciling, v1.StateNeedsReview, v1.StateCompensating}
 	effectful = []v1.OperationState{v1.StateCommitted, v1.StateCompensating, v1.StateCompensated,
-		v1.StateFailedFinal} // FailedFinal: a duplicate reports its original's record as it is
+		v1.StateFailedFinal} // FailedFinal: a duplicate reports its original's outcome as it is
 )
 
 // stateFields declares, once, which fields are legal in which state.
 // transition enforces it, so no decision clears fields by hand, and a
-// field that outlives its state (a claim on a committed record, an expiry
+// field that outlives its state (a claim on a committed status, an expiry
 // on a running one) cannot be written.
 var stateFields = []stateField{
 	{"duplicateOf", append([]v1.OperationState{v1.StatePlanned}, terminal...),
@@ -90,7 +90,7 @@ var stateFields = []stateField{
 		func(s *v1.SideEffectOperationStatus) { s.ErrorClass, s.ErrorMessage = "", "" }},
 }
 
-// enforceFields clears every field the record's state does not allow.
+// enforceFields clears every field the status's state does not allow.
 func enforceFields(st *v1.SideEffectOperationStatus) {
 	state := st.State.OrPlanned()
 	for _, f := range stateFields {

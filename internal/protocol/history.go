@@ -27,7 +27,7 @@ import (
 // whole of the current one.
 const maxHistoryMessage = 256
 
-// AddHistory appends t to a record's story unless it repeats the newest
+// AddHistory appends t to a status's story unless it repeats the newest
 // entry (the same state, reason, attempt and step: a question asked again,
 // a wait renewed). The story is bounded at v1.MaxHistory: the first
 // transition stays, and the oldest after it makes room.
@@ -38,7 +38,7 @@ func AddHistory(history *[]v1.Transition, t v1.Transition) {
 	}
 	t.Message = text.Shorten(t.Message, maxHistoryMessage)
 	// A new array: the status being decided may share the old one with the
-	// caller's record, which the decision core never changes.
+	// caller's status, which the decision core never changes.
 	out := make([]v1.Transition, 0, min(len(h)+1, v1.MaxHistory))
 	if len(h) >= v1.MaxHistory {
 		out = append(out, h[0])

@@ -27,7 +27,7 @@ import (
 )
 
 // TestKstatus computes, with the kstatus library that Flux and kubectl
-// wait rely on, how every state reads, from records this package writes.
+// wait rely on, how every state reads, from statuses this package writes.
 func TestKstatus(t *testing.T) {
 	cases := map[v1.OperationState]status.Status{
 		v1.StatePlanned:         status.InProgressStatus,

@@ -133,13 +133,13 @@ func TestOutboxInTheOutcomeWrite(t *testing.T) {
 				t.Errorf("%s: outbox -want, +got:\n%s", tc.reason, diff)
 			}
 			if plain := tc.decide(env()); plain.Status.Outbox != nil {
-				t.Errorf("%s: without subscribers the record has an outbox: %+v", tc.reason, plain.Status.Outbox)
+				t.Errorf("%s: without subscribers the status has an outbox: %+v", tc.reason, plain.Status.Outbox)
 			}
 		})
 	}
 }
 
-// outcome is the outcome a terminal operation's record keeps for its
+// outcome is the outcome a terminal operation's scope record keeps for its
 // duplicates, as the controller's outcomeOf copies it from the status.
 func outcome(st v1.SideEffectOperationStatus) v1.RecordOutcome {
 	return v1.RecordOutcome{State: st.State, Attempts: st.Attempts, ExternalObjectID: st.ExternalObjectID,

@@ -52,7 +52,8 @@ func Timeout(tool *v1.ToolSpec, op *v1.SideEffectOperationSpec) time.Duration {
 	return durationOr(op.Timeout, durationOr(tool.Timeout, v1.DefaultTimeout))
 }
 
-// Retention is how long the operation's record is kept after it ends.
+// Retention is how long the operation's scope record keeps its outcome
+// after it ends.
 func Retention(op *v1.SideEffectOperationSpec) time.Duration {
 	return durationOr(op.Retention, v1.DefaultRetention)
 }

@@ -49,7 +49,8 @@ type Policy struct {
 	// lookup can prove that it had no effect: the tool's processing time
 	// plus the lag of its lookup index, as the tool declares them.
 	LookupDelay time.Duration
-	// Retention is how long the record is kept after the operation ends.
+	// Retention is how long the scope's record keeps the outcome after the
+	// operation ends.
 	Retention time.Duration
 	// DedupeWindow is, in Native mode, how long the tool remembers a key
 	// after its first request: a re-send later than that is a new request.
@@ -71,7 +72,7 @@ type Env struct {
 	Jitter func(d time.Duration) time.Duration
 	// RecordName is the name of the operation's scope record
 	// (Scope.RecordName), which the ids of its outcome's announcements
-	// derive from, with the effect the status records: every operation of
+	// derive from, with the effect the status holds: every operation of
 	// one scope announces one outcome under one id (package outbox).
 	RecordName string
 	// Subscribers are the object's spec.subscribers: a terminal transition
@@ -86,16 +87,16 @@ const (
 	// ActionWait: write nothing, come back after RequeueAfter (or when the
 	// object changes, if zero).
 	ActionWait Action = "Wait"
-	// ActionWrite: write the record, nothing else.
+	// ActionWrite: write the status, nothing else.
 	ActionWrite Action = "Write"
-	// ActionExecute: write the record, which claims an attempt, then call
+	// ActionExecute: write the status, which claims an attempt, then call
 	// the tool and pass the answer to AfterCall.
 	ActionExecute Action = "Execute"
-	// ActionResend: write the record, which claims the reconciliation, then
+	// ActionResend: write the status, which claims the reconciliation, then
 	// re-send the request with the same key and pass the answer to
 	// AfterResend.
 	ActionResend Action = "Resend"
-	// ActionLookup: write the record, which claims the reconciliation, then
+	// ActionLookup: write the status, which claims the reconciliation, then
 	// ask the tool by key and pass the answer to AfterLookup.
 	ActionLookup Action = "Lookup"
 	// ActionDone: the operation is terminal; nothing is left to do.
@@ -123,15 +124,15 @@ type Event struct {
 	Routine bool
 }
 
-// Decision is the next record and what to do with it.
+// Decision is the next status and what to do with it.
 type Decision struct {
 	// Action to take.
 	Action Action
-	// Status is the record to write first, for every action but Wait and
+	// Status is the status to write first, for every action but Wait and
 	// Done.
 	Status v1.SideEffectOperationStatus
 	// RequeueAfter is when to look at the operation again: for Wait, and
-	// for Write when the new record needs attention later. Zero means when
+	// for Write when the new status needs attention later. Zero means when
 	// it changes.
 	RequeueAfter time.Duration
 	// Retry marks an Execute that retries a failed attempt; it is subject
@@ -298,11 +299,11 @@ func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 	c := st.Claim
 	switch {
 	case c == nil:
-		// A Started record always carries its claim; without one nothing
+		// A Started status always carries its claim; without one nothing
 		// tells whether or until when a call was made, so the outcome is
 		// unknown and a request may leave as late as any claim allows.
 		return unknown(st, p, env, env.Now.Add(p.MaxClaimDuration),
-			"Attempt %d lost its claim record; its outcome is unknown", st.Attempts)
+			"Attempt %d lost its claim; its outcome is unknown", st.Attempts)
 	case c.Holder == env.Holder:
 		// This worker holds the claim but runs no call for it: the call
 		// was abandoned (the pass crashed or its outcome write failed).
@@ -464,7 +465,7 @@ func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Poli
 // AfterCall records the answer to an attempt that st claims.
 func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult) Decision {
 	if firstCommit(st, r) {
-		// The record says all there is: the state, the external ids, the
+		// The status says all there is: the state, the external ids, the
 		// result and its times. No one reviews an operation whose first
 		// attempt committed, and the observation (the tool's body among
 		// it) would be most of its status.
@@ -516,7 +517,7 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 	}
 }
 
-// firstCommit reports whether r commits the first attempt of a record
+// firstCommit reports whether r commits the first attempt of a status
 // that has observed nothing else: the happy path, which keeps no
 // observation. An attempt after a retry, a takeover or a person's decision
 // keeps its call as evidence, as every unknown outcome does.
@@ -651,8 +652,8 @@ func Unproven(reason string) bool {
 	return Decided(reason) || reason == v1.ReasonEffectReported
 }
 
-// end closes the record with a completion time and an expiry; what a
-// terminal record may not hold, stateFields clears.
+// end closes the status with a completion time and an expiry; what a
+// terminal status may not hold, stateFields clears.
 func end(st *v1.SideEffectOperationStatus, p Policy, env Env) {
 	st.CompletionTime = timePtr(env.Now)
 	st.ExpiryTime = timePtr(env.Now.Add(p.Retention))
@@ -675,7 +676,7 @@ func Blocked(st v1.SideEffectOperationStatus, env Env, reason, msg string) v1.Si
 }
 
 // Adopt makes st report the outcome of the operation it duplicates, which
-// ended in the given record outcome. No call is made.
+// ended in o, as the scope's record keeps it. No call is made.
 func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, o v1.RecordOutcome) Decision {
 	st.DuplicateOf = original
 	st.Attempts = 0
@@ -685,6 +686,11 @@ func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, 
 	st.ResultDigest = o.ResultDigest
 	st.ErrorClass = o.ErrorClass
 	st.ErrorMessage = o.ErrorMessage
+	if r := o.Resolution; r != nil {
+		// The outcome rests on a person's decision: the duplicate says
+		// who decided, as the original does (I11).
+		st.Resolution = adoptedResolution(r, o.ExternalObjectID)
+	}
 	end(&st, p, env)
 	if !o.ExpiryTime.IsZero() {
 		// A duplicate reports the scope's outcome for as long as the scope
@@ -709,6 +715,20 @@ func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, 
 	}
 	transition(&st, state, reason, msg, env)
 	return Decision{Action: ActionWrite, Status: st, Event: &Event{Reason: v1.ReasonDuplicate, Message: msg}}
+}
+
+// adoptedResolution is the original's applied resolution, as its record
+// keeps it, for a duplicate's status. A resolution is applied out of
+// NeedsReview only; a MarkCommitted one named the effect the outcome
+// holds. Its generation is none of the duplicate's: nothing of the
+// duplicate's own spec was applied.
+func adoptedResolution(r *v1.RecordResolution, externalObjectID string) *v1.AppliedResolution {
+	a := &v1.AppliedResolution{Resolution: v1.Resolution{Action: r.Action, By: r.By, User: r.User, Reason: r.Reason},
+		Time: r.Time, FromState: v1.StateNeedsReview}
+	if r.Action == v1.ResolutionMarkCommitted {
+		a.ExternalObjectID = externalObjectID
+	}
+	return a
 }
 
 // WaitForOriginal records that st duplicates an operation that has not

@@ -158,7 +158,7 @@ func TestNext(t *testing.T) {
 				RequeueAfter: 20 * time.Second, Reason: v1.ReasonOutcomeUnknown, Ready: condFalse, Stalled: condFalse},
 		},
 		"StartedWithoutClaimIsUnknown": {
-			reason: "A Started record without its claim cannot tell whether a call was made.",
+			reason: "A Started status without its claim cannot tell whether a call was made.",
 			args:   args{st: v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: 1}, mode: v1.IdempotencyNone},
 			want: view{Action: ActionWrite, State: v1.StateUnknown, Attempts: 1,
 				Reason: v1.ReasonOutcomeUnknown, Ready: condFalse, Stalled: condFalse},
@@ -239,7 +239,7 @@ func TestNext(t *testing.T) {
 			want:   view{Action: ActionWait},
 		},
 		"NeedsReviewIgnoresAnEarlierResolution": {
-			reason: "A resolution already there when the record was last written is not applied.",
+			reason: "A resolution already there when the status was last written is not applied.",
 			args:   args{st: review, res: retry, mode: v1.IdempotencyNone, gen: 1},
 			want:   view{Action: ActionWait},
 		},
@@ -588,7 +588,7 @@ func TestBackoffIsCappedExponential(t *testing.T) {
 	}
 }
 
-// failedFinal is a record that failed for good with this Ready reason.
+// failedFinal is a status that failed for good with this Ready reason.
 func failedFinal(reason string) v1.SideEffectOperationStatus {
 	st := v1.SideEffectOperationStatus{State: v1.StateFailedFinal, Attempts: 1}
 	SetConditions(&st.Conditions, st.State, false, 1, time.Unix(0, 0), reason, "failed")
@@ -604,11 +604,11 @@ func TestStale(t *testing.T) {
 		late    Late
 		verdict LateVerdict
 		state   v1.OperationState
-		// ready is the Ready reason the record must read after, if set.
+		// ready is the Ready reason the status must read after, if set.
 		ready string
 	}{
 		"FailureIsEvidence": {
-			reason:  "An answer that names no effect is evidence, whatever the record.",
+			reason:  "An answer that names no effect is evidence, whatever the status.",
 			cur:     v1.SideEffectOperationStatus{State: v1.StateReconciling, Attempts: 1},
 			late:    Late{Attempt: 1, Observation: v1.Observation{Attempt: 1, Outcome: "Unknown"}},
 			verdict: LateEvidence, state: v1.StateReconciling,
@@ -621,7 +621,7 @@ func TestStale(t *testing.T) {
 			verdict: LateCommits, state: v1.StateCommitted,
 		},
 		"SuccessWhileReconcilingCommits": {
-			reason:  "A success of the attempt the record is reconciling commits: no later attempt was claimed.",
+			reason:  "A success of the attempt the status is reconciling commits: no later attempt was claimed.",
 			cur:     v1.SideEffectOperationStatus{State: v1.StateReconciling, Attempts: 1, Claim: claim("b", 1, 0, time.Minute)},
 			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded"}},
 			verdict: LateCommits, state: v1.StateCommitted,
@@ -633,20 +633,20 @@ func TestStale(t *testing.T) {
 			verdict: LateCommits, state: v1.StateCommitted,
 		},
 		"SuccessAfterLaterClaimIsSecondEffect": {
-			reason:  "Sequence 7: a success of attempt 1 after attempt 2 was claimed may be a second effect: raised, the record stands.",
+			reason:  "Sequence 7: a success of attempt 1 after attempt 2 was claimed may be a second effect: raised, the status stands.",
 			cur:     v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: 2, Claim: claim("b", 2, 0, time.Minute)},
 			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded"}},
 			verdict: LateSecondEffect, state: v1.StateStarted,
 		},
 		"SameEffectAsCommitted": {
-			reason: "The effect the record already holds confirms it.",
+			reason: "The effect the status already holds confirms it.",
 			cur:    committed,
 			late: Late{Attempt: 1, Effect: &CallResult{Outcome: v1.OutcomeSucceeded, ExternalObjectID: "ch_2"},
 				Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded", ExternalObjectID: "ch_2"}},
 			verdict: LateEvidence, state: v1.StateCommitted,
 		},
 		"OtherEffectThanCommitted": {
-			reason:  "A different effect than the committed record names is a second effect.",
+			reason:  "A different effect than the committed status names is a second effect.",
 			cur:     committed,
 			late:    Late{Attempt: 1, Effect: found, Observation: v1.Observation{Attempt: 1, Outcome: "Succeeded", ExternalObjectID: "ch_1"}},
 			verdict: LateSecondEffect, state: v1.StateCommitted,
@@ -671,7 +671,7 @@ func TestStale(t *testing.T) {
 			verdict: LateEvidence, state: v1.StateFailedFinal, ready: v1.ReasonRetriesExhausted,
 		},
 		"FutureAttempt": {
-			reason:  "An answer about an attempt the record never claimed is ignored.",
+			reason:  "An answer about an attempt the status never claimed is ignored.",
 			cur:     v1.SideEffectOperationStatus{State: v1.StateStarted, Attempts: 1},
 			late:    Late{Attempt: 2, Effect: found, Observation: v1.Observation{Attempt: 2, Outcome: "Succeeded"}},
 			verdict: LateIgnored, state: v1.StateStarted,
@@ -742,7 +742,7 @@ func TestRoutineEvents(t *testing.T) {
 
 // TestDecisionsLeaveTheirInputAlone: the decision core takes a status and
 // returns a new one; the status it was given, which the controller may
-// still hold as the record it read, must come back as it went in. Each
+// still hold as the status it read, must come back as it went in. Each
 // step starts from the last one's decision, so every one of them gets a
 // status whose slices are shared with an earlier status.
 func TestDecisionsLeaveTheirInputAlone(t *testing.T) {

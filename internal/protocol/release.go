@@ -72,7 +72,7 @@ type Release struct {
 	Wait   time.Duration
 }
 
-// AtDeletion decides what the deleted operation self, whose record is st,
+// AtDeletion decides what the deleted operation self, whose status is st,
 // keeps in its scope's record rec (nil if there is none) before its
 // finalizer is removed. own is the record it would write: its scope, its
 // request hash, itself as owner, its retention, and its outcome if it has

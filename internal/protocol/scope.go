@@ -69,7 +69,7 @@ type Owner struct {
 	InReview bool
 }
 
-// Arbitrate decides what the operation self, whose record is st, does
+// Arbitrate decides what the operation self, whose status is st, does
 // about its scope's record rec. created reports whether this pass created
 // rec. The rules:
 //

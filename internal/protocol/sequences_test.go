@@ -488,6 +488,53 @@ func TestDecisionsAreReportedAsDecisions(t *testing.T) {
 	}
 }
 
+// TestDuplicateSaysWhoDecided: a duplicate that adopts an outcome a person
+// decided carries that person's resolution, as its original does, and
+// reports it as the record keeps it (I11).
+func TestDuplicateSaysWhoDecided(t *testing.T) {
+	decided := metav1.NewTime(now.Add(-time.Minute))
+	alice := func(action v1.ResolutionAction) *v1.RecordResolution {
+		return &v1.RecordResolution{Action: action, By: "alice", User: "alice@corp", Reason: "checked the ledger",
+			Time: decided}
+	}
+	applied := func(action v1.ResolutionAction, id string) *v1.AppliedResolution {
+		return &v1.AppliedResolution{Resolution: v1.Resolution{Action: action, ExternalObjectID: id, By: "alice",
+			User: "alice@corp", Reason: "checked the ledger"}, Time: decided, FromState: v1.StateNeedsReview}
+	}
+	cases := map[string]struct {
+		reason  string
+		outcome v1.RecordOutcome
+		want    *v1.AppliedResolution
+	}{
+		"NoPerson": {reason: "an outcome Once established carries no resolution",
+			outcome: v1.RecordOutcome{State: v1.StateCommitted, ExternalObjectID: "ch_1"}},
+		"MarkCommitted": {reason: "a person found the effect: its id is the resolution's",
+			outcome: v1.RecordOutcome{State: v1.StateCommitted, Reason: v1.ReasonResolvedCommitted, ExternalObjectID: "ch_1",
+				Resolution: alice(v1.ResolutionMarkCommitted)},
+			want: applied(v1.ResolutionMarkCommitted, "ch_1")},
+		"RetryThenCommitted": {reason: "a person's Retry, then a commit: the effect is the retry's, not the person's",
+			outcome: v1.RecordOutcome{State: v1.StateCommitted, ExternalObjectID: "ch_2", Resolution: alice(v1.ResolutionRetry)},
+			want:    applied(v1.ResolutionRetry, "")},
+		"Fail": {reason: "a person's Fail",
+			outcome: v1.RecordOutcome{State: v1.StateFailedFinal, Reason: v1.ReasonResolvedFailed, ErrorClass: v1.ErrorPermanent,
+				ErrorMessage: "Failed by alice", Resolution: alice(v1.ResolutionFail)},
+			want: applied(v1.ResolutionFail, "")},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.outcome.ExpiryTime = *at(time.Hour)
+			dup := Adopt(v1.SideEffectOperationStatus{}, policy(v1.IdempotencyNone), env(), "a", tc.outcome).Status
+			if diff := gocmp.Diff(tc.want, dup.Resolution); diff != "" {
+				t.Errorf("%s: -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := gocmp.Diff(tc.outcome.Resolution, dup.Resolution.Record()); diff != "" {
+				t.Errorf("%s: the duplicate reports another decision than the record keeps: -want, +got:\n%s",
+					tc.reason, diff)
+			}
+		})
+	}
+}
+
 // TestContradictedFailureStaysOpen: a FailedFinal that a late answer
 // contradicts reads EffectReported, and so does its duplicate (I11).
 func TestContradictedFailureStaysOpen(t *testing.T) {

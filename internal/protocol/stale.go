@@ -32,7 +32,7 @@ type Fence struct {
 	Attempt int32
 }
 
-// Fenced reports whether the record st still shows the claim f: only then
+// Fenced reports whether the status st still shows the claim f: only then
 // may the worker record its answer as the attempt's outcome (I6).
 // Otherwise its answer is late, and Stale decides what it is worth.
 func Fenced(st v1.SideEffectOperationStatus, f Fence) bool {
@@ -51,28 +51,28 @@ type Late struct {
 	Observation v1.Observation
 }
 
-// LateVerdict says what a late answer means for the record.
+// LateVerdict says what a late answer means for the status.
 type LateVerdict string
 
 const (
-	// LateEvidence: the answer is kept as evidence; the record stands.
+	// LateEvidence: the answer is kept as evidence; the status stands.
 	LateEvidence LateVerdict = "Evidence"
-	// LateCommits: the answer names the effect of the attempt the record is
+	// LateCommits: the answer names the effect of the attempt the status is
 	// still about, and no later attempt was claimed: it commits.
 	LateCommits LateVerdict = "Commits"
 	// LateSecondEffect: the answer names an effect while a later attempt
-	// was claimed, or one the record contradicts: there may be two
-	// effects, and a person must hear of it at once. The record keeps the
+	// was claimed, or one the status contradicts: there may be two
+	// effects, and a person must hear of it at once. The status keeps the
 	// answer as evidence.
 	LateSecondEffect LateVerdict = "SecondEffect"
-	// LateIgnored: the answer is about an attempt the record has not
+	// LateIgnored: the answer is about an attempt the status has not
 	// reached; nothing is written.
 	LateIgnored LateVerdict = "Ignored"
 )
 
-// Stale decides what a late answer does to the current record cur. It
-// never moves a terminal record, and never undoes a later claim: an effect
-// it names either is the attempt's own (then it commits, if the record is
+// Stale decides what a late answer does to the current status cur. It
+// never moves a terminal status, and never undoes a later claim: an effect
+// it names either is the attempt's own (then it commits, if the status is
 // still about that attempt) or it is a second effect, raised.
 func Stale(cur v1.SideEffectOperationStatus, p Policy, env Env, l Late) (Decision, LateVerdict) {
 	if cur.Attempts < l.Attempt {
@@ -84,7 +84,7 @@ func Stale(cur v1.SideEffectOperationStatus, p Policy, env Env, l Late) (Decisio
 	if e := l.Effect; e != nil {
 		switch {
 		case cur.State == v1.StateCommitted && sameEffect(cur.ExternalObjectID, e.ExternalObjectID):
-			// The record already holds this effect (a tool that dedupes
+			// The status already holds this effect (a tool that dedupes
 			// answers every request of the key with it).
 		case cur.Attempts == l.Attempt && !cur.State.IsTerminal() && cur.State != v1.StateStarted:
 			observe(&cur, o)
@@ -93,7 +93,7 @@ func Stale(cur v1.SideEffectOperationStatus, p Policy, env Env, l Late) (Decisio
 			return d, LateCommits
 		case cur.State == v1.StateFailedFinal && !Unproven(ReadyReason(cur)):
 			// The failure said the request had no effect; the tool says
-			// otherwise. The record stays terminal, but stops saying so.
+			// otherwise. The status stays terminal, but stops saying so.
 			observe(&cur, o)
 			msg := fmt.Sprintf("Failed for good (%s), but a late answer to attempt %d names effect %q: "+
 				"the effect may stand; a person should look", ReadyReason(cur), l.Attempt, e.ExternalObjectID)

@@ -134,10 +134,8 @@ type Result struct {
 	Found bool
 	// Resolution is the person's decision the outcome rests on, when a
 	// person resolved the operation (MarkCommitted, or a Retry that then
-	// committed); nil when Once established the outcome itself, and also
-	// when this operation is a duplicate that reports another's outcome
-	// (DuplicateOf): a duplicate does not carry its original's decision
-	// yet, so read the original, or Recorded once it is gone.
+	// committed), or, for a duplicate (DuplicateOf), its original; nil when
+	// Once established the outcome itself.
 	Resolution *v1.RecordResolution
 }
 
