@@ -35,8 +35,9 @@ package e2e
 //     ONCE_CACHE_DIR, where make demo built the control plane's binaries.
 //     A command that fails fails the test with the file, the line and the
 //     output.
-//   - Every file runs on the same demo, README.md first, then docs/*.md in
-//     alphabetical order, and a file may not rely on another having run:
+//   - Every file runs on the same demo, in an order drawn from the suite's
+//     random seed (-ginkgo.seed=N repeats it), so a file may not rely on
+//     another having run:
 //     a block runs on the demo as it stands (its namespace is `default`),
 //     adding objects of names of its own, or in a namespace it creates
 //     visibly. After each file the test checks that it left the demo as it
@@ -70,6 +71,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -272,8 +274,7 @@ func buildScript(file string, prelude, blocks []docBlock, missing []string, foun
 	return s, nil
 }
 
-// docFiles are README.md and docs/*.md, relative to the root, in the order
-// the test runs them.
+// docFiles are README.md and docs/*.md, relative to the root.
 func docFiles(root string) []string {
 	files := []string{"README.md"}
 	more, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
@@ -524,7 +525,13 @@ var _ = Describe("The docs, on a running demo", Ordered, ContinueOnFailure, func
 	var (
 		d             *demo
 		withoutBlocks []string
+		order         []string
 	)
+	// Files run in an order of the seed's, so that none comes to rely on
+	// another.
+	files := docFiles(docRoot)
+	seed := uint64(GinkgoRandomSeed())
+	rand.New(rand.NewPCG(seed, seed)).Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
 
 	BeforeAll(func() {
 		By("starting hack/demo.sh, as make demo does after building")
@@ -535,9 +542,10 @@ var _ = Describe("The docs, on a running demo", Ordered, ContinueOnFailure, func
 		d.env = readerEnv(GinkgoT().TempDir())
 		d.readExports()
 		AddReportEntry("the demo's exports", strings.Join(d.exports, "\n"), ReportEntryVisibilityAlways)
+		AddReportEntry("the files' order (from -ginkgo.seed)", strings.Join(order, ", "), ReportEntryVisibilityAlways)
 	})
 
-	for _, file := range docFiles(docRoot) {
+	for _, file := range files {
 		text, err := os.ReadFile(filepath.Join(docRoot, file))
 		if err != nil {
 			panic(err)
@@ -547,6 +555,7 @@ var _ = Describe("The docs, on a running demo", Ordered, ContinueOnFailure, func
 			withoutBlocks = append(withoutBlocks, file)
 			continue
 		}
+		order = append(order, file)
 		It("run every sh block of "+file, func() {
 			Expect(parseErr).NotTo(HaveOccurred(), file)
 			runDoc(d, file, blocks)
@@ -554,6 +563,7 @@ var _ = Describe("The docs, on a running demo", Ordered, ContinueOnFailure, func
 	}
 
 	It("list the docs that have no sh block", func() {
+		slices.Sort(withoutBlocks)
 		AddReportEntry("docs without sh blocks", strings.Join(withoutBlocks, ", "), ReportEntryVisibilityAlways)
 		Expect(withoutBlocks).NotTo(ContainElement("README.md"))
 	})
