@@ -379,13 +379,14 @@ func (d *demo) kill() {
 // kubectl runs the demo's kubectl with its kubeconfig, in the scripts'
 // environment.
 func (d *demo) kubectl(args ...string) (string, error) {
+	kubectl, err := lookPath("kubectl", d.path)
+	if err != nil {
+		return "", err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", args...)
+	cmd := exec.CommandContext(ctx, kubectl, args...)
 	cmd.Env = append(slices.Clone(d.env), "KUBECONFIG="+d.kubeconfig, "PATH="+d.path)
-	if p, err := lookPath("kubectl", d.path); err == nil {
-		cmd.Path = p
-	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
