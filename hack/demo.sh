@@ -11,8 +11,15 @@
 # Environment:
 #   ONCE_DEMO_DIR       state folder (default <repo>/.local/demo)
 #   ONCE_SANDBOX_ADDR   where the sandbox tool listens (default 127.0.0.1:8090,
-#                       the URL in config/samples)
+#                       the URL in config/samples; on another address the
+#                       samples are applied with their URL changed to it)
 #   ONCE_METRICS_ADDR   the manager's metrics endpoint (default 127.0.0.1:8080)
+#
+# Once running, it prints the exports that make the README's and the docs'
+# commands work in another terminal: KUBECONFIG, PATH with the repository's
+# bin/ (kubectl-once, once-mcp, mcp-call...) and the control plane's kubectl
+# first, and SANDBOX_URL. test/e2e/docs_test.go runs every sh block of the
+# docs on this script, with the exports it prints.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,17 +49,22 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for bin in manager sandbox-tool once-mcp mcp-call; do
+# Every binary the docs use, so that no block meets a missing one.
+for bin in manager manager-failpoints sandbox-tool kubectl-once once-mcp mcp-call; do
   [[ -x $root/bin/$bin ]] || die "bin/$bin is missing: run make demo, which builds it"
 done
 if (exec 3<>"/dev/tcp/${sandbox_addr%:*}/${sandbox_addr##*:}") 2>/dev/null; then
-  die "$sandbox_addr is in use (another demo?); stop it or set ONCE_SANDBOX_ADDR and edit the samples' url"
+  die "$sandbox_addr is in use (another demo?); stop it or set ONCE_SANDBOX_ADDR to another address"
 fi
+sandbox_url=http://$sandbox_addr
 
 say "Starting the local control plane (etcd, kube-apiserver and kube-controller-manager built from source)"
 kubeconfig=$(ONCE_CONTROLPLANE_DIR="$dir/controlplane" "$root/hack/controlplane.sh" start)
 assets=$("$root/hack/controlplane-binaries.sh")
 kubectl() { KUBECONFIG="$kubeconfig" "$assets/kubectl" "$@"; }
+# apply_samples FOLDER: kubectl apply -k FOLDER, with the sandbox's URL where
+# the samples name the default one (the sed the docs use too).
+apply_samples() { kubectl kustomize "$1" | sed "s|http://127.0.0.1:8090|$sandbox_url|" | kubectl apply -f -; }
 kubectl version | sed 's/^/  /'
 kubectl create namespace once-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
@@ -67,10 +79,10 @@ rm -f "$dir/ledger.jsonl"
 "$root/bin/sandbox-tool" --listen "$sandbox_addr" --ledger "$dir/ledger.jsonl" >"$dir/sandbox.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do
-  curl -fsS "http://$sandbox_addr/healthz" >/dev/null 2>&1 && break
+  curl -fsS "$sandbox_url/healthz" >/dev/null 2>&1 && break
   sleep 0.1
 done
-curl -fsS "http://$sandbox_addr/healthz" >/dev/null || die "the sandbox tool did not start; see $dir/sandbox.log"
+curl -fsS "$sandbox_url/healthz" >/dev/null || die "the sandbox tool did not start; see $dir/sandbox.log"
 
 say "Starting the Once manager (log: $dir/manager.log, metrics: http://$metrics_addr/metrics)"
 # The sandbox tool listens on loopback, which the manager refuses to call
@@ -81,17 +93,17 @@ KUBECONFIG="$kubeconfig" "$root/bin/manager" --health-probe-bind-address=0 \
 pids+=($!)
 
 say "Applying the samples: kubectl apply -k config/samples"
-kubectl apply -k "$root/config/samples"
+apply_samples "$root/config/samples"
 
 say "Waiting for the operations: kubectl wait --for=condition=Ready seo --all"
 kubectl wait --for=condition=Ready seo --all --timeout=120s
 kubectl get seo -o wide
 
 say "Re-applying the same manifests, the GitOps way"
-kubectl apply -k "$root/config/samples"
+apply_samples "$root/config/samples"
 
 say "The tool's ledger: one effect per key"
-summary=$(curl -fsS "http://$sandbox_addr/ledger/summary")
+summary=$(curl -fsS "$sandbox_url/ledger/summary")
 echo "  $summary"
 effects=$(grep -o '"effects":[0-9]*' <<<"$summary" | cut -d: -f2)
 duplicates=$(grep -o '"duplicates":[0-9]*' <<<"$summary" | cut -d: -f2)
@@ -99,7 +111,7 @@ duplicates=$(grep -o '"duplicates":[0-9]*' <<<"$summary" | cut -d: -f2)
 echo "  charge-order-1001 -> $(kubectl get seo charge-order-1001 -o jsonpath='{.status.externalObjectID}'), ticket-disk-full -> $(kubectl get seo ticket-disk-full -o jsonpath='{.status.externalObjectID}'); $effects effects, $duplicates duplicates"
 
 say "A change as a saga: kubectl apply -k config/samples/sagas"
-kubectl apply -k "$root/config/samples/sagas"
+apply_samples "$root/config/samples/sagas"
 echo "  The ticket opens; the config change waits for a person's approval:"
 kubectl wait --for=jsonpath='{.status.conditions[?(@.type=="Stalled")].reason}'=WaitingForApproval \
   saga/scale-checkout --timeout=120s >/dev/null
@@ -149,10 +161,10 @@ kubectl get saga -o wide
 kubectl get seo -l effects.once.dev/saga
 
 say "Re-applying the sagas: nothing runs again"
-kubectl apply -k "$root/config/samples/sagas"
+apply_samples "$root/config/samples/sagas"
 
 say "The ledger again: every step and every compensation once"
-summary=$(curl -fsS "http://$sandbox_addr/ledger/summary")
+summary=$(curl -fsS "$sandbox_url/ledger/summary")
 echo "  $summary"
 effects=$(grep -o '"effects":[0-9]*' <<<"$summary" | cut -d: -f2)
 duplicates=$(grep -o '"duplicates":[0-9]*' <<<"$summary" | cut -d: -f2)
@@ -177,7 +189,7 @@ again=$(mcp call payments__charge.create "$call")
 echo "    -> $(answer <<<"$again")"
 grep -q '"replayed": true' <<<"$again" || die "the retried call was not answered from the record: $again"
 kubectl get seo -l once.dev/via=mcp
-summary=$(curl -fsS "http://$sandbox_addr/ledger/summary")
+summary=$(curl -fsS "$sandbox_url/ledger/summary")
 effects=$(grep -o '"effects":[0-9]*' <<<"$summary" | cut -d: -f2)
 duplicates=$(grep -o '"duplicates":[0-9]*' <<<"$summary" | cut -d: -f2)
 [[ $effects == 8 && $duplicates == 0 ]] || die "expected 8 effects and no duplicate, got $effects and $duplicates"
@@ -189,17 +201,22 @@ if out=$(sed 's/amount: 4200/amount: 9900/' "$root/config/samples/effects_v1alph
 fi
 echo "$out" | sed 's/^/  /'
 
-say "Running. Try it yourself:"
+say "Running. Try it yourself, in another terminal:"
+# The exports, quoted for the shell: a user pastes them, and the docs test
+# reads them from here.
+printf '  export KUBECONFIG=%q\n' "$kubeconfig"
+printf '  export PATH=%q:$PATH\n' "$root/bin:$assets"
+printf '  export SANDBOX_URL=%q\n' "$sandbox_url"
+printf '  cd %q\n' "$root"
 cat <<EOF
-  export KUBECONFIG=$kubeconfig
-  export PATH=$assets:\$PATH
-  export SANDBOX_URL=http://$sandbox_addr
   kubectl get seo,sagas,tools,clustertools,idempotencyrecords
-  kubectl describe seo charge-order-1001
-  kubectl get saga scale-search -o yaml
-  curl -s http://$sandbox_addr/ledger/summary
+  kubectl once review -A
+  kubectl once why saga/scale-search
+  curl -s \$SANDBOX_URL/ledger/summary
   curl -s http://$metrics_addr/metrics | grep ^once_
-  $root/bin/mcp-call --stdio "$root/bin/once-mcp --stdio" list
+  mcp-call --stdio "once-mcp --stdio" list
+Every sh block of README.md and docs/*.md runs there, from the repository's
+root (docs/README.md).
 Press Ctrl-C to stop everything.
 EOF
 wait "${pids[@]}"

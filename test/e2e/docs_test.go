@@ -18,28 +18,37 @@ limitations under the License.
 
 package e2e
 
-// The docs test runs every ```sh block of README.md and docs/*.md, so that
-// the docs cannot drift from the code. The convention (also in
-// docs/README.md):
+// The docs test runs every ```sh block of README.md and docs/*.md where a
+// reader runs them: on a running `make demo`, in a second terminal, after
+// the exports the demo prints. The convention (also in docs/README.md):
 //
+//   - The test starts hack/demo.sh (what `make demo` runs after building)
+//     with a state folder of its own (ONCE_DEMO_DIR) and free ports
+//     (ONCE_SANDBOX_ADDR, ONCE_METRICS_ADDR), waits until it says it is
+//     running, and takes the `export` lines it printed.
 //   - Each file's ```sh blocks run in order, as one script, in one bash
-//     process with `set -euo pipefail`, from the repository root. A command
-//     that fails fails the test with the file, the line and the output.
-//   - The script sees a control plane whose kubeconfig context's namespace
-//     is a fresh namespace of its own (KUBECONFIG), a manager and the
-//     sandbox tool running, PATH with the repository's bin/ and the control
-//     plane's kubectl first, SANDBOX_URL, where the sandbox listens, and
-//     PLUGIN_DIR, a temporary folder, so that `make install-plugin` leaves
-//     the tester's home alone.
-//     `make demo` prints the same variables for its own control plane.
+//     process with `set -euo pipefail`, from the repository root, after
+//     those export lines, over a minimal environment: HOME a temporary
+//     folder, PATH the system's (without the repository's bin/ and the
+//     control plane's kubectl, which only the printed PATH brings), and what
+//     a user's home provides to make: Go's settings (go env) and
+//     ONCE_CACHE_DIR, where make demo built the control plane's binaries.
+//     A command that fails fails the test with the file, the line and the
+//     output.
+//   - Every file runs on the same demo, in an order drawn from the suite's
+//     random seed (-ginkgo.seed=N repeats it), so a file may not rely on
+//     another having run:
+//     a block runs on the demo as it stands (its namespace is `default`),
+//     adding objects of names of its own, or in a namespace it creates
+//     visibly. After each file the test checks that it left the demo as it
+//     found it for the next: the kubeconfig's namespace is still the
+//     demo's, and no sandbox fault it set is pending.
+//   - There are no hidden blocks: a setup step is a visible block that the
+//     prose introduces. The parser refuses `<!-- docs-test` comments,
+//     which once held hidden setup.
 //   - Sample output is never in a ```sh block: it goes in a ```text block
 //     after it. Alternatives are separate, complete blocks, each of which
 //     runs. ```yaml, ```text and other blocks are not run.
-//   - A block whose state the prose describes (an operation in
-//     NeedsReview) is prepared by an earlier block of the same file. A
-//     setup step that readers need not see is a hidden block: a ```sh
-//     fence inside an HTML comment that starts with `<!-- docs-test`. It
-//     runs in its place like any other block. Keep them rare.
 //   - Attributes in braces after the language change how a block runs:
 //     {check=make-n}: the block holds only make commands that cannot run
 //     here (make test runs this test; make demo starts a control plane of
@@ -52,15 +61,19 @@ package e2e
 //     separated list), in which case the block is skipped and listed as
 //     skipped. Any other attribute fails the test, so that a typo cannot
 //     silently turn a block off.
-//   - Background processes a script starts are killed when it ends, and
-//     the sandbox's faults are cleared.
+//   - Background processes a script starts are killed when it ends.
+//   - At the end the test stops the demo with SIGINT to its process group,
+//     as Ctrl-C does, and checks that it stopped everything it started: its
+//     processes, its control plane, its ports.
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,10 +90,19 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/once-dev/once/test/harness"
+	"github.com/once-dev/once/test/sandbox"
 )
 
-// docTimeout bounds one file's script.
-const docTimeout = 15 * time.Minute
+const (
+	// docTimeout bounds one file's script.
+	docTimeout = 15 * time.Minute
+	// demoStartTimeout bounds the demo's start, up to "Press Ctrl-C".
+	demoStartTimeout = 10 * time.Minute
+	// demoStopTimeout bounds the demo's stop after Ctrl-C.
+	demoStopTimeout = 2 * time.Minute
+	// demoReady is the line the demo prints once everything runs.
+	demoReady = "Press Ctrl-C to stop everything."
+)
 
 // docBlock is one ```sh block of a markdown file.
 type docBlock struct {
@@ -88,8 +110,6 @@ type docBlock struct {
 	line int
 	// lines are the block's lines, without the fences.
 	lines []string
-	// hidden marks a block inside a <!-- docs-test ... --> comment.
-	hidden bool
 	// check is the value of the check attribute ("make-n"), if any.
 	check string
 	// needs is the value of the needs attribute, if any.
@@ -100,28 +120,24 @@ type docBlock struct {
 // language and the attributes in braces.
 var fence = regexp.MustCompile("^```([A-Za-z0-9_-]*)\\s*(?:\\{([^}]*)\\})?\\s*$")
 
-// parseDoc returns the ```sh blocks of a markdown text, visible and
-// hidden, in order.
+// hiddenBlock starts the HTML comment that once held a hidden block.
+const hiddenBlock = "<!-- docs-test"
+
+// parseDoc returns the ```sh blocks of a markdown text, in order.
 func parseDoc(text string) ([]docBlock, error) {
 	var (
 		blocks []docBlock
 		cur    *docBlock
 		inCode bool
-		hidden bool
 	)
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		if !inCode {
-			trimmed := strings.TrimSpace(line)
-			switch {
-			case strings.HasPrefix(trimmed, "<!-- docs-test"):
-				hidden = true
-				continue
-			case hidden && trimmed == "-->":
-				hidden = false
-				continue
+			if strings.HasPrefix(strings.TrimSpace(line), hiddenBlock) {
+				return nil, fmt.Errorf("line %d: a hidden block (%s): show the setup in a visible block the prose introduces",
+					n, hiddenBlock)
 			}
 			m := fence.FindStringSubmatch(line)
 			if m == nil {
@@ -134,7 +150,7 @@ func parseDoc(text string) ([]docBlock, error) {
 				}
 				continue
 			}
-			cur = &docBlock{line: n, hidden: hidden}
+			cur = &docBlock{line: n}
 			for attr := range strings.FieldsSeq(m[2]) {
 				name, value, _ := strings.Cut(attr, "=")
 				switch {
@@ -165,9 +181,6 @@ func parseDoc(text string) ([]docBlock, error) {
 	}
 	if inCode {
 		return nil, fmt.Errorf("a code block is not closed")
-	}
-	if hidden {
-		return nil, fmt.Errorf("a <!-- docs-test comment is not closed")
 	}
 	return blocks, nil
 }
@@ -209,10 +222,10 @@ type docScript struct {
 // and the exit status.
 const failMarker = "docs-test-failed-at"
 
-// buildScript makes one bash script of a file's blocks. missing lists
-// programs that may be absent (ONCE_DOCS_MISSING); found reports whether a
-// program is on PATH.
-func buildScript(file string, blocks []docBlock, missing []string, found func(string) bool) (docScript, error) {
+// buildScript makes one bash script of a file's blocks, after the lines of
+// prelude (the exports the demo printed). missing lists programs that may be
+// absent (ONCE_DOCS_MISSING); found reports whether a program is on PATH.
+func buildScript(file string, prelude, blocks []docBlock, missing []string, found func(string) bool) (docScript, error) {
 	var b strings.Builder
 	s := docScript{lineOf: map[int]int{}}
 	n := 0
@@ -226,6 +239,11 @@ func buildScript(file string, blocks []docBlock, missing []string, found func(st
 	}
 	emit("set -euo pipefail", 0)
 	emit(fmt.Sprintf(`trap 'echo "%s $LINENO $?" >&2' ERR`, failMarker), 0)
+	for _, p := range prelude {
+		for _, l := range p.lines {
+			emit(l, 0)
+		}
+	}
 	for _, blk := range blocks {
 		where := fmt.Sprintf("%s:%d", file, blk.line)
 		if blk.needs != "" && !found(blk.needs) {
@@ -260,6 +278,7 @@ func buildScript(file string, blocks []docBlock, missing []string, found func(st
 func docFiles(root string) []string {
 	files := []string{"README.md"}
 	more, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	slices.Sort(more)
 	for _, f := range more {
 		rel, _ := filepath.Rel(root, f)
 		files = append(files, rel)
@@ -278,13 +297,256 @@ func docsMissing() []string {
 	return out
 }
 
-var _ = Describe("The docs", func() {
+// exportLine matches an export the demo prints: `  export NAME=value`.
+var exportLine = regexp.MustCompile(`^\s*export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$`)
+
+// demoExports returns the export lines of the demo's output, as printed,
+// and the names they set.
+func demoExports(out string) (lines, names []string) {
+	for l := range strings.SplitSeq(out, "\n") {
+		if m := exportLine.FindStringSubmatch(l); m != nil {
+			lines = append(lines, strings.TrimSpace(l))
+			names = append(names, m[1])
+		}
+	}
+	return lines, names
+}
+
+// demo is a running hack/demo.sh and what a reader takes from it.
+type demo struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	// dir is its state folder (ONCE_DEMO_DIR); log holds what it printed.
+	dir, log string
+	// sandboxAddr and metricsAddr are the addresses it was given.
+	sandboxAddr, metricsAddr string
+	// exports are the export lines it printed, as printed.
+	exports []string
+	// env is the minimal environment the docs' scripts start from.
+	env []string
+	// kubeconfig, path and sandboxURL are KUBECONFIG, PATH and SANDBOX_URL
+	// after the exports, as a reader's shell has them.
+	kubeconfig, path, sandboxURL string
+	// namespace is the kubeconfig context's namespace the demo left.
+	namespace string
+}
+
+// output is what the demo printed so far.
+func (d *demo) output() string {
+	b, _ := os.ReadFile(d.log)
+	return string(b)
+}
+
+// exited reports whether the demo's script has ended.
+func (d *demo) exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// interrupt sends SIGINT to the demo's process group, as Ctrl-C in its
+// terminal does, and waits for the script to end.
+func (d *demo) interrupt(timeout time.Duration) error {
+	if d.exited() {
+		return nil
+	}
+	if err := syscall.Kill(-d.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		return err
+	}
+	select {
+	case <-d.done:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("the demo did not stop within %s of Ctrl-C", timeout)
+	}
+}
+
+// kill stops whatever a failed run left: the demo's process group and
+// its control plane.
+func (d *demo) kill() {
+	if !d.exited() {
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.done
+	}
+	cmd := exec.Command(filepath.Join(root, "hack", "controlplane.sh"), "stop")
+	cmd.Env = append(os.Environ(), "ONCE_CONTROLPLANE_DIR="+filepath.Join(d.dir, "controlplane"))
+	_ = cmd.Run()
+}
+
+// kubectl runs the demo's kubectl with its kubeconfig, in the scripts'
+// environment.
+func (d *demo) kubectl(args ...string) (string, error) {
+	kubectl, err := lookPath("kubectl", d.path)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectl, args...)
+	cmd.Env = append(slices.Clone(d.env), "KUBECONFIG="+d.kubeconfig, "PATH="+d.path)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// lookPath finds a program on a PATH list.
+func lookPath(program, path string) (string, error) {
+	for dir := range strings.SplitSeq(path, string(os.PathListSeparator)) {
+		p := filepath.Join(dir, program)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s is not on %s", program, path)
+}
+
+// startDemo runs hack/demo.sh as a reader would (make demo builds first;
+// the suite's binaries are built), with its own state folder and free
+// ports, and waits until it says it is running.
+func startDemo() *demo {
+	GinkgoHelper()
+	d := &demo{dir: filepath.Join(workDir, "demo"), log: logFile("demo"), done: make(chan struct{})}
+	Expect(os.MkdirAll(d.dir, 0o755)).To(Succeed())
+	var err error
+	d.sandboxAddr, err = harness.FreeAddr()
+	Expect(err).NotTo(HaveOccurred())
+	d.metricsAddr, err = harness.FreeAddr()
+	Expect(err).NotTo(HaveOccurred())
+	log, err := os.Create(d.log)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = log.Close() }()
+
+	d.cmd = exec.Command(filepath.Join(root, "hack", "demo.sh"))
+	d.cmd.Dir = root
+	d.cmd.Env = append(withoutEnv(os.Environ(), "KUBECONFIG"),
+		"ONCE_DEMO_DIR="+d.dir, "ONCE_SANDBOX_ADDR="+d.sandboxAddr, "ONCE_METRICS_ADDR="+d.metricsAddr)
+	// A process group of its own, as a terminal's foreground job has, so
+	// that SIGINT reaches every process of it, as Ctrl-C does.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	d.cmd.Stdout, d.cmd.Stderr = log, log
+	Expect(d.cmd.Start()).To(Succeed())
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	DeferCleanup(d.kill)
+
+	By("waiting for the demo to print " + strconv.Quote(demoReady) + " (its output: " + d.log + ")")
+	deadline := time.Now().Add(demoStartTimeout)
+	for !strings.Contains(d.output(), demoReady) {
+		if d.exited() {
+			Fail(fmt.Sprintf("the demo ended before it was ready (%s):\n%s", d.cmd.ProcessState, tail(d.output(), 40)))
+		}
+		if time.Now().After(deadline) {
+			Fail(fmt.Sprintf("the demo was not ready after %s:\n%s", demoStartTimeout, tail(d.output(), 40)))
+		}
+		time.Sleep(time.Second)
+	}
+	return d
+}
+
+// withoutEnv drops the variables named from an environment.
+func withoutEnv(env []string, names ...string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(names, name)
+	})
+}
+
+// goSettings are the Go settings a user's home holds (go env -w writes
+// them there) that the docs' make commands need: caches, proxy, toolchain.
+var goSettings = []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS", "GOPROXY", "GOSUMDB", "GONOSUMDB",
+	"GOPRIVATE", "GONOPROXY", "GOINSECURE", "GOTOOLCHAIN"}
+
+// readerEnv is the environment a reader's second terminal starts from:
+// HOME a fresh folder, the system's PATH without the repository's bin/ and
+// the control plane's kubectl (only the demo's exports bring them), and what
+// a user's home provides the docs' make commands: Go's settings and
+// ONCE_CACHE_DIR, where make demo built the control plane's binaries.
+func readerEnv(home string) []string {
+	assets := filepath.Clean(cp.Assets)
+	var path []string
+	for dir := range strings.SplitSeq(os.Getenv("PATH"), string(os.PathListSeparator)) {
+		clean := filepath.Clean(dir)
+		if dir == "" || clean == assets || clean == root || strings.HasPrefix(clean, root+string(os.PathSeparator)) {
+			continue
+		}
+		path = append(path, dir)
+	}
+	env := []string{
+		"HOME=" + home,
+		"PATH=" + strings.Join(path, string(os.PathListSeparator)),
+		"LANG=C.UTF-8",
+		// assets is <cache>/controlplane/kube-<version>-etcd-<version>.
+		"ONCE_CACHE_DIR=" + filepath.Dir(filepath.Dir(assets)),
+	}
+	out, err := exec.Command("go", append([]string{"env"}, goSettings...)...).Output()
+	Expect(err).NotTo(HaveOccurred())
+	for i, v := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		if i < len(goSettings) && v != "" {
+			env = append(env, goSettings[i]+"="+v)
+		}
+	}
+	return env
+}
+
+// readExports evaluates the demo's export lines in bash over the reader's
+// environment, as a reader's shell does when they are pasted, and keeps
+// the values the checks need.
+func (d *demo) readExports() {
+	GinkgoHelper()
+	cmd := exec.Command("bash", "-c", strings.Join(d.exports, "\n")+"\n"+
+		`printf '%s\n' "$KUBECONFIG" "$PATH" "$SANDBOX_URL"`)
+	cmd.Env = d.env
+	out, err := cmd.Output()
+	Expect(err).NotTo(HaveOccurred())
+	vals := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	Expect(vals).To(HaveLen(3))
+	d.kubeconfig, d.path, d.sandboxURL = vals[0], vals[1], vals[2]
+	Expect(d.sandboxURL).To(Equal("http://" + d.sandboxAddr))
+	kubectlPath, err := lookPath("kubectl", d.path)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(kubectlPath).To(Equal(filepath.Join(cp.Assets, "kubectl")), "the printed PATH puts the control plane's kubectl first")
+	for _, program := range []string{"kubectl-once", "once-mcp", "mcp-call", "manager-failpoints"} {
+		p, err := lookPath(program, d.path)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p).To(Equal(filepath.Join(root, "bin", program)))
+	}
+	d.namespace, err = d.kubectl("config", "view", "--minify", "-o", "jsonpath={..namespace}")
+	Expect(err).NotTo(HaveOccurred(), d.namespace)
+	if d.namespace == "" {
+		d.namespace = "default"
+	}
+}
+
+var _ = Describe("The docs, on a running demo", Ordered, ContinueOnFailure, func() {
 	docRoot, err := harness.Root()
 	if err != nil {
 		panic(err)
 	}
-	var withoutBlocks []string
-	for _, file := range docFiles(docRoot) {
+	var (
+		d             *demo
+		withoutBlocks []string
+		order         []string
+	)
+	// Files run in an order of the seed's, so that none comes to rely on
+	// another.
+	files := docFiles(docRoot)
+	seed := uint64(GinkgoRandomSeed())
+	rand.New(rand.NewPCG(seed, seed)).Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
+
+	BeforeAll(func() {
+		By("starting hack/demo.sh, as make demo does after building")
+		d = startDemo()
+		var names []string
+		d.exports, names = demoExports(d.output())
+		Expect(names).To(ConsistOf("KUBECONFIG", "PATH", "SANDBOX_URL"), "the exports the demo printed")
+		d.env = readerEnv(GinkgoT().TempDir())
+		d.readExports()
+		AddReportEntry("the demo's exports", strings.Join(d.exports, "\n"), ReportEntryVisibilityAlways)
+		AddReportEntry("the files' order (from -ginkgo.seed)", strings.Join(order, ", "), ReportEntryVisibilityAlways)
+	})
+
+	for _, file := range files {
 		text, err := os.ReadFile(filepath.Join(docRoot, file))
 		if err != nil {
 			panic(err)
@@ -294,44 +556,69 @@ var _ = Describe("The docs", func() {
 			withoutBlocks = append(withoutBlocks, file)
 			continue
 		}
+		order = append(order, file)
 		It("run every sh block of "+file, func() {
 			Expect(parseErr).NotTo(HaveOccurred(), file)
-			runDoc(file, blocks)
+			runDoc(d, file, blocks)
 		})
 	}
+
 	It("list the docs that have no sh block", func() {
+		slices.Sort(withoutBlocks)
 		AddReportEntry("docs without sh blocks", strings.Join(withoutBlocks, ", "), ReportEntryVisibilityAlways)
 		Expect(withoutBlocks).NotTo(ContainElement("README.md"))
 	})
+
+	It("stop with the demo on Ctrl-C, which leaves nothing running", func() {
+		apiserver := kubeconfigServer(d.kubeconfig)
+		By("sending SIGINT to the demo's process group")
+		Expect(d.interrupt(demoStopTimeout)).To(Succeed(), tail(d.output(), 40))
+		Expect(d.cmd.ProcessState.ExitCode()).To(Equal(130), "a demo stopped by Ctrl-C exits 130:\n%s", tail(d.output(), 40))
+		Expect(d.output()).To(ContainSubstring("== Stopping"))
+		By("checking that no process of its group is left")
+		Eventually(func() error { return syscall.Kill(-d.cmd.Process.Pid, 0) }).WithTimeout(30 * time.Second).
+			Should(MatchError(syscall.ESRCH))
+		By("checking that its control plane stopped and its state is gone")
+		status := exec.Command(filepath.Join(root, "hack", "controlplane.sh"), "status")
+		status.Env = append(os.Environ(), "ONCE_CONTROLPLANE_DIR="+filepath.Join(d.dir, "controlplane"))
+		out, err := status.CombinedOutput()
+		var exit *exec.ExitError
+		Expect(errors.As(err, &exit)).To(BeTrue(), "hack/controlplane.sh status: %v\n%s", err, out)
+		Expect(exit.ExitCode()).To(Equal(3), "hack/controlplane.sh status says stopped (3):\n%s", out)
+		Expect(filepath.Join(d.dir, "controlplane", "etcd")).NotTo(BeADirectory())
+		By("checking that its ports are closed: sandbox, metrics, API server")
+		for _, addr := range []string{d.sandboxAddr, d.metricsAddr, apiserver} {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				_ = c.Close()
+			}
+			Expect(err).To(HaveOccurred(), "%s still accepts connections", addr)
+		}
+	})
 })
 
-// runDoc runs a file's blocks as one script against the suite's control
-// plane, in a fresh namespace with a manager of its own.
-func runDoc(file string, blocks []docBlock) {
+// kubeconfigServer is the host:port of a kubeconfig's first server.
+func kubeconfigServer(path string) string {
+	GinkgoHelper()
+	data, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`(?m)^\s*server:\s*(\S+)`).FindSubmatch(data)
+	Expect(m).NotTo(BeNil(), "no server in %s", path)
+	u, err := url.Parse(string(m[1]))
+	Expect(err).NotTo(HaveOccurred())
+	return u.Host
+}
+
+// runDoc runs a file's blocks as one script on the running demo, after the
+// exports it printed, then checks that the file left the demo as it found
+// it for the next file.
+func runDoc(d *demo, file string, blocks []docBlock) {
+	Expect(d).NotTo(BeNil(), "the demo did not start")
+	Expect(d.exited()).To(BeFalse(), "the demo is no longer running:\n%s", tail(d.output(), 40))
 	slug := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(strings.TrimSuffix(filepath.Base(file), ".md"), "-"))
-	ns := newNamespace("docs-" + slug)
-	startManager(ns, manager{holder: "docs-" + slug})
-	DeferCleanup(func() { _ = ledger.ClearFaults(context.Background()) })
-
-	By("making a kubeconfig whose context's namespace is " + ns)
-	kubeconfig := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-	data, err := os.ReadFile(cp.Kubeconfig)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(os.WriteFile(kubeconfig, data, 0o600)).To(Succeed())
-	_, err = runKubectl("", "config", "set-context", "--current", "--namespace="+ns, "--kubeconfig="+kubeconfig)
-	Expect(err).NotTo(HaveOccurred())
-
-	path := filepath.Join(root, "bin") + string(os.PathListSeparator) + cp.Assets +
-		string(os.PathListSeparator) + os.Getenv("PATH")
-	found := func(program string) bool {
-		for dir := range strings.SplitSeq(path, string(os.PathListSeparator)) {
-			if st, err := os.Stat(filepath.Join(dir, program)); err == nil && st.Mode()&0o111 != 0 {
-				return true
-			}
-		}
-		return false
-	}
-	script, err := buildScript(file, blocks, docsMissing(), found)
+	found := func(program string) bool { _, err := lookPath(program, d.path); return err == nil }
+	prelude := []docBlock{{lines: d.exports}}
+	script, err := buildScript(file, prelude, blocks, docsMissing(), found)
 	Expect(err).NotTo(HaveOccurred())
 	ran := 0
 	for _, b := range blocks {
@@ -342,16 +629,11 @@ func runDoc(file string, blocks []docBlock) {
 	AddReportEntry(file, fmt.Sprintf("%d sh blocks: %d run, %d not run\n%s", len(blocks), ran, len(script.notRun),
 		strings.Join(script.notRun, "\n")), ReportEntryVisibilityAlways)
 
-	By(fmt.Sprintf("running %d blocks of %s as one bash script", len(blocks), file))
+	By(fmt.Sprintf("running %d blocks of %s as one bash script, after the demo's exports", len(blocks), file))
 	scriptPath := filepath.Join(GinkgoT().TempDir(), "doc.sh")
 	Expect(os.WriteFile(scriptPath, []byte(script.text), 0o600)).To(Succeed())
 	logPath := logFile("docs-" + slug)
-	out, runErr := runScript(scriptPath, logPath, []string{
-		"KUBECONFIG=" + kubeconfig,
-		"PATH=" + path,
-		"SANDBOX_URL=" + sb.URL,
-		"PLUGIN_DIR=" + GinkgoT().TempDir(),
-	})
+	out, runErr := runScript(scriptPath, logPath, d.env)
 	if runErr != nil {
 		at := "(line unknown)"
 		if all := regexp.MustCompile(failMarker+` (\d+) (\d+)`).FindAllStringSubmatch(out, -1); all != nil {
@@ -361,38 +643,60 @@ func runDoc(file string, blocks []docBlock) {
 				at = fmt.Sprintf("%s:%d (exit status %s)", file, docLine, m[2])
 			}
 		}
-		Fail(fmt.Sprintf("a command of %s failed at %s: %v\nlast output (all of it in %s):\n%s\n%s",
-			file, at, runErr, logPath, tail(out, 60), dumpOperations(ns)))
+		states, _ := d.kubectl("get", "seo,sagas", "-A", "-o", "wide")
+		Fail(fmt.Sprintf("a command of %s failed at %s: %v\nlast output (all of it in %s):\n%s\noperations and sagas of the demo:\n%s",
+			file, at, runErr, logPath, tail(out, 60), states))
+	}
+
+	By("checking that " + file + " left the demo as it found it")
+	ns, err := d.kubectl("config", "view", "--minify", "-o", "jsonpath={..namespace}")
+	Expect(err).NotTo(HaveOccurred(), ns)
+	if ns == "" {
+		ns = "default"
+	}
+	if ns != d.namespace {
+		// Put it back, so that the next files run where they should.
+		_, _ = d.kubectl("config", "set-context", "--current", "--namespace="+d.namespace)
+	}
+	Expect(ns).To(Equal(d.namespace), "%s left the kubeconfig's namespace changed", file)
+	faults, err := (&sandbox.Client{BaseURL: d.sandboxURL}).Faults(context.Background())
+	Expect(err).NotTo(HaveOccurred())
+	for _, r := range faults.Rules {
+		Expect(r.Remaining).To(BeZero(), "%s left a sandbox fault pending: %+v", file, r)
 	}
 }
 
 // runScript runs a script with bash from the root, in a process group of
 // its own that is killed when the script ends (its background jobs with
-// it), and returns its output (stdout and stderr), also written to logPath.
+// it), with exactly the environment env, and returns its output (stdout and
+// stderr), written to logPath.
 func runScript(scriptPath, logPath string, env []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), docTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", scriptPath)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var buf bytes.Buffer
+	// A file, not a pipe: a background job that keeps it open cannot hold
+	// up the wait.
 	log, err := os.Create(logPath)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = log.Close() }()
-	w := io.MultiWriter(&buf, log, GinkgoWriter)
-	cmd.Stdout, cmd.Stderr = w, w
-	err = cmd.Start()
-	if err != nil {
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
 		return "", err
 	}
 	pgid := cmd.Process.Pid
 	err = cmd.Wait()
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	return buf.String(), err
+	out, readErr := os.ReadFile(logPath)
+	if readErr != nil {
+		return "", readErr
+	}
+	return string(out), err
 }
 
 // tail returns the last n lines of s.
@@ -415,17 +719,12 @@ func TestParseDoc(t *testing.T) {
 		"```text",                         // 5
 		"NAME STATE",                      // 6
 		"```",                             // 7
-		"<!-- docs-test: setup",           // 8
-		"```sh",                           // 9
-		"curl -X PUT x",                   // 10
-		"```",                             // 11
-		"-->",                             // 12
-		"```sh {check=make-n}",            // 13
-		"make demo   # runs until Ctrl-C", // 14
-		"```",                             // 15
-		"```sh {needs=kubectl-once}",      // 16
-		"kubectl once review -A",          // 17
-		"```",                             // 18
+		"```sh {check=make-n}",            // 8
+		"make demo   # runs until Ctrl-C", // 9
+		"```",                             // 10
+		"```sh {needs=kubectl-once}",      // 11
+		"kubectl once review -A",          // 12
+		"```",                             // 13
 	}, "\n")
 	blocks, err := parseDoc(doc)
 	if err != nil {
@@ -433,22 +732,25 @@ func TestParseDoc(t *testing.T) {
 	}
 	want := []docBlock{
 		{line: 2, lines: []string{"kubectl get seo"}},
-		{line: 9, lines: []string{"curl -X PUT x"}, hidden: true},
-		{line: 13, lines: []string{"make demo   # runs until Ctrl-C"}, check: "make-n"},
-		{line: 16, lines: []string{"kubectl once review -A"}, needs: "kubectl-once"},
+		{line: 8, lines: []string{"make demo   # runs until Ctrl-C"}, check: "make-n"},
+		{line: 11, lines: []string{"kubectl once review -A"}, needs: "kubectl-once"},
 	}
 	if diff := cmp.Diff(want, blocks, cmp.AllowUnexported(docBlock{})); diff != "" {
 		t.Errorf("parseDoc (-want, +got):\n%s", diff)
 	}
 
-	s, err := buildScript("x.md", blocks, []string{"kubectl-once"}, func(string) bool { return false })
+	prelude := []docBlock{{lines: []string{"export SANDBOX_URL=http://127.0.0.1:8090"}}}
+	s, err := buildScript("x.md", prelude, blocks, []string{"kubectl-once"}, func(string) bool { return false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{"kubectl get seo", "curl -X PUT x", "make -n demo >/dev/null"} {
+	for _, line := range []string{"export SANDBOX_URL=http://127.0.0.1:8090", "kubectl get seo", "make -n demo >/dev/null"} {
 		if !strings.Contains(s.text, line+"\n") {
 			t.Errorf("the script lacks %q:\n%s", line, s.text)
 		}
+	}
+	if strings.Index(s.text, "export SANDBOX_URL") > strings.Index(s.text, "kubectl get seo") {
+		t.Errorf("the exports come after the blocks:\n%s", s.text)
 	}
 	if strings.Contains(s.text, "kubectl once") {
 		t.Errorf("a block that needs a missing program was run:\n%s", s.text)
@@ -461,15 +763,16 @@ func TestParseDoc(t *testing.T) {
 			t.Errorf("script line %d maps to doc line 3 but is %q", n, got)
 		}
 	}
-	if _, err := buildScript("x.md", blocks, nil, func(string) bool { return false }); err == nil {
+	if _, err := buildScript("x.md", nil, blocks, nil, func(string) bool { return false }); err == nil {
 		t.Error("a block that needs a missing program passed without ONCE_DOCS_MISSING")
 	}
 
 	for name, bad := range map[string]string{
-		"unknown attribute":     "```sh {check=skip}\nls\n```",
-		"attribute on text":     "```text {check=make-n}\nx\n```",
-		"unclosed block":        "```sh\nls",
-		"unclosed hidden block": "<!-- docs-test\n```sh\nls\n```",
+		"unknown attribute": "```sh {check=skip}\nls\n```",
+		"attribute on text": "```text {check=make-n}\nx\n```",
+		"unclosed block":    "```sh\nls",
+		"hidden block":      "<!-- docs-test: setup\n```sh\nls\n```\n-->",
+		"hidden, indented":  "  <!-- docs-test\n```sh\nls\n```\n-->",
 	} {
 		if _, err := parseDoc(bad); err == nil {
 			t.Errorf("%s: no error", name)
@@ -477,5 +780,23 @@ func TestParseDoc(t *testing.T) {
 	}
 	if _, err := makeChecks(docBlock{line: 1, lines: []string{"make demo && rm -rf /"}, check: "make-n"}); err == nil {
 		t.Error("a check=make-n block with a command that is not make passed")
+	}
+}
+
+func TestDemoExports(t *testing.T) {
+	out := strings.Join([]string{
+		"== Running. Try it yourself, in another terminal:",
+		"  export KUBECONFIG=/tmp/demo/controlplane/kubeconfig",
+		"  export PATH=/src/once/bin:/cache/kube:$PATH",
+		"  export SANDBOX_URL=http://127.0.0.1:8090",
+		"  kubectl get seo",
+		"Press Ctrl-C to stop everything.",
+	}, "\n")
+	lines, names := demoExports(out)
+	if diff := cmp.Diff([]string{"KUBECONFIG", "PATH", "SANDBOX_URL"}, names); diff != "" {
+		t.Errorf("names (-want, +got):\n%s", diff)
+	}
+	if diff := cmp.Diff("export PATH=/src/once/bin:/cache/kube:$PATH", lines[1]); diff != "" {
+		t.Errorf("the PATH line, as printed (-want, +got):\n%s", diff)
 	}
 }
