@@ -30,7 +30,9 @@ limitations under the License.
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,7 +68,12 @@ func run() int {
 	flag.IntVar(&c.Workers, "workers", 32, "concurrent creators, and the manager's --max-concurrent-reconciles")
 	flag.StringVar(&c.Dir, "dir", "", "state, logs, soak.json and soak.svg (default: a new temporary folder)")
 	quiet := flag.Bool("quiet", false, "do not print progress")
+	refit := flag.String("refit", "",
+		"a soak.json to fit again (samples after the load's end left out), writing soak.json and soak.svg in -dir; runs nothing")
 	flag.Parse()
+	if *refit != "" {
+		return refitReport(*refit, c.Dir)
+	}
 	if c.Dir == "" {
 		dir, err := os.MkdirTemp("", "once-soak-")
 		if err != nil {
@@ -95,6 +102,31 @@ func run() int {
 		return 2
 	}
 	fmt.Print("\n" + rep.Table())
+	fmt.Printf("\nreport: %s\nplot: %s\n", rep.Path, rep.Plot)
+	if !rep.Flat {
+		return 1
+	}
+	return 0
+}
+
+// refitReport fits the report at path again into dir (default: path's
+// folder) and prints it; the exit code is the soak's.
+func refitReport(path, dir string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
+		return 2
+	}
+	var rep bench.SoakReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		fmt.Fprintf(os.Stderr, "soak: %s: %v\n", path, err)
+		return 2
+	}
+	if rep, err = bench.Refit(rep, cmp.Or(dir, filepath.Dir(path))); err != nil {
+		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
+		return 2
+	}
+	fmt.Print(rep.Table())
 	fmt.Printf("\nreport: %s\nplot: %s\n", rep.Path, rep.Plot)
 	if !rep.Flat {
 		return 1

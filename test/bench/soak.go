@@ -293,7 +293,10 @@ func Soak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 			wg.Wait()
 			return SoakReport{}, ctx.Err()
 		case <-loadCtx.Done():
+			// No sample as the load stops: what follows is the drain,
+			// not the steady state the slopes are about.
 			done = true
+			continue
 		case <-tick.C:
 		}
 		s, err := sample()
@@ -471,6 +474,37 @@ func countOf(ctx context.Context, c client.Client, ns, list string) (int, error)
 		return 0, fmt.Errorf("listing %s: %w", list, err)
 	}
 	return len(l.Items), nil
+}
+
+// Refit fits a soak's report again, from its samples and its own window
+// and warm-up, leaving out any sample taken after the load's duration (a
+// report written before soaks stopped sampling there has one, taken as
+// the load stopped and the drain began), and writes soak.json and
+// soak.svg in dir.
+func Refit(rep SoakReport, dir string) (SoakReport, error) {
+	duration, err1 := time.ParseDuration(fmt.Sprint(rep.Config["duration"]))
+	window, err2 := time.ParseDuration(fmt.Sprint(rep.Config["window"]))
+	warmUp, err3 := time.ParseDuration(fmt.Sprint(rep.Config["warm_up"]))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return rep, fmt.Errorf("the report's duration, window and warm-up: %w", err)
+	}
+	var kept []SoakSample
+	for _, s := range rep.Samples {
+		if s.Seconds <= duration.Seconds()+1 {
+			kept = append(kept, s)
+		}
+	}
+	rep.Samples, rep.Series = kept, nil
+	fitSoak(&rep, window, warmUp)
+	rep.Path, rep.Plot = filepath.Join(dir, "soak.json"), filepath.Join(dir, "soak.svg")
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return rep, err
+	}
+	if err := os.WriteFile(rep.Path, append(data, '\n'), 0o644); err != nil {
+		return rep, err
+	}
+	return rep, os.WriteFile(rep.Plot, []byte(rep.SVG()), 0o644)
 }
 
 // fitSoak fits every series over the last window of the samples after
