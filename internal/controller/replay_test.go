@@ -214,6 +214,30 @@ var _ = Describe("A message delivered again after its operation went", func() {
 		Expect(gone(op)()).To(BeTrue(), "the other payload made an operation")
 		Expect(effectsIn(ns)).To(Equal(1))
 	})
+
+	It("answers the same message whose operation the tool refused as that operation did: 200, FailedFinal", func() {
+		newTool(ns, "payments", v1.IdempotencyNone)
+		status, first := deliver("msg-2", `{"amount":7}`)
+		Expect(status).To(Equal(http.StatusAccepted), "%+v", first)
+		op := &v1.SideEffectOperation{}
+		op.Namespace, op.Name = ns, first.Name
+		Eventually(gone(op), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
+
+		By("the record keeping a refusal of the key by the tool, as an operation the tool answered 409 leaves it")
+		rec := record(ns, ingressScope(ns, first.Name))
+		Expect(rec).NotTo(BeNil())
+		rec.Spec.Outcome.State, rec.Spec.Outcome.ErrorClass = v1.StateFailedFinal, v1.ErrorConflict
+		rec.Spec.Outcome.ExternalObjectID, rec.Spec.Outcome.Result = "", nil
+		rec.Spec.Outcome.ErrorMessage = "the tool answered 409: the key is bound to another request"
+		Expect(k8sClient.Update(ctx, rec)).To(Succeed())
+
+		By("the same message again: the outcome it had, not a refusal of its payload")
+		status, again := deliver("msg-2", `{"amount":7}`)
+		Expect(status).To(Equal(http.StatusOK), "%+v", again)
+		Expect(again).To(Equal(ingress.Answer{Name: first.Name, Namespace: ns, MessageID: "msg-2",
+			State: v1.StateFailedFinal, Duplicate: true}))
+		Expect(gone(op)()).To(BeTrue(), "the message made its operation again")
+	})
 })
 
 // ingressScope is the name of the record of the ingress's operation name:

@@ -89,7 +89,7 @@ func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.Side
 }
 
 // identify computes the operation's scope and request hash, and puts them
-// in the working record.
+// in the working status.
 func (p *pass) identify() error {
 	spec := p.op.Spec
 	p.scope = protocol.OperationScope(p.op)
@@ -186,8 +186,8 @@ func (r *SideEffectOperationReconciler) limits() protocol.Limits {
 	return protocol.Limits{MaxClaim: r.MaxClaim, ClaimGrace: r.ClaimGrace}
 }
 
-// block records that the operation waits for something outside it, if the
-// record does not say so already.
+// block records that the operation waits for something outside it, if its
+// status does not say so already.
 func (r *SideEffectOperationReconciler) block(p *pass, reason, msg string, retry time.Duration) (reconcile.Result, bool, error) {
 	st := protocol.Blocked(p.st, p.env, reason, msg)
 	if !equality.Semantic.DeepEqual(st, p.op.Status) {

@@ -352,6 +352,11 @@ func (h *Handler) recorded(ctx context.Context, want *v1.SideEffectOperation, m 
 	switch {
 	case err == nil:
 		return http.StatusOK, a, true
+	case isMismatch && mismatch.Outcome:
+		// The same message, whose operation ended refused: answered as
+		// its operation answered while it was there.
+		a.Name, a.State = mismatch.Name, v1.StateFailedFinal
+		return http.StatusOK, a, true
 	case isMismatch:
 		return http.StatusConflict, mismatchAnswer(mismatch.Name, want.Namespace, m.id), true
 	case isFailed:

@@ -313,8 +313,12 @@ func writeOperation(out io.Writer, op *v1.SideEffectOperation, now time.Time) er
 			cl.Holder, cl.Attempt, live, when(cl.ExpiryTime.Time, now))})
 	}
 	if r := st.Resolution; r != nil {
-		fields = append(fields, field{"Resolved", resolutionText(r.Resolution) +
-			fmt.Sprintf(", applied %s, out of %s", when(r.Time.Time, now), r.FromState)})
+		how := fmt.Sprintf(", applied %s, out of %s", when(r.Time.Time, now), r.FromState)
+		if st.DuplicateOf != "" {
+			// A duplicate adopts the decision taken on its original.
+			how = fmt.Sprintf(", on %s %s", st.DuplicateOf, when(r.Time.Time, now))
+		}
+		fields = append(fields, field{"Resolved", resolutionText(r.Resolution) + how})
 	}
 	if r := op.Spec.Resolution; r != nil && (st.Resolution == nil || st.Resolution.Generation < op.Generation) &&
 		state == v1.StateNeedsReview {

@@ -18,6 +18,7 @@ package kubectlonce
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -137,5 +138,28 @@ func TestStepLines(t *testing.T) {
 				t.Errorf("%s\nstepLines: -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+func TestWriteDuplicateResolution(t *testing.T) {
+	op := &v1.SideEffectOperation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "pay-again", CreationTimestamp: at(0)},
+		Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"},
+			Operation: "charge.create", IdempotencyKey: "pay"},
+		Status: v1.SideEffectOperationStatus{
+			State: v1.StateCommitted, IdempotencyKey: "pay", DuplicateOf: "pay", ExternalObjectID: "ch_1",
+			Resolution: &v1.AppliedResolution{Resolution: v1.Resolution{Action: v1.ResolutionMarkCommitted, By: "alice",
+				ExternalObjectID: "ch_1"}, Time: at(10), FromState: v1.StateNeedsReview},
+		},
+	}
+	var out bytes.Buffer
+	if err := writeOperation(&out, op, at(300).Time); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if !strings.Contains(got, "by alice, on pay 2026-12-03T17:00:10Z") ||
+		strings.Contains(got, "out of NeedsReview") {
+		t.Errorf("a duplicate's adopted resolution: want it said as decided on its original, not as applied to it "+
+			"out of NeedsReview, got:\n%s", got)
 	}
 }

@@ -100,8 +100,8 @@ type Publisher struct {
 	o       Options
 	seconds int32
 	log     logr.Logger
-	// own is the Lease as last written; nil before the first write and
-	// after a write failed.
+	// own is the Lease as last written (nil before the first write); a
+	// write that failed leaves it as it was, so that a stop still deletes it.
 	own *coordinationv1.Lease
 	// failing is whether the last renewal failed, so that a failure is
 	// logged once, not at every period.

@@ -147,6 +147,10 @@ type MismatchError struct {
 	Namespace, Name, Key string
 	// Message says what differs.
 	Message string
+	// Outcome is set when this request is the one the key is bound to and
+	// the refusal is its recorded outcome: the tool refused the key as
+	// bound to another request, or Once did before this request came.
+	Outcome bool
 }
 
 func (e *MismatchError) Error() string {
@@ -537,7 +541,8 @@ func Outcome(op *v1.SideEffectOperation) (Result, bool, error) {
 func answer(namespace, name, key string, o v1.RecordOutcome, duplicateOf string) (Result, error) {
 	if o.State == v1.StateFailedFinal {
 		if o.ErrorClass == v1.ErrorConflict || o.Reason == v1.ReasonIdempotencyParameterMismatch {
-			return Result{}, &MismatchError{Namespace: namespace, Name: name, Key: key, Message: o.ErrorMessage}
+			return Result{}, &MismatchError{Namespace: namespace, Name: name, Key: key, Message: o.ErrorMessage,
+				Outcome: true}
 		}
 		return Result{}, &FailedError{Namespace: namespace, Name: name, Class: o.ErrorClass,
 			Reason: o.Reason, Message: o.ErrorMessage, Decided: protocol.Decided(o.Reason),

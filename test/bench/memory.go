@@ -747,7 +747,8 @@ func LeastSquaresSlope(xs, ys []float64) float64 {
 // Table renders the report for a terminal.
 func (r MemoryReport) Table() string {
 	var sb strings.Builder
-	if runs, _ := r.Config["runs"].(int); runs > 1 {
+	// An int as measured, a float64 as read back from memory.json.
+	if runs, _ := strconv.Atoi(fmt.Sprint(r.Config["runs"])); runs > 1 {
 		fmt.Fprintf(&sb, "each figure the median of %d runs, a fresh manager each:\n", runs)
 	}
 	fmt.Fprintf(&sb, "%-24s %10s %10s %10s %12s %12s %8s\n", "manager", "retained", "RSS MiB", "peak MiB",

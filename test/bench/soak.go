@@ -270,9 +270,15 @@ func Soak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 	sample := func() (SoakSample, error) {
 		var err error
 		for try := range sampleTries {
-			var s SoakSample
-			if s, err = soakSample(ctx, e, etcd, &keep, mgr.Pid(), maddr, ns, time.Since(began).Seconds(),
+			var (
+				s   SoakSample
+				rev int64
+			)
+			if s, rev, err = soakSample(ctx, e, etcd, keep, mgr.Pid(), maddr, ns, time.Since(began).Seconds(),
 				created.Load()); err == nil {
+				// Only a whole sample moves the compaction on: a
+				// refused try's revision is seconds old.
+				keep = rev
 				return s, nil
 			}
 			b.logf("soak: sample, try %d of %d: %v", try+1, sampleTries, err)
@@ -374,26 +380,35 @@ func SoakRate(opsPerS, writesPerOp float64) float64 {
 // reason to end a half-hour soak.
 const sampleTries = 3
 
-// soakSample reads etcd's size after a compaction to *keep (none the first
-// time) and sets *keep to etcd's revision now; then the manager's memory and
-// the live objects of ns.
-func soakSample(ctx context.Context, e *env, etcd *etcdClient, keep *int64, pid int, maddr, ns string,
-	seconds float64, created int64) (SoakSample, error) {
-	s := SoakSample{Seconds: seconds, Created: created}
-	rev, err := etcd.revision(ctx)
-	if err != nil {
-		return s, err
+// soakSample reads etcd's size after a compaction to keep (none if 0), the
+// manager's memory and the live objects of ns; and etcd's revision as the
+// sample began, for the next sample to compact to once this one is whole.
+func soakSample(ctx context.Context, e *env, etcd *etcdClient, keep int64, pid int, maddr, ns string,
+	seconds float64, created int64) (s SoakSample, rev int64, err error) {
+	s = SoakSample{Seconds: seconds, Created: created}
+	if rev, err = etcd.revision(ctx); err != nil {
+		return s, 0, err
 	}
-	var sz EtcdSize
-	if *keep > 0 {
-		sz, err = etcd.compactTo(ctx, *keep)
+	s, err = sampleAt(ctx, e, etcd, keep, pid, maddr, ns, s)
+	return s, rev, err
+}
+
+// sampleAt fills s: etcd's size after a compaction to keep (none if 0),
+// the manager's memory and the live objects of ns.
+func sampleAt(ctx context.Context, e *env, etcd *etcdClient, keep int64, pid int, maddr, ns string,
+	s SoakSample) (SoakSample, error) {
+	var (
+		sz  EtcdSize
+		err error
+	)
+	if keep > 0 {
+		sz, err = etcd.compactTo(ctx, keep)
 	} else {
 		sz, err = etcd.size(ctx)
 	}
 	if err != nil {
 		return s, err
 	}
-	*keep = rev
 	s.EtcdInUseBytes, s.EtcdFileBytes = sz.InUseBytes, sz.FileBytes
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
