@@ -69,7 +69,8 @@ func run() int {
 	flag.StringVar(&c.Dir, "dir", "", "state, logs, soak.json and soak.svg (default: a new temporary folder)")
 	quiet := flag.Bool("quiet", false, "do not print progress")
 	refit := flag.String("refit", "",
-		"a soak.json to fit again (samples after the load's end left out), writing soak.json and soak.svg in -dir; runs nothing")
+		"a soak.json to fit again (samples after the load's end left out), "+
+			"writing soak.json and soak.svg in -dir; runs nothing")
 	flag.Parse()
 	if *refit != "" {
 		return refitReport(*refit, c.Dir)

@@ -37,6 +37,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
+	"github.com/once-dev/once/internal/metrics"
 	"github.com/once-dev/once/internal/shard"
 )
 
@@ -195,10 +196,19 @@ func (r *SideEffectOperationReconciler) IndexFields(ctx context.Context, idx cli
 	}); err != nil {
 		return err
 	}
-	return idx.IndexField(ctx, &v1.SideEffectOperation{}, indexDuplicateOf, func(o client.Object) []string {
+	if err := idx.IndexField(ctx, &v1.SideEffectOperation{}, indexDuplicateOf, func(o client.Object) []string {
 		op := o.(*v1.SideEffectOperation)
 		if d := op.Status.DuplicateOf; d != "" && !op.Status.State.IsTerminal() {
 			return []string{d}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	// What the once_operations_needs_review gauge counts at every scrape.
+	return idx.IndexField(ctx, &v1.SideEffectOperation{}, metrics.IndexNeedsReview, func(o client.Object) []string {
+		if o.(*v1.SideEffectOperation).Status.State == v1.StateNeedsReview {
+			return []string{"true"}
 		}
 		return nil
 	})

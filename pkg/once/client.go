@@ -147,9 +147,10 @@ type MismatchError struct {
 	Namespace, Name, Key string
 	// Message says what differs.
 	Message string
-	// Outcome is set when this request is the one the key is bound to and
-	// the refusal is its recorded outcome: the tool refused the key as
-	// bound to another request, or Once did before this request came.
+	// Outcome is set when the refusal is the outcome of an operation made
+	// with this very request (the tool, or Once, refused its key then), not
+	// a difference between this request and the operation or record of its
+	// key now.
 	Outcome bool
 }
 

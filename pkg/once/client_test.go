@@ -143,7 +143,7 @@ func TestOutcome(t *testing.T) {
 				EffectReported: true}},
 		"Mismatch": {reason: "the operator's mismatch", done: true,
 			op:  withStatus(v1.SideEffectOperationStatus{State: v1.StateFailedFinal, ErrorClass: v1.ErrorConflict, ErrorMessage: "bound"}, v1.ReasonIdempotencyParameterMismatch, "bound"),
-			err: &MismatchError{Namespace: "ns", Name: "x", Key: "k", Message: "bound"}},
+			err: &MismatchError{Namespace: "ns", Name: "x", Key: "k", Message: "bound", Outcome: true}},
 		"NeedsReview": {reason: "a person decides", done: true,
 			op:  withStatus(v1.SideEffectOperationStatus{State: v1.StateNeedsReview}, v1.ReasonNeedsReview, "Cannot tell"),
 			err: &NeedsReviewError{Namespace: "ns", Name: "x", Message: "Cannot tell"}},
