@@ -32,8 +32,6 @@ package presence
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -43,12 +41,12 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/once-dev/once/internal/lease"
 )
 
 const (
@@ -140,29 +138,15 @@ func (p *Publisher) NeedLeaderElection() bool { return false }
 func (p *Publisher) Start(ctx context.Context) error {
 	p.log.Info("Publishing the manager's version", "namespace", p.o.Namespace, "lease", LeaseName(p.o.Holder),
 		"version", p.o.Version)
-	t := p.o.Clock.NewTicker(p.o.RenewPeriod)
-	defer t.Stop()
-	for {
-		p.tick(ctx)
-		select {
-		case <-ctx.Done():
-			p.leave(context.WithoutCancel(ctx))
-			return nil
-		case <-t.C():
-		}
-	}
+	lease.Keep(ctx, p.o.Clock, p.o.RenewPeriod, p.tick, p.leave)
+	return nil
 }
 
 // LeaseName is the name of a manager's presence Lease: derived from its
 // holder identity, or from its digest when the identity does not make a
 // valid name.
 func LeaseName(holder string) string {
-	name := "once-manager-" + holder
-	if len(validation.IsDNS1123Subdomain(name)) == 0 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(holder))
-	return "once-manager-" + hex.EncodeToString(sum[:8])
+	return lease.Name("once-manager-", holder)
 }
 
 // tick lists the presence Leases of the namespace, renews this manager's
@@ -253,9 +237,7 @@ func (p *Publisher) leave(ctx context.Context) {
 // collect deletes the Lease of a manager long gone, conditionally on the
 // version listed: a manager that came back renews it first.
 func (p *Publisher) collect(ctx context.Context, l *coordinationv1.Lease) {
-	rv := l.ResourceVersion
-	if err := p.o.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil &&
-		!apierrors.IsConflict(err) {
+	if err := lease.DeleteDeparted(ctx, p.o.Client, l); err != nil {
 		p.log.V(1).Info("Deleting a departed manager's presence Lease failed", "lease", l.Name, "error", err.Error())
 	}
 }
@@ -294,7 +276,7 @@ func Running(leases []coordinationv1.Lease, now time.Time) []Manager {
 	managers := []Manager{}
 	for i := range leases {
 		l := &leases[i]
-		if l.Labels[LabelManager] != labelValue || !alive(l, now) {
+		if l.Labels[LabelManager] != labelValue || !lease.Alive(l, now) {
 			continue
 		}
 		managers = append(managers, Manager{Namespace: l.Namespace, Lease: l.Name, Holder: *l.Spec.HolderIdentity,
@@ -304,16 +286,6 @@ func Running(leases []coordinationv1.Lease, now time.Time) []Manager {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Holder, b.Holder))
 	})
 	return managers
-}
-
-// alive reports whether l is held and was renewed within its duration at
-// now.
-func alive(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil ||
-		l.Spec.LeaseDurationSeconds == nil {
-		return false
-	}
-	return now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
 }
 
 // expiredLong reports whether l expired deadDurations durations ago (of

@@ -28,9 +28,9 @@ import (
 
 var t0 = time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
 
-// lease is a presence Lease of holder in ns, renewed at renewed for
+// presenceLease is a presence Lease of holder in ns, renewed at renewed for
 // seconds, with version; no holder if holder is empty.
-func lease(ns, holder, version string, renewed time.Time, seconds int32) coordinationv1.Lease {
+func presenceLease(ns, holder, version string, renewed time.Time, seconds int32) coordinationv1.Lease {
 	l := coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: LeaseName(holder),
 			Labels: map[string]string{LabelManager: "true"}, Annotations: map[string]string{AnnotationVersion: version}},
@@ -43,9 +43,9 @@ func lease(ns, holder, version string, renewed time.Time, seconds int32) coordin
 }
 
 func TestRunning(t *testing.T) {
-	unlabelled := lease("a", "x", "v1", t0, 90)
+	unlabelled := presenceLease("a", "x", "v1", t0, 90)
 	unlabelled.Labels = nil
-	unrenewed := lease("a", "y", "v1", t0, 90)
+	unrenewed := presenceLease("a", "y", "v1", t0, 90)
 	unrenewed.Spec.RenewTime = nil
 	cases := map[string]struct {
 		reason string
@@ -58,8 +58,8 @@ func TestRunning(t *testing.T) {
 		},
 		"Sorted": {
 			reason: "Managers are sorted by namespace, then holder.",
-			leases: []coordinationv1.Lease{lease("b", "m-2", "v2", t0, 90), lease("a", "m-9", "v1", t0, 90),
-				lease("b", "m-1", "v1", t0.Add(-time.Minute), 90)},
+			leases: []coordinationv1.Lease{presenceLease("b", "m-2", "v2", t0, 90), presenceLease("a", "m-9", "v1", t0, 90),
+				presenceLease("b", "m-1", "v1", t0.Add(-time.Minute), 90)},
 			want: []Manager{
 				{Namespace: "a", Lease: "once-manager-m-9", Holder: "m-9", Version: "v1", RenewTime: t0},
 				{Namespace: "b", Lease: "once-manager-m-1", Holder: "m-1", Version: "v1", RenewTime: t0.Add(-time.Minute)},
@@ -68,14 +68,14 @@ func TestRunning(t *testing.T) {
 		},
 		"Expired": {
 			reason: "A Lease not renewed within its duration is a manager gone: at exactly its end too.",
-			leases: []coordinationv1.Lease{lease("a", "gone", "v1", t0.Add(-90*time.Second), 90),
-				lease("a", "here", "v1", t0.Add(-89*time.Second), 90)},
+			leases: []coordinationv1.Lease{presenceLease("a", "gone", "v1", t0.Add(-90*time.Second), 90),
+				presenceLease("a", "here", "v1", t0.Add(-89*time.Second), 90)},
 			want: []Manager{{Namespace: "a", Lease: "once-manager-here", Holder: "here", Version: "v1",
 				RenewTime: t0.Add(-89 * time.Second)}},
 		},
 		"NotAManager": {
 			reason: "Leases without the label, the holder or a renewal are not managers'.",
-			leases: []coordinationv1.Lease{unlabelled, unrenewed, lease("a", "", "v1", t0, 90)},
+			leases: []coordinationv1.Lease{unlabelled, unrenewed, presenceLease("a", "", "v1", t0, 90)},
 			want:   []Manager{},
 		},
 	}
@@ -114,11 +114,11 @@ func TestExpiredLong(t *testing.T) {
 		lease  coordinationv1.Lease
 		want   bool
 	}{
-		"Renewed":  {reason: "A Lease renewed now stays.", lease: lease("a", "m", "v", t0, 90), want: false},
-		"Expired":  {reason: "A Lease expired a while ago stays, for a manager that may come back.", lease: lease("a", "m", "v", t0.Add(-5*time.Minute), 90), want: false},
-		"LongGone": {reason: "After ten durations it goes.", lease: lease("a", "m", "v", t0.Add(-15*time.Minute), 90), want: true},
+		"Renewed":  {reason: "A Lease renewed now stays.", lease: presenceLease("a", "m", "v", t0, 90), want: false},
+		"Expired":  {reason: "A Lease expired a while ago stays, for a manager that may come back.", lease: presenceLease("a", "m", "v", t0.Add(-5*time.Minute), 90), want: false},
+		"LongGone": {reason: "After ten durations it goes.", lease: presenceLease("a", "m", "v", t0.Add(-15*time.Minute), 90), want: true},
 		"Never": {reason: "A Lease never renewed goes.", lease: func() coordinationv1.Lease {
-			l := lease("a", "m", "v", t0, 90)
+			l := presenceLease("a", "m", "v", t0, 90)
 			l.Spec.RenewTime = nil
 			return l
 		}(), want: true},

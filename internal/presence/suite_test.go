@@ -156,9 +156,9 @@ var _ = Describe("A manager's presence Lease", func() {
 	It("no longer lists a manager that stopped renewing, and deletes its Lease once long gone", func() {
 		ns := newNamespace()
 		// A manager killed with SIGKILL: its Lease stays, unrenewed.
-		gone := lease(ns, "killed", "v0", time.Now().Add(-time.Minute), 2)
+		gone := presenceLease(ns, "killed", "v0", time.Now().Add(-time.Minute), 2)
 		Expect(k8sClient.Create(ctx, &gone)).To(Succeed())
-		recent := lease(ns, "paused", "v0", time.Now(), 60)
+		recent := presenceLease(ns, "paused", "v0", time.Now(), 60)
 		Expect(k8sClient.Create(ctx, &recent)).To(Succeed())
 		Expect(holders(running(ns))).To(Equal([]string{"paused v0"}), "only the Lease renewed within its duration")
 

@@ -18,8 +18,6 @@ package shard
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -32,12 +30,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/once-dev/once/internal/lease"
 )
 
 // Labels on the Leases, so that they can be told from others in the
@@ -158,17 +157,8 @@ func (s *Sharder) NeedLeaderElection() bool { return false }
 func (s *Sharder) Start(ctx context.Context) error {
 	s.log.Info("Holding shards", "shards", s.o.Shards, "namespace", s.o.Namespace,
 		"member", MemberLeaseName(s.o.Holder))
-	t := s.o.Clock.NewTicker(s.o.RenewPeriod)
-	defer t.Stop()
-	for {
-		s.tick(ctx)
-		select {
-		case <-ctx.Done():
-			s.leave(context.WithoutCancel(ctx))
-			return nil
-		case <-t.C():
-		}
-	}
+	lease.Keep(ctx, s.o.Clock, s.o.RenewPeriod, s.tick, s.leave)
+	return nil
 }
 
 // Owns reports whether this manager holds the shard of k now.
@@ -216,12 +206,7 @@ func (s *Sharder) Predicate() predicate.Predicate {
 // from its holder identity, or from its digest when the identity does not
 // make a valid name.
 func MemberLeaseName(holder string) string {
-	name := "once-member-" + holder
-	if len(validation.IsDNS1123Subdomain(name)) == 0 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(holder))
-	return "once-member-" + hex.EncodeToString(sum[:8])
+	return lease.Name("once-member-", holder)
 }
 
 // ShardLeaseName is the name of shard i's Lease.
@@ -248,7 +233,7 @@ func (s *Sharder) tick(ctx context.Context) {
 		switch {
 		case l.Labels[LabelMember] == memberValue && holderOf(l) == s.o.Holder:
 			own = l
-		case l.Labels[LabelMember] == memberValue && s.alive(l, now):
+		case l.Labels[LabelMember] == memberValue && lease.Alive(l, now):
 			members = append(members, holderOf(l))
 		case l.Labels[LabelMember] == memberValue:
 			s.collect(ctx, l, now)
@@ -351,7 +336,7 @@ func (s *Sharder) acquire(ctx context.Context, i int, l *coordinationv1.Lease, n
 		l = l.DeepCopy()
 		l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &t, &s.seconds
 		err = s.o.Client.Update(ctx, l)
-	case holderOf(l) == "" || !s.alive(l, now):
+	case holderOf(l) == "" || !lease.Alive(l, now):
 		// Released or expired: take it over, conditionally on the
 		// version read, so that of two managers that try, one wins.
 		l = l.DeepCopy()
@@ -421,19 +406,9 @@ func (s *Sharder) collect(ctx context.Context, l *coordinationv1.Lease, now time
 	if l.Spec.RenewTime != nil && now.Sub(l.Spec.RenewTime.Time) < deadMembers*s.o.LeaseDuration {
 		return
 	}
-	rv := l.ResourceVersion
-	if err := s.o.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil &&
-		!apierrors.IsConflict(err) {
+	if err := lease.DeleteDeparted(ctx, s.o.Client, l); err != nil {
 		s.log.V(1).Info("Deleting a departed member's Lease failed", "lease", l.Name, "error", err.Error())
 	}
-}
-
-// alive reports whether l is held and unexpired at now.
-func (s *Sharder) alive(l *coordinationv1.Lease, now time.Time) bool {
-	if holderOf(l) == "" || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return false
-	}
-	return now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
 }
 
 // holds reports whether this manager holds shard i at now.

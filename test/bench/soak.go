@@ -389,46 +389,35 @@ func soakSample(ctx context.Context, e *env, etcd *etcdClient, keep int64, pid i
 	if rev, err = etcd.revision(ctx); err != nil {
 		return s, 0, err
 	}
-	s, err = sampleAt(ctx, e, etcd, keep, pid, maddr, ns, s)
-	return s, rev, err
-}
-
-// sampleAt fills s: etcd's size after a compaction to keep (none if 0),
-// the manager's memory and the live objects of ns.
-func sampleAt(ctx context.Context, e *env, etcd *etcdClient, keep int64, pid int, maddr, ns string,
-	s SoakSample) (SoakSample, error) {
-	var (
-		sz  EtcdSize
-		err error
-	)
+	var sz EtcdSize
 	if keep > 0 {
 		sz, err = etcd.compactTo(ctx, keep)
 	} else {
 		sz, err = etcd.size(ctx)
 	}
 	if err != nil {
-		return s, err
+		return s, rev, err
 	}
 	s.EtcdInUseBytes, s.EtcdFileBytes = sz.InUseBytes, sz.FileBytes
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return s, fmt.Errorf("the manager: %w", err)
+		return s, rev, fmt.Errorf("the manager: %w", err)
 	}
 	if s.ManagerRSSBytes, err = procField(string(status), "VmRSS:"); err != nil {
-		return s, err
+		return s, rev, err
 	}
 	fams, err := scrapeAll(ctx, "http://"+maddr+"/metrics")
 	if err != nil {
-		return s, err
+		return s, rev, err
 	}
 	s.ManagerHeapInuseBytes = sumOf(fams, "go_memstats_heap_inuse_bytes", "", "")
 	if s.Operations, err = countOf(ctx, e.c, ns, "SideEffectOperationList"); err != nil {
-		return s, err
+		return s, rev, err
 	}
 	if s.Records, err = countOf(ctx, e.c, ns, "IdempotencyRecordList"); err != nil {
-		return s, err
+		return s, rev, err
 	}
-	return s, nil
+	return s, rev, nil
 }
 
 // soakLoad creates operations at rate per second until ctx ends, each
