@@ -185,14 +185,21 @@ var _ = Describe("A message delivered again after its operation went", func() {
 		Expect(json.NewDecoder(resp.Body).Decode(&a)).To(Succeed())
 		return resp.StatusCode, a
 	}
-
-	It("answers it from the record, a duplicate with the first outcome, and makes no operation", func() {
+	// deliveredAndGone delivers a message once, accepted, and waits until
+	// its operation ended and went (its TTL is 0).
+	deliveredAndGone := func(id, body string) (ingress.Answer, *v1.SideEffectOperation) {
+		GinkgoHelper()
 		newTool(ns, "payments", v1.IdempotencyNone)
-		status, first := deliver("msg-1", `{"amount":5}`)
+		status, first := deliver(id, body)
 		Expect(status).To(Equal(http.StatusAccepted), "%+v", first)
 		op := &v1.SideEffectOperation{}
 		op.Namespace, op.Name = ns, first.Name
 		Eventually(gone(op), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
+		return first, op
+	}
+
+	It("answers it from the record, a duplicate with the first outcome, and makes no operation", func() {
+		first, op := deliveredAndGone("msg-1", `{"amount":5}`)
 		scope := ingressScope(ns, first.Name)
 		rec := record(ns, scope)
 		Expect(rec).NotTo(BeNil())
@@ -216,12 +223,7 @@ var _ = Describe("A message delivered again after its operation went", func() {
 	})
 
 	It("answers the same message whose operation the tool refused as that operation did: 200, FailedFinal", func() {
-		newTool(ns, "payments", v1.IdempotencyNone)
-		status, first := deliver("msg-2", `{"amount":7}`)
-		Expect(status).To(Equal(http.StatusAccepted), "%+v", first)
-		op := &v1.SideEffectOperation{}
-		op.Namespace, op.Name = ns, first.Name
-		Eventually(gone(op), 15*time.Second, 100*time.Millisecond).Should(BeTrue())
+		first, op := deliveredAndGone("msg-2", `{"amount":7}`)
 
 		By("the record keeping a refusal of the key by the tool, as an operation the tool answered 409 leaves it")
 		rec := record(ns, ingressScope(ns, first.Name))
