@@ -25,10 +25,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,4 +84,40 @@ func Keep(ctx context.Context, clk clock.WithTicker, period time.Duration, tick,
 		case <-t.C():
 		}
 	}
+}
+
+// Own is a manager's own Lease as it writes it.
+type Own struct {
+	Namespace, Name, Holder string
+	// Seconds is the Lease's duration.
+	Seconds int32
+	// Labels and Annotations are set on the Lease, over what it has.
+	Labels, Annotations map[string]string
+}
+
+// Renew creates the Lease (listed, the Lease as listed, is nil) or renews
+// it, conditionally on the version listed, and returns it as written.
+func (o Own) Renew(ctx context.Context, c client.Client, listed *coordinationv1.Lease,
+	now time.Time) (*coordinationv1.Lease, error) {
+	t := metav1.NewMicroTime(now)
+	if listed == nil {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, Labels: maps.Clone(o.Labels),
+				Annotations: maps.Clone(o.Annotations)},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &o.Holder, LeaseDurationSeconds: &o.Seconds,
+				AcquireTime: &t, RenewTime: &t},
+		}
+		return l, c.Create(ctx, l)
+	}
+	l := listed.DeepCopy()
+	if len(o.Labels) > 0 && l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	maps.Copy(l.Labels, o.Labels)
+	if len(o.Annotations) > 0 && l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	maps.Copy(l.Annotations, o.Annotations)
+	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &o.Holder, &t, &o.Seconds
+	return l, c.Update(ctx, l)
 }

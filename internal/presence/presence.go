@@ -41,7 +41,6 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -193,31 +192,13 @@ func (p *Publisher) failed(err error, msg string) {
 // renew creates the Lease (own, as listed, is nil) or renews it,
 // conditionally on the version listed.
 func (p *Publisher) renew(ctx context.Context, own *coordinationv1.Lease, now time.Time) error {
-	t := metav1.NewMicroTime(now)
-	if own == nil {
-		own = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: p.o.Namespace, Name: LeaseName(p.o.Holder),
-				Labels:      map[string]string{LabelManager: labelValue},
-				Annotations: map[string]string{AnnotationVersion: p.o.Version}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &p.o.Holder, LeaseDurationSeconds: &p.seconds,
-				AcquireTime: &t, RenewTime: &t},
-		}
-		if err := p.o.Client.Create(ctx, own); err != nil {
-			return err
-		}
-		p.own = own
-		return nil
-	}
-	own = own.DeepCopy()
-	if own.Annotations == nil {
-		own.Annotations = map[string]string{}
-	}
-	own.Annotations[AnnotationVersion] = p.o.Version
-	own.Spec.HolderIdentity, own.Spec.RenewTime, own.Spec.LeaseDurationSeconds = &p.o.Holder, &t, &p.seconds
-	if err := p.o.Client.Update(ctx, own); err != nil {
+	written, err := lease.Own{Namespace: p.o.Namespace, Name: LeaseName(p.o.Holder), Holder: p.o.Holder,
+		Seconds: p.seconds, Labels: map[string]string{LabelManager: labelValue},
+		Annotations: map[string]string{AnnotationVersion: p.o.Version}}.Renew(ctx, p.o.Client, own, now)
+	if err != nil {
 		return err
 	}
-	p.own = own
+	p.own = written
 	return nil
 }
 

@@ -293,26 +293,13 @@ func (s *Sharder) tick(ctx context.Context) {
 // renewMember creates or renews this manager's membership Lease (own, as
 // listed, or nil), and reports whether it is a live member.
 func (s *Sharder) renewMember(ctx context.Context, own *coordinationv1.Lease, now time.Time) bool {
-	t := metav1.NewMicroTime(now)
-	var err error
-	if own == nil {
-		own = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: s.o.Namespace, Name: MemberLeaseName(s.o.Holder),
-				Labels: map[string]string{LabelMember: memberValue}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &s.o.Holder, LeaseDurationSeconds: &s.seconds,
-				AcquireTime: &t, RenewTime: &t},
-		}
-		err = s.o.Client.Create(ctx, own)
-	} else {
-		own = own.DeepCopy()
-		own.Spec.RenewTime, own.Spec.LeaseDurationSeconds = &t, &s.seconds
-		err = s.o.Client.Update(ctx, own)
-	}
+	member, err := lease.Own{Namespace: s.o.Namespace, Name: MemberLeaseName(s.o.Holder), Holder: s.o.Holder,
+		Seconds: s.seconds, Labels: map[string]string{LabelMember: memberValue}}.Renew(ctx, s.o.Client, own, now)
 	if err != nil {
 		s.log.Error(err, "Renewing the membership Lease failed", "lease", MemberLeaseName(s.o.Holder))
 		return false
 	}
-	s.member = own
+	s.member = member
 	return true
 }
 
