@@ -119,7 +119,7 @@ func (r *IdempotencyRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			RateLimiter: r.ErrorBackoff.rateLimiter()}).
 		Named("idempotencyrecord")
 	if r.Shards != nil {
-		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.IdempotencyRecordList{}))
+		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.IdempotencyRecordList{}, nil))
 	}
 	return b.Complete(r)
 }

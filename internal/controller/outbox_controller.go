@@ -232,18 +232,16 @@ func subscriberURL(subs []v1.Subscriber, name string) (string, bool) {
 // SetupWithManager runs the relay over the objects of its kind that have
 // an announcement to deliver.
 func (r *OutboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	pending := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return outbox.Pending(*r.kind.entries(o))
-	})
+	hasPending := func(o client.Object) bool { return outbox.Pending(*r.kind.entries(o)) }
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(r.kind.newObject(), builder.WithPredicates(pending, r.Shards.Predicate())).
+		For(r.kind.newObject(), builder.WithPredicates(predicate.NewPredicateFuncs(hasPending), r.Shards.Predicate())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
 			RateLimiter: r.ErrorBackoff.rateLimiter()}).
 		Named("outbox-" + string(r.kind.name))
 	if r.Shards != nil {
-		// A shard taken over brings its objects here; those without a
-		// pending entry return at once.
-		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), r.kind.newList()))
+		// A shard taken over brings here its objects with a pending
+		// entry.
+		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), r.kind.newList(), hasPending))
 	}
 	return b.Complete(r)
 }

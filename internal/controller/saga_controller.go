@@ -474,7 +474,7 @@ func (r *SagaReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles,
 			RateLimiter: r.ErrorBackoff.rateLimiter()})
 	if r.Shards != nil {
-		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.SagaList{}))
+		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.SagaList{}, nil))
 	}
 	return b.Complete(r)
 }

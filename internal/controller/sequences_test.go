@@ -446,8 +446,11 @@ var _ = Describe("Sequences to a second effect", func() {
 
 		It("reconciles with the mode the attempt was made under", func() {
 			faults(ns, lost)
+			// The lookup waits long enough for the mode's change to reach
+			// the manager's cache first, on a loaded machine too (4 s did
+			// not always suffice in CI).
 			tool := newTool(ns, "tickets", v1.IdempotencyLookup, func(s *v1.ToolSpec) {
-				s.Idempotency.LookupDelay = &metav1.Duration{Duration: 4 * time.Second}
+				s.Idempotency.LookupDelay = &metav1.Duration{Duration: 10 * time.Second}
 			})
 			create(newOp(ns, "op", "tickets", map[string]any{"title": "switch"}))
 			waitFor(ns, "op", v1.StateUnknown)

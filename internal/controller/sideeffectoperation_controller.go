@@ -32,7 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -170,8 +172,7 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 // deletion (an upgrade) has none. New operations get it before their first
 // claim.
 func (r *SideEffectOperationReconciler) keepFinalizer(ctx context.Context, op *v1.SideEffectOperation) error {
-	if op.Status.Attempts == 0 || op.Status.DuplicateOf != "" ||
-		controllerutil.ContainsFinalizer(op, v1.FinalizerRecord) || !r.Shards.OwnsObject(op) {
+	if !lacksFinalizer(op) || !r.Shards.OwnsObject(op) {
 		return nil
 	}
 	err := r.ensureFinalizer(r.newPass(ctx, op))
@@ -180,6 +181,45 @@ func (r *SideEffectOperationReconciler) keepFinalizer(ctx context.Context, op *v
 		return nil
 	}
 	return err
+}
+
+// lacksFinalizer reports whether a terminal operation made an attempt whose
+// outcome its deletion must copy into its scope's record, and has no
+// finalizer for it yet.
+func lacksFinalizer(op *v1.SideEffectOperation) bool {
+	return op.Status.Attempts > 0 && op.Status.DuplicateOf == "" &&
+		!controllerutil.ContainsFinalizer(op, v1.FinalizerRecord)
+}
+
+// atRest reports whether Reconcile has nothing to do for an operation
+// until it changes: it ended, is not being deleted, has the finalizer it
+// needs, and has no TTL of its own to keep (a saga's step goes with its
+// saga). Nearly every operation a cluster retains is at rest; a manager
+// that starts, or takes over a shard, does not pass over them.
+func atRest(o client.Object) bool {
+	op, ok := o.(*v1.SideEffectOperation)
+	return ok && op.Status.State.IsTerminal() && op.DeletionTimestamp.IsZero() && !lacksFinalizer(op) &&
+		(op.Spec.TTLSecondsAfterFinished == nil || controlledBySaga(op))
+}
+
+// OperationChangeWakes reports whether a change of an operation, seen by a
+// watch, wakes Reconcile: from old (nil when a start lists it) to cur (nil
+// when it was deleted). A start, which lists every operation the cluster
+// retains, and a periodic resync, which repeats an unchanged object, wake
+// none at rest; a change of one at rest, a label or a TTL added, does.
+// The manager's event filter, and the simulator's.
+func OperationChangeWakes(old, cur client.Object) bool {
+	if cur == nil || (old != nil && old.GetResourceVersion() != cur.GetResourceVersion()) {
+		return true
+	}
+	return !atRest(cur)
+}
+
+// operationChanges filters the operation controller's events by
+// OperationChangeWakes.
+var operationChanges = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return OperationChangeWakes(nil, e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool { return OperationChangeWakes(e.ObjectOld, e.ObjectNew) },
 }
 
 // IndexFields registers the field indexes the reconciler lists by: the
@@ -220,7 +260,7 @@ func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mg
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1.SideEffectOperation{}, builder.WithPredicates(r.Shards.Predicate())).
+		For(&v1.SideEffectOperation{}, builder.WithPredicates(operationChanges, r.Shards.Predicate())).
 		Watches(&v1.SideEffectOperation{}, handler.EnqueueRequestsFromMapFunc(r.duplicatesOf)).
 		Watches(&v1.Tool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
@@ -231,7 +271,8 @@ func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mg
 			Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.operationsInNamespace), namespaceLabelsChanged)
 	}
 	if r.Shards != nil {
-		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.SideEffectOperationList{}))
+		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.SideEffectOperationList{},
+			func(o client.Object) bool { return !atRest(o) }))
 	}
 	return b.Complete(r)
 }

@@ -117,6 +117,9 @@ type managerOptions struct {
 	// sagaReader, if set, wraps what the saga reconciler reads past the
 	// cache through.
 	sagaReader func(client.Reader) client.Reader
+	// synced, if set, is closed once the manager's cache has listed what
+	// it watches.
+	synced chan struct{}
 }
 
 var managerSeq struct {
@@ -176,6 +179,13 @@ func startManager(o managerOptions) (stop func()) {
 		defer close(done)
 		Expect(mgr.Start(mctx)).To(Succeed())
 	}()
+	if o.synced != nil {
+		go func() {
+			if mgr.GetCache().WaitForCacheSync(mctx) {
+				close(o.synced)
+			}
+		}()
+	}
 	return func() {
 		mcancel()
 		Eventually(done, 30*time.Second).Should(BeClosed())

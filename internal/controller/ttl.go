@@ -27,7 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -120,7 +119,7 @@ func (r *SideEffectOperationReconciler) expireOperation(ctx context.Context, op 
 	if op.Spec.TTLSecondsAfterFinished == nil || controlledBySaga(op) || !r.Shards.OwnsObject(op) {
 		return ctrl.Result{}, nil
 	}
-	if op.Status.Attempts > 0 && op.Status.DuplicateOf == "" && !controllerutil.ContainsFinalizer(op, v1.FinalizerRecord) {
+	if lacksFinalizer(op) {
 		// The finalizer's write brings the operation back.
 		return ctrl.Result{}, nil
 	}

@@ -32,9 +32,11 @@ import (
 // this manager acquires shards, every object of that kind in them, as
 // reader (the manager's cache) lists them, is enqueued. Their events were
 // filtered out while another manager held the shards, or while nobody did.
+// due, when not nil, leaves out the objects for which it is false: those
+// the controller has nothing to do for, as its own event filter does.
 // Call it before the manager starts.
-func (s *Sharder) Resync(reader client.Reader, list client.ObjectList) source.Source {
-	r := &resync{s: s, reader: reader, list: list}
+func (s *Sharder) Resync(reader client.Reader, list client.ObjectList, due func(client.Object) bool) source.Source {
+	r := &resync{s: s, reader: reader, list: list, due: due}
 	s.mu.Lock()
 	s.resyncs = append(s.resyncs, r)
 	s.mu.Unlock()
@@ -47,6 +49,7 @@ type resync struct {
 	s      *Sharder
 	reader client.Reader
 	list   client.ObjectList
+	due    func(client.Object) bool
 
 	mu sync.Mutex
 	// enqueueIn enqueues the objects of shards into the controller's
@@ -86,7 +89,8 @@ func (r *resync) enqueue(ctx context.Context, q workqueue.TypedRateLimitingInter
 		want[i] = true
 	}
 	list := r.list.DeepCopyObject().(client.ObjectList)
-	if err := r.reader.List(ctx, list); err != nil {
+	// Read only: the cache's objects, not a copy of every one.
+	if err := r.reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		r.s.log.Error(err, "Listing the objects of acquired shards failed; they wait for their next event", "shards", shards)
 		return
 	}
@@ -94,6 +98,9 @@ func (r *resync) enqueue(ctx context.Context, q workqueue.TypedRateLimitingInter
 	_ = meta.EachListItem(list, func(o runtime.Object) error {
 		obj, ok := o.(client.Object)
 		if !ok {
+			return nil
+		}
+		if r.due != nil && !r.due(obj) {
 			return nil
 		}
 		if k, ok := ObjectKey(obj); ok && want[k.Shard(r.s.o.Shards)] {

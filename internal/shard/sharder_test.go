@@ -86,7 +86,7 @@ var _ = Describe("Sharder", func() {
 		a := newMember("a", ns, shards)
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 		DeferCleanup(q.ShutDown)
-		Expect(a.Resync(k8sClient, &v1.SideEffectOperationList{}).Start(ctx, q)).To(Succeed())
+		Expect(a.Resync(k8sClient, &v1.SideEffectOperationList{}, nil).Start(ctx, q)).To(Succeed())
 		b := newMember("b", ns, shards).run()
 		Eventually(b.Held, 10*time.Second).Should(Equal(all(shards)))
 		a.run()

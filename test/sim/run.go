@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/saga"
@@ -156,14 +157,45 @@ func (w *World) unsettled() []string {
 			out = append(out, fmt.Sprintf("saga %s (%s)", s.Name, s.Status.State.OrPlanned()))
 		}
 	}
+	for _, o := range w.server.peek(kindSaga) {
+		s := o.(*v1.Saga)
+		if s.Status.State.IsTerminal() && w.expired(s.Spec.TTLSecondsAfterFinished, s.Status.CompletionTime, s.Status.Conditions) {
+			out = append(out, fmt.Sprintf("saga %s (its TTL ran out)", s.Name))
+		}
+	}
 	for _, o := range w.server.peek(kindOperation) {
 		op := o.(*v1.SideEffectOperation)
-		if !op.Status.State.IsTerminal() && op.Status.State != v1.StateNeedsReview &&
-			!meta.IsStatusConditionTrue(op.Status.Conditions, v1.ConditionStalled) {
-			out = append(out, fmt.Sprintf("%s (%s)", op.Name, op.Status.State.OrPlanned()))
+		switch {
+		case !op.Status.State.IsTerminal():
+			if op.Status.State != v1.StateNeedsReview && !meta.IsStatusConditionTrue(op.Status.Conditions, v1.ConditionStalled) {
+				out = append(out, fmt.Sprintf("%s (%s)", op.Name, op.Status.State.OrPlanned()))
+			}
+		case !op.DeletionTimestamp.IsZero():
+			out = append(out, fmt.Sprintf("%s (deleted, its finalizer not released)", op.Name))
+		case op.Status.Attempts > 0 && op.Status.DuplicateOf == "" && !slices.Contains(op.Finalizers, v1.FinalizerRecord):
+			out = append(out, fmt.Sprintf("%s (ended without the finalizer that keeps its outcome)", op.Name))
+		case metav1.GetControllerOfNoCopy(op) == nil &&
+			w.expired(op.Spec.TTLSecondsAfterFinished, op.Status.CompletionTime, op.Status.Conditions):
+			out = append(out, fmt.Sprintf("%s (its TTL ran out)", op.Name))
 		}
 	}
 	return out
+}
+
+// expired reports whether an ended object's ttlSecondsAfterFinished ran
+// out: it ended (its completion time, or its Ready condition's last
+// transition) at least that long ago.
+func (w *World) expired(ttl *int32, completion *metav1.Time, conditions []metav1.Condition) bool {
+	if ttl == nil {
+		return false
+	}
+	ended := completion
+	if ended == nil {
+		if c := meta.FindStatusCondition(conditions, v1.ConditionReady); c != nil {
+			ended = &c.LastTransitionTime
+		}
+	}
+	return ended != nil && !w.clock.Now().Before(ended.Add(time.Duration(*ttl)*time.Second))
 }
 
 // announcing reports whether an announcement is still to be delivered.

@@ -478,7 +478,9 @@ func (m *Manager) changed(k objKey, old, cur client.Object) {
 			m.enqueue(request{ctrlRelaySaga, k.NamespacedName}, 0)
 		}
 	case kindOperation:
-		m.enqueue(request{ctrlOperation, k.NamespacedName}, 0)
+		if controller.OperationChangeWakes(old, cur) {
+			m.enqueue(request{ctrlOperation, k.NamespacedName}, 0)
+		}
 		if pendingOutbox(cur) {
 			m.enqueue(request{ctrlRelayOperation, k.NamespacedName}, 0)
 		}
