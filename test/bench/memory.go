@@ -37,6 +37,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/google/pprof/profile"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/test/chaos"
@@ -64,6 +66,12 @@ type MemoryPoint struct {
 	// live heap and whatever garbage the last collection left, in bytes.
 	HeapInuseBytes float64 `json:"heap_inuse_bytes"`
 	HeapAllocBytes float64 `json:"heap_alloc_bytes"`
+	// LiveHeapBytes is the live heap as of the last collection: the heap
+	// profile's in-use bytes, which the runtime estimates from its samples.
+	LiveHeapBytes float64 `json:"live_heap_bytes"`
+	// Reconciled is how many passes over operations the manager had made
+	// when it settled (controller_runtime_reconcile_total).
+	Reconciled float64 `json:"operations_reconciled"`
 	// SyncSeconds is from the manager's start to its settling.
 	SyncSeconds float64 `json:"sync_seconds"`
 }
@@ -76,6 +84,7 @@ type MemorySlope struct {
 	HWMPerOp       float64 `json:"hwm_bytes_per_op"`
 	HeapInusePerOp float64 `json:"heap_inuse_bytes_per_op"`
 	HeapAllocPerOp float64 `json:"heap_alloc_bytes_per_op"`
+	LiveHeapPerOp  float64 `json:"live_heap_bytes_per_op"`
 }
 
 // MemoryReport is the memory benchmark's result.
@@ -102,6 +111,7 @@ type MemoryPerOp struct {
 	Retained       int     `json:"retained"`
 	RSSPerOp       float64 `json:"rss_bytes_per_op"`
 	HeapInusePerOp float64 `json:"heap_inuse_bytes_per_op"`
+	LiveHeapPerOp  float64 `json:"live_heap_bytes_per_op"`
 }
 
 // EtcdRetained is what the retained population costs etcd: its sizes
@@ -343,12 +353,15 @@ func MedianPoint(samples []MemoryPoint) MemoryPoint {
 		HWMBytes:       med(func(p MemoryPoint) float64 { return p.HWMBytes }),
 		HeapInuseBytes: med(func(p MemoryPoint) float64 { return p.HeapInuseBytes }),
 		HeapAllocBytes: med(func(p MemoryPoint) float64 { return p.HeapAllocBytes }),
+		LiveHeapBytes:  med(func(p MemoryPoint) float64 { return p.LiveHeapBytes }),
+		Reconciled:     med(func(p MemoryPoint) float64 { return p.Reconciled }),
 		SyncSeconds:    med(func(p MemoryPoint) float64 { return p.SyncSeconds }),
 	}
 }
 
 // PerOp is, for every point of a binary also measured at 0 retained, its
-// RSS and heap in use over the empty cluster's, per retained operation.
+// RSS, heap in use and live heap over the empty cluster's, per retained
+// operation.
 func PerOp(points []MemoryPoint) []MemoryPerOp {
 	zero := map[string]MemoryPoint{}
 	for _, p := range points {
@@ -364,7 +377,8 @@ func PerOp(points []MemoryPoint) []MemoryPerOp {
 		}
 		n := float64(p.Retained)
 		out = append(out, MemoryPerOp{Binary: p.Binary, Retained: p.Retained,
-			RSSPerOp: (p.RSSBytes - z.RSSBytes) / n, HeapInusePerOp: (p.HeapInuseBytes - z.HeapInuseBytes) / n})
+			RSSPerOp: (p.RSSBytes - z.RSSBytes) / n, HeapInusePerOp: (p.HeapInuseBytes - z.HeapInuseBytes) / n,
+			LiveHeapPerOp: (p.LiveHeapBytes - z.LiveHeapBytes) / n})
 	}
 	return out
 }
@@ -451,6 +465,8 @@ func retainedOperation(ns string, i int) (*v1.SideEffectOperation, error) {
 		return nil, err
 	}
 	op.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: string(applied) + "\n"}
+	// A manager gives an operation this finalizer before its first claim.
+	op.Finalizers = []string{v1.FinalizerRecord}
 
 	hash, _, err := protocol.RequestHash(ref, operation, []byte(params))
 	if err != nil {
@@ -574,9 +590,10 @@ func (e *env) retainedSizes(ctx context.Context, ns string) (RetainedSizes, erro
 	return s, nil
 }
 
-// measureManager starts a manager, waits until it has passed over every
-// operation and record, and reads its memory. Nothing is forced: no
-// garbage collection, no profile.
+// measureManager starts a manager, waits until it has listed every
+// operation and record and has nothing left to do, and reads its memory.
+// Nothing is forced: no garbage collection; the heap profile it then takes
+// reports the heap as of the last one.
 func (b *bench) measureManager(ctx context.Context, e *env, bin string, n, i int) (MemoryPoint, error) {
 	maddr, err := harness.FreeAddr()
 	if err != nil {
@@ -586,12 +603,16 @@ func (b *bench) measureManager(ctx context.Context, e *env, bin string, n, i int
 	if err != nil {
 		return MemoryPoint{}, err
 	}
+	haddr, err := harness.FreeAddr()
+	if err != nil {
+		return MemoryPoint{}, err
+	}
 	began := time.Now()
 	p, err := e.cp.StartManager(harness.ManagerOptions{
 		Binary:      bin,
 		Holder:      fmt.Sprintf("bench-memory-%d-%d", n, i),
 		MetricsAddr: maddr,
-		Args:        []string{"--pprof-bind-address=" + paddr},
+		Args:        []string{"--pprof-bind-address=" + paddr, "--health-probe-bind-address=" + haddr},
 		Log:         filepath.Join(e.dir, fmt.Sprintf("manager-%d-%d.log", n, i)),
 	})
 	if err != nil {
@@ -603,7 +624,7 @@ func (b *bench) measureManager(ctx context.Context, e *env, bin string, n, i int
 	if b.cfg.RetainedRecords {
 		records = n
 	}
-	if err := waitSettled(ctx, url, n, records, b.cfg.SettleTimeout); err != nil {
+	if err := waitSettled(ctx, url, "http://"+haddr+"/readyz", records, b.cfg.SettleTimeout); err != nil {
 		return MemoryPoint{}, err
 	}
 	pt := MemoryPoint{Binary: bin, Retained: n, SyncSeconds: time.Since(began).Seconds()}
@@ -623,20 +644,28 @@ func (b *bench) measureManager(ctx context.Context, e *env, bin string, n, i int
 	}
 	pt.HeapInuseBytes = sumOf(fams, "go_memstats_heap_inuse_bytes", "", "")
 	pt.HeapAllocBytes = sumOf(fams, "go_memstats_heap_alloc_bytes", "", "")
+	pt.Reconciled = sumOf(fams, "controller_runtime_reconcile_total", "controller", "sideeffectoperation")
 	// The heap as of the last collection, by allocation site, for
 	// go tool pprof; taking it collects nothing.
 	prof := &profiler{e: e, manager: paddr}
-	if err := prof.fromManager(ctx, "/debug/pprof/heap",
-		fmt.Sprintf("heap-%d-%d-%s.pprof", n, i, filepath.Base(bin))); err != nil {
+	file := fmt.Sprintf("heap-%d-%d-%s.pprof", n, i, filepath.Base(bin))
+	if err := prof.fromManager(ctx, "/debug/pprof/heap", file); err != nil {
+		return MemoryPoint{}, err
+	}
+	if pt.LiveHeapBytes, err = liveHeap(filepath.Join(e.dir, file)); err != nil {
 		return MemoryPoint{}, err
 	}
 	return pt, nil
 }
 
-// waitSettled waits until the manager at url has reconciled at least n
-// operations and records records and its operation queue has stayed empty
-// for settleQuiet polls.
-func waitSettled(ctx context.Context, url string, n, records int, timeout time.Duration) error {
+// waitSettled waits until the manager whose metrics are at url is ready
+// at readyz (its informers have listed every object), has reconciled at
+// least records records, and its operation queue has stayed empty for
+// settleQuiet polls. A manager passes over the operations that have
+// something to do and over every record (each has an expiry to keep);
+// how many operations it passed over is reported, not awaited: an ended
+// operation with nothing due is not reconciled at a start.
+func waitSettled(ctx context.Context, url, readyz string, records int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	quiet := 0
 	var last string
@@ -649,24 +678,61 @@ func waitSettled(ctx context.Context, url string, n, records int, timeout time.D
 			return ctx.Err()
 		case <-time.After(time.Second):
 		}
+		if err := ready(ctx, readyz); err != nil {
+			last, quiet = err.Error(), 0
+			continue
+		}
 		fams, err := scrapeAll(ctx, url)
 		if err != nil {
-			// Not listening yet.
-			last = err.Error()
+			last, quiet = err.Error(), 0
 			continue
 		}
 		ops := sumOf(fams, "controller_runtime_reconcile_total", "controller", "sideeffectoperation")
 		recs := sumOf(fams, "controller_runtime_reconcile_total", "controller", "idempotencyrecord")
 		_, hasDepth := fams["workqueue_depth"]
 		depth := sumOf(fams, "workqueue_depth", "name", "sideeffectoperation")
-		last = fmt.Sprintf("%.0f operations and %.0f records reconciled of %d, queue depth %.0f", ops, recs, n, depth)
-		if hasDepth && ops >= float64(n) && recs >= float64(records) && depth == 0 {
+		last = fmt.Sprintf("ready; %.0f operations and %.0f records of %d reconciled, queue depth %.0f",
+			ops, recs, records, depth)
+		if hasDepth && recs >= float64(records) && depth == 0 {
 			quiet++
 		} else {
 			quiet = 0
 		}
 	}
 	return nil
+}
+
+// ready asks a manager's readiness endpoint, which answers 200 once its
+// informers have synced.
+func ready(ctx context.Context, url string) error {
+	body, err := get(ctx, url)
+	if err != nil {
+		return fmt.Errorf("not ready: %w", err)
+	}
+	return body.Close()
+}
+
+// liveHeap is the in-use bytes of the heap profile in file: the live heap
+// as of the manager's last collection.
+func liveHeap(file string) (float64, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = f.Close() }()
+	prof, err := profile.Parse(f)
+	if err != nil {
+		return 0, fmt.Errorf("reading the heap profile %s: %w", file, err)
+	}
+	i := slices.IndexFunc(prof.SampleType, func(t *profile.ValueType) bool { return t.Type == "inuse_space" })
+	if i < 0 {
+		return 0, fmt.Errorf("the heap profile %s has no inuse_space", file)
+	}
+	var sum int64
+	for _, smp := range prof.Sample {
+		sum += smp.Value[i]
+	}
+	return float64(sum), nil
 }
 
 // scrapeAll reads every counter, gauge and untyped metric the endpoint at
@@ -716,6 +782,7 @@ func Slopes(points []MemoryPoint, binaries []string) []MemorySlope {
 			HWMPerOp:       fit(func(p MemoryPoint) float64 { return p.HWMBytes }),
 			HeapInusePerOp: fit(func(p MemoryPoint) float64 { return p.HeapInuseBytes }),
 			HeapAllocPerOp: fit(func(p MemoryPoint) float64 { return p.HeapAllocBytes }),
+			LiveHeapPerOp:  fit(func(p MemoryPoint) float64 { return p.LiveHeapBytes }),
 		})
 	}
 	return out
@@ -751,24 +818,26 @@ func (r MemoryReport) Table() string {
 	if runs, _ := strconv.Atoi(fmt.Sprint(r.Config["runs"])); runs > 1 {
 		fmt.Fprintf(&sb, "each figure the median of %d runs, a fresh manager each:\n", runs)
 	}
-	fmt.Fprintf(&sb, "%-24s %10s %10s %10s %12s %12s %8s\n", "manager", "retained", "RSS MiB", "peak MiB",
-		"heap in use", "heap alloc", "sync s")
+	fmt.Fprintf(&sb, "%-24s %10s %10s %10s %12s %12s %10s %8s %12s\n", "manager", "retained", "RSS MiB", "peak MiB",
+		"heap in use", "heap alloc", "live heap", "sync s", "reconciled")
 	for _, p := range r.Points {
-		fmt.Fprintf(&sb, "%-24s %10d %10.1f %10.1f %12.1f %12.1f %8.0f\n", filepath.Base(p.Binary), p.Retained,
-			p.RSSBytes/(1<<20), p.HWMBytes/(1<<20), p.HeapInuseBytes/(1<<20), p.HeapAllocBytes/(1<<20), p.SyncSeconds)
+		fmt.Fprintf(&sb, "%-24s %10d %10.1f %10.1f %12.1f %12.1f %10.1f %8.0f %12.0f\n", filepath.Base(p.Binary),
+			p.Retained, p.RSSBytes/(1<<20), p.HWMBytes/(1<<20), p.HeapInuseBytes/(1<<20), p.HeapAllocBytes/(1<<20),
+			p.LiveHeapBytes/(1<<20), p.SyncSeconds, p.Reconciled)
 	}
 	sb.WriteString("\nbytes per retained operation (least-squares slope):\n")
-	fmt.Fprintf(&sb, "%-24s %10s %10s %12s %12s\n", "manager", "RSS", "peak", "heap in use", "heap alloc")
+	fmt.Fprintf(&sb, "%-24s %10s %10s %12s %12s %10s\n", "manager", "RSS", "peak", "heap in use", "heap alloc",
+		"live heap")
 	for _, s := range r.Slopes {
-		fmt.Fprintf(&sb, "%-24s %10.0f %10.0f %12.0f %12.0f\n", filepath.Base(s.Binary), s.RSSPerOp, s.HWMPerOp,
-			s.HeapInusePerOp, s.HeapAllocPerOp)
+		fmt.Fprintf(&sb, "%-24s %10.0f %10.0f %12.0f %12.0f %10.0f\n", filepath.Base(s.Binary), s.RSSPerOp, s.HWMPerOp,
+			s.HeapInusePerOp, s.HeapAllocPerOp, s.LiveHeapPerOp)
 	}
 	if len(r.PerOp) > 0 {
 		sb.WriteString("\nper retained operation at each size ((figure − figure at 0) / retained), bytes:\n")
-		fmt.Fprintf(&sb, "%-24s %10s %10s %12s\n", "manager", "retained", "RSS", "heap in use")
+		fmt.Fprintf(&sb, "%-24s %10s %10s %12s %10s\n", "manager", "retained", "RSS", "heap in use", "live heap")
 		for _, p := range r.PerOp {
-			fmt.Fprintf(&sb, "%-24s %10d %10.0f %12.0f\n", filepath.Base(p.Binary), p.Retained, p.RSSPerOp,
-				p.HeapInusePerOp)
+			fmt.Fprintf(&sb, "%-24s %10d %10.0f %12.0f %10.0f\n", filepath.Base(p.Binary), p.Retained, p.RSSPerOp,
+				p.HeapInusePerOp, p.LiveHeapPerOp)
 		}
 	}
 	if len(r.Etcd.Points) > 0 {

@@ -18,8 +18,13 @@ package bench
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"testing"
 
+	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/protocol"
 
 	"github.com/google/go-cmp/cmp"
@@ -128,6 +133,9 @@ func TestRetainedOperation(t *testing.T) {
 		t.Errorf("status: want a hash, times, a committed operation's two conditions and no observation or "+
 			"record name (an ended operation keeps neither), got %+v", st)
 	}
+	if len(op.Finalizers) != 1 || op.Finalizers[0] != v1.FinalizerRecord {
+		t.Errorf("finalizers: want the one a manager adds before the first claim, got %v", op.Finalizers)
+	}
 	rec := retainedRecord(op, st)
 	if rec.Name != protocol.OperationScope(op).RecordName() || rec.Spec.Outcome == nil || rec.Spec.Outcome.ExternalObjectID != st.ExternalObjectID {
 		t.Errorf("record: want the scope's record holding the outcome, got %+v", rec)
@@ -143,12 +151,15 @@ func TestMedianPoint(t *testing.T) {
 		"Three": {
 			reason: "Each figure is its own median: one run's high RSS does not carry its heap along.",
 			samples: []MemoryPoint{
-				{Binary: "m", Retained: 10, RSSBytes: 300, HWMBytes: 400, HeapInuseBytes: 10, HeapAllocBytes: 9, SyncSeconds: 3},
-				{Binary: "m", Retained: 10, RSSBytes: 100, HWMBytes: 500, HeapInuseBytes: 30, HeapAllocBytes: 7, SyncSeconds: 1},
-				{Binary: "m", Retained: 10, RSSBytes: 200, HWMBytes: 450, HeapInuseBytes: 20, HeapAllocBytes: 8, SyncSeconds: 2},
+				{Binary: "m", Retained: 10, RSSBytes: 300, HWMBytes: 400, HeapInuseBytes: 10, HeapAllocBytes: 9,
+					LiveHeapBytes: 5, Reconciled: 0, SyncSeconds: 3},
+				{Binary: "m", Retained: 10, RSSBytes: 100, HWMBytes: 500, HeapInuseBytes: 30, HeapAllocBytes: 7,
+					LiveHeapBytes: 4, Reconciled: 2, SyncSeconds: 1},
+				{Binary: "m", Retained: 10, RSSBytes: 200, HWMBytes: 450, HeapInuseBytes: 20, HeapAllocBytes: 8,
+					LiveHeapBytes: 6, Reconciled: 1, SyncSeconds: 2},
 			},
 			want: MemoryPoint{Binary: "m", Retained: 10, RSSBytes: 200, HWMBytes: 450, HeapInuseBytes: 20,
-				HeapAllocBytes: 8, SyncSeconds: 2},
+				HeapAllocBytes: 8, LiveHeapBytes: 5, Reconciled: 1, SyncSeconds: 2},
 		},
 		"One": {
 			reason:  "One sample is its own median.",
@@ -163,5 +174,36 @@ func TestMedianPoint(t *testing.T) {
 				t.Errorf("%s\nMedianPoint: -want +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+func TestLiveHeap(t *testing.T) {
+	dir := t.TempDir()
+	keep := make([]byte, 8<<20)
+	// The profile reports the heap as of the last collection: one now,
+	// while keep is live.
+	runtime.GC()
+	file := filepath.Join(dir, "heap.pprof")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.KeepAlive(keep)
+	if got, err := liveHeap(file); err != nil || got < 8<<20 {
+		t.Errorf("liveHeap of a heap profile with 8 MiB live: want at least that, got %v, %v", got, err)
+	}
+
+	bad := filepath.Join(dir, "not-a-profile")
+	if err := os.WriteFile(bad, []byte("VmRSS: 1 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := liveHeap(bad); err == nil {
+		t.Error("liveHeap of a file that is no profile: want an error, got none")
 	}
 }
