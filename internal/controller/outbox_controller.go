@@ -27,7 +27,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -235,8 +234,7 @@ func (r *OutboxReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	hasPending := func(o client.Object) bool { return outbox.Pending(*r.kind.entries(o)) }
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(r.kind.newObject(), builder.WithPredicates(predicate.NewPredicateFuncs(hasPending), r.Shards.Predicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
-			RateLimiter: r.ErrorBackoff.rateLimiter()}).
+		WithOptions(fairOptions(r.MaxConcurrentReconciles, r.ErrorBackoff)).
 		Named("outbox-" + string(r.kind.name))
 	if r.Shards != nil {
 		// A shard taken over brings here its objects with a pending

@@ -34,7 +34,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -471,8 +470,7 @@ func (r *SagaReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.Saga{}, builder.WithPredicates(r.Shards.Predicate())).
 		Owns(&v1.SideEffectOperation{}).
 		Named("saga").
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles,
-			RateLimiter: r.ErrorBackoff.rateLimiter()})
+		WithOptions(fairOptions(r.MaxConcurrentReconciles, r.ErrorBackoff))
 	if r.Shards != nil {
 		b = b.WatchesRawSource(r.Shards.Resync(mgr.GetClient(), &v1.SagaList{}, nil))
 	}

@@ -30,7 +30,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -263,8 +262,7 @@ func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mg
 		For(&v1.SideEffectOperation{}, builder.WithPredicates(operationChanges, r.Shards.Predicate())).
 		Watches(&v1.SideEffectOperation{}, handler.EnqueueRequestsFromMapFunc(r.duplicatesOf)).
 		Watches(&v1.Tool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
-			RateLimiter: r.ErrorBackoff.rateLimiter()}).
+		WithOptions(fairOptions(r.MaxConcurrentReconciles, r.ErrorBackoff)).
 		Named("sideeffectoperation")
 	if len(r.WatchNamespaces) == 0 {
 		b = b.Watches(&v1.ClusterTool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).

@@ -138,6 +138,8 @@ type manager struct {
 	// failpoints is GOFAIL_FAILPOINTS. With failpoints the manager is
 	// bin/manager-failpoints, otherwise the production bin/manager.
 	failpoints string
+	// args are flags besides the short claims.
+	args []string
 }
 
 // startManager starts a manager that takes over abandoned claims within
@@ -152,7 +154,7 @@ func startManager(ns string, m manager) *harness.Process {
 		Binary:     filepath.Join(root, "bin", bin),
 		Holder:     m.holder,
 		Failpoints: m.failpoints,
-		Args:       []string{"--max-claim=2s", "--claim-grace=1s"},
+		Args:       append([]string{"--max-claim=2s", "--claim-grace=1s"}, m.args...),
 		Log:        logFile(ns + "-" + m.holder),
 	})
 	Expect(err).NotTo(HaveOccurred())
