@@ -157,6 +157,7 @@ func run() error {
 //	    toolRef: {name: payments}
 //	    operation: charge.create
 //	    subscribers: [{name: ledger, url: "http://ledger.shop/events"}]
+//	    signing: {secretFile: /etc/once/ingress/orders-secret}
 type routesFile struct {
 	Routes map[string]ingress.Route `json:"routes"`
 }

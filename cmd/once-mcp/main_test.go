@@ -21,8 +21,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/ingress"
@@ -42,6 +45,15 @@ func TestReadRoutes(t *testing.T) {
     subscribers: [{name: ledger, url: "http://ledger.shop/events"}]
 `, want: map[string]ingress.Route{"orders": {Namespace: "shop", ToolRef: v1.ToolReference{Name: "payments"},
 			Operation: "charge.create", Subscribers: []v1.Subscriber{{Name: "ledger", URL: "http://ledger.shop/events"}}}}},
+		"Signed": {file: `routes:
+  orders:
+    namespace: shop
+    toolRef: {name: payments}
+    operation: charge.create
+    signing: {secretFile: /etc/once/orders-secret, tolerance: 2m}
+`, want: map[string]ingress.Route{"orders": {Namespace: "shop", ToolRef: v1.ToolReference{Name: "payments"},
+			Operation: "charge.create", Signing: &ingress.Signing{SecretFile: "/etc/once/orders-secret",
+				Tolerance: &metav1.Duration{Duration: 2 * time.Minute}}}}},
 		"UnknownField": {file: "routes:\n  orders:\n    namespace: shop\n    tool: payments\n", err: `unknown field "tool"`},
 		"NoRoutes":     {file: "routes: {}\n", err: "names no routes"},
 	}
@@ -61,7 +73,7 @@ func TestReadRoutes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreUnexported(ingress.Signing{})); diff != "" {
 				t.Errorf("routes (-want +got):\n%s", diff)
 			}
 		})

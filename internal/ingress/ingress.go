@@ -39,6 +39,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,6 +105,10 @@ type Route struct {
 	// within it makes no second effect. Unset, the API server's default,
 	// 24h; it should cover how long the sender may deliver a message again.
 	Retention *metav1.Duration `json:"retention,omitempty"`
+	// Signing, if set, makes the route take only messages its sender
+	// signed with the route's secret (signature.go). Without it, anyone who
+	// can reach the route can post a message under any id.
+	Signing *Signing `json:"signing,omitempty"`
 }
 
 // Handler is the ingress endpoint.
@@ -114,6 +119,9 @@ type Handler struct {
 	Client client.Client
 	// Routes by name; a name is a DNS label of at most 40 characters.
 	Routes map[string]Route
+	// Now is the clock signed messages' timestamps are checked against;
+	// time.Now if nil.
+	Now func() time.Time
 }
 
 // Answer is the JSON body of every answer.
@@ -136,15 +144,17 @@ type Answer struct {
 
 // Error codes of refused messages.
 const (
-	CodeForbidden    = "Forbidden"
-	CodeUnknownRoute = "UnknownRoute"
-	CodeInvalid      = "InvalidMessage"
-	CodeTooLarge     = "MessageTooLarge"
-	CodeMismatch     = v1.ReasonIdempotencyParameterMismatch
-	CodeUnavailable  = "Unavailable"
+	CodeForbidden       = "Forbidden"
+	CodeUnauthenticated = "Unauthenticated"
+	CodeUnknownRoute    = "UnknownRoute"
+	CodeInvalid         = "InvalidMessage"
+	CodeTooLarge        = "MessageTooLarge"
+	CodeMismatch        = v1.ReasonIdempotencyParameterMismatch
+	CodeUnavailable     = "Unavailable"
 )
 
-// Validate checks the routes, as a gateway should at start.
+// Validate checks the routes, and reads their signing secrets, as a
+// gateway should at start.
 func (h *Handler) Validate() error {
 	for name, r := range h.Routes {
 		if len(name) > maxRouteName || len(validation.IsDNS1123Label(name)) > 0 {
@@ -158,6 +168,11 @@ func (h *Handler) Validate() error {
 		}
 		if r.Retention != nil && r.Retention.Duration <= 0 {
 			return fmt.Errorf("ingress route %q: retention must be positive", name)
+		}
+		if r.Signing != nil {
+			if err := r.Signing.load(); err != nil {
+				return fmt.Errorf("ingress route %q: %w", name, err)
+			}
 		}
 	}
 	return nil
@@ -176,11 +191,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(w, http.StatusNotFound, Answer{Error: CodeUnknownRoute, Message: fmt.Sprintf("No route %q", name)})
 		return
 	}
-	msg, status, err := read(r)
+	body, status, err := readBody(r)
+	if err == nil && route.Signing != nil {
+		// Checked before anything of the message is parsed.
+		var signedID string
+		if signedID, err = route.Signing.verify(r.Header, body, h.now()); err != nil {
+			status = http.StatusUnauthorized
+		} else {
+			r.Header.Set(HeaderMessageID, signedID)
+		}
+	}
+	var msg message
+	if err == nil {
+		msg, status, err = parse(r, body, route.Signing != nil)
+	}
 	if err != nil {
 		code := CodeInvalid
-		if status == http.StatusRequestEntityTooLarge {
+		switch status {
+		case http.StatusRequestEntityTooLarge:
 			code = CodeTooLarge
+		case http.StatusUnauthorized:
+			code = CodeUnauthenticated
 		}
 		answer(w, status, Answer{Error: code, Message: sentence(err.Error())})
 		return
@@ -198,16 +229,31 @@ type message struct {
 	params []byte
 }
 
-// read parses a CloudEvent (binary or structured content mode, through the
-// CloudEvents SDK) or a plain JSON webhook.
-func read(r *http.Request) (message, int, error) {
+// now is the handler's clock.
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// readBody reads a message's body, at most MaxBodyBytes.
+func readBody(r *http.Request) ([]byte, int, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
 	if err != nil {
 		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-			return message{}, http.StatusRequestEntityTooLarge, fmt.Errorf("the body exceeds %d bytes", MaxBodyBytes)
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the body exceeds %d bytes", MaxBodyBytes)
 		}
-		return message{}, http.StatusBadRequest, fmt.Errorf("the body cannot be read: %w", err)
+		return nil, http.StatusBadRequest, fmt.Errorf("the body cannot be read: %w", err)
 	}
+	return body, 0, nil
+}
+
+// parse reads a CloudEvent (binary or structured content mode, through the
+// CloudEvents SDK) or a plain JSON webhook from a request and its body. A
+// signed message's id is the signed one: its Message-Id header, set from
+// webhook-id, names a webhook, and a CloudEvent's id must be the same.
+func parse(r *http.Request, body []byte, signed bool) (message, int, error) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	var m message
 	if isCloudEvent(r) {
@@ -222,6 +268,16 @@ func read(r *http.Request) (message, int, error) {
 			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("the event's data must be JSON, not %s", ct)
 		}
 		m = message{id: ev.ID(), source: ev.Source(), params: ev.Data()}
+		if signed && m.id != r.Header.Get(HeaderMessageID) {
+			return message{}, http.StatusBadRequest, fmt.Errorf("the event's id is not the signed %s", HeaderWebhookID)
+		}
+	} else if signed {
+		// The signed id alone names the message: an Idempotency-Key header
+		// is not signed.
+		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
+			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("a webhook's body must be JSON, not %s", ct)
+		}
+		m = message{id: r.Header.Get(HeaderMessageID), params: body}
 	} else {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("a webhook's body must be JSON, not %s", ct)
