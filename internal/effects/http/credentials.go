@@ -99,9 +99,13 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool) (crede
 	}
 	if a := spec.Auth; a != nil && len(r.errs) == 0 {
 		c.authorize(r, tool, a, transport, h)
-		// The whole header value too, and so its encodings: a tool that
-		// echoes "Basic dXNlcjpwYXNz" names no part of it as it was read.
-		r.secrets = append(r.secrets, h.Get("Authorization"))
+		if len(r.errs) == 0 {
+			// The whole header value too, and so its encodings: a tool
+			// that echoes "Basic dXNlcjpwYXNz" names no part of it as it
+			// was read. (With a credential missing, it is a bare scheme,
+			// a word that the error names.)
+			r.secrets = append(r.secrets, h.Get("Authorization"))
+		}
 	}
 	cr := credentials{headers: h, transport: transport, values: values, secrets: r.secrets}
 	if err := errors.Join(r.errs...); err != nil {
