@@ -25,6 +25,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -293,5 +294,49 @@ func TestSecretValues(t *testing.T) {
 	}
 	if !strings.HasPrefix(r.Request, "POST /services/[redacted] body ") {
 		t.Errorf("evidence %q", r.Request)
+	}
+}
+
+// TestBasicUsername: a Basic username shorter than minIdentifier is an
+// ordinary word, not scrubbed where it appears (a username "api" would
+// garble every path); a longer one is scrubbed; the password always is.
+func TestBasicUsername(t *testing.T) {
+	const password = "s3cr3t-password"
+	for name, tc := range map[string]struct {
+		user string
+		kept bool
+	}{
+		"Short": {user: "api", kept: true},
+		"Long":  {user: "acme-payments-prod", kept: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// A tool that says who called and where, and echoes the header.
+			srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+				user, pass, _ := r.BasicAuth()
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = fmt.Fprintf(w, `{"path": "/%s/v1/charges", "user": %q, "auth": %q, "password": %q}`,
+					user, user, r.Header.Get("Authorization"), pass)
+			}))
+			t.Cleanup(srv.Close)
+			c := connector(t, secretsOf(t, map[string]map[string]string{
+				"basic": {"username": tc.user, "password": password}}), NewTransport(loopback))
+			tool := authTool(srv.URL, &v1.HTTPAuth{Basic: &v1.BasicAuth{SecretName: "basic"}}, nil)
+			tool.Spec.Operations[0].Response.Result = "response.body"
+			cl, err := c.Connect(context.Background(), tool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := cl.Execute(context.Background(), effects.Request{Operation: "op", Key: "k", Timeout: 5 * time.Second})
+			if r.Outcome != v1.OutcomeSucceeded {
+				t.Fatalf("want Succeeded, got %s: %s", r.Outcome, r.Message)
+			}
+			got := resultOf(r.Result)
+			if want := `"path":"/` + tc.user + `/v1/charges"`; strings.Contains(got, want) != tc.kept {
+				t.Errorf("username %q: want it kept %t in %s", tc.user, tc.kept, got)
+			}
+			if strings.Contains(strings.ToLower(got+r.Message), password) {
+				t.Errorf("the password is kept: %s", got)
+			}
+		})
 	}
 }
