@@ -57,7 +57,7 @@ const minEncoded = 4
 // request headers and bodies in errors and debug answers, as they are or
 // in an encoding; the scrubber knows the common ones (docs/egress.md):
 //
-//   - the value in any case ("Bearer" and "BEARER"), and escaped
+//   - the value in any case ("hunter2" and "HUNTER2"), and escaped
 //     character by character, all of it or some: percent-encoding in either
 //     case, JSON and JavaScript escapes (\u0041, \x41, \/), HTML entities
 //     (named, decimal, hexadecimal);
@@ -305,7 +305,7 @@ func fold(b []byte) []byte {
 // JavaScript backslash escapes, HTML character references. It reports
 // false when b holds none.
 func unescape(b []byte) (text, bool) {
-	if bytes.IndexAny(b, `%\&`) < 0 {
+	if !bytes.ContainsAny(b, `%\&`) {
 		return text{}, false
 	}
 	t := text{b: make([]byte, 0, len(b)), from: make([]int, 0, len(b)), to: make([]int, 0, len(b))}
