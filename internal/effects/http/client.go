@@ -373,7 +373,7 @@ func (a answer) summary() string {
 // before it is cut, so that no part of a secret shows.
 func (a answer) describe(snippet int) string {
 	s := a.scrub.string(a.StatusText)
-	text := a.keptText()
+	var text string
 	if a.JSON {
 		// Scrubbed before it is encoded again: the encoding of a secret
 		// need not be one the scrubber knows.
@@ -383,6 +383,9 @@ func (a answer) describe(snippet int) string {
 		if err := e.Encode(a.scrub.value(a.Decoded)); err == nil {
 			text = a.scrub.string(b.String())
 		}
+	}
+	if text == "" {
+		text = a.keptText()
 	}
 	if body := strings.TrimSpace(text); body != "" {
 		s += ": " + shorten(body, snippet)

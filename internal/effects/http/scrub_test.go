@@ -125,6 +125,22 @@ var encodings = map[string]encoding{
 		}
 		return out
 	},
+	// JavaScript's \x escapes of the bytes, of every one or of some.
+	"JSEscapes": func(v string) []string {
+		var out []string
+		for _, every := range []int{1, 2} {
+			var b strings.Builder
+			for i := range len(v) {
+				if i%every == 0 {
+					fmt.Fprintf(&b, `\x%02x`, v[i])
+				} else {
+					b.WriteByte(v[i])
+				}
+			}
+			out = append(out, b.String())
+		}
+		return out
+	},
 	// HTML character references: decimal, hexadecimal, named where the
 	// character has a name, of every character or of some.
 	"HTML": func(v string) []string {
@@ -195,6 +211,7 @@ func perRune(v string, f func(i int, r rune) string) string {
 var (
 	percentEscape = regexp.MustCompile(`%[0-9a-fA-F]{2}`)
 	unicodeEscape = regexp.MustCompile(`\\u[0-9a-fA-F]{4}`)
+	byteEscape    = regexp.MustCompile(`\\x[0-9a-fA-F]{2}`)
 	hexRun        = regexp.MustCompile(`[0-9a-fA-F]{2,}`)
 	base64Run     = regexp.MustCompile(`[A-Za-z0-9+/_-]{2,}`)
 )
@@ -214,6 +231,10 @@ func reveals(s, v string) []string {
 		"\\u-decoded": unicodeEscape.ReplaceAllStringFunc(s, func(m string) string {
 			r, _ := strconv.ParseUint(m[2:], 16, 32)
 			return string(rune(r))
+		}),
+		"\\x-decoded": byteEscape.ReplaceAllStringFunc(s, func(m string) string {
+			c, _ := strconv.ParseUint(m[2:], 16, 8)
+			return string([]byte{byte(c)})
 		}),
 		"HTML-decoded": html.UnescapeString(s),
 	}
