@@ -124,8 +124,8 @@ func (o *Options) approve(ctx context.Context, name string, a v1.SagaApproval, d
 	if isDryRun(dryRun) {
 		approved = "would be approved"
 	}
-	_, err = fmt.Fprintf(o.Streams.Out, "saga/%s: step %s %s by %s%s; %s\n", name, a.Step, approved,
+	_, err = fmt.Fprintln(o.Streams.Out, printable(fmt.Sprintf("saga/%s: step %s %s by %s%s; %s", name, a.Step, approved,
 		attribution(written.By, written.User), reasonText(written.Reason),
-		outcome(dryRun, "Once starts it on its next pass (kubectl once why saga/"+name+")"))
+		outcome(dryRun, "Once starts it on its next pass (kubectl once why saga/"+name+")"))))
 	return err
 }

@@ -20,6 +20,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -113,4 +115,65 @@ func dryRunNote(dryRun string) string {
 // isDryRun reports whether --dry-run asks for a dry run.
 func isDryRun(dryRun string) bool {
 	return dryRun == dryRunClient || dryRun == dryRunServer
+}
+
+// printable is s for a terminal: every control character (C0, DEL, C1),
+// each bidirectional override and each byte that is not UTF-8 escaped as
+// Go escapes it (\x1b, \n, \u202e), so that what a tool or a writer put
+// in a status, a message or a name can neither drive the terminal
+// (escape sequences that move the cursor, retitle the window or rewrite
+// what was printed) nor forge a line or a column. Text in -o json or yaml
+// is printed as it is: its encoders escape what they must.
+func printable(s string) string {
+	if !needsEscape(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case escapedRune(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// needsEscape reports whether printable changes s.
+func needsEscape(s string) bool {
+	if !utf8.ValidString(s) {
+		return true
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || escapedRune(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// escapedRune reports a rune beyond ASCII that printable escapes: the C1
+// controls (0x9b starts a sequence as ESC [ does) and the bidirectional
+// marks and overrides, which reorder what a reader sees.
+func escapedRune(r rune) bool {
+	switch {
+	case r >= 0x80 && r <= 0x9f:
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }

@@ -221,7 +221,7 @@ func (o *Options) resolve(ctx context.Context, k *kind, name string, f resolveFl
 	if f.output != "" {
 		return printObject(o.Streams.Out, written, gvk, f.output)
 	}
-	_, err = fmt.Fprintln(o.Streams.Out, msg)
+	_, err = fmt.Fprintln(o.Streams.Out, printable(msg))
 	return err
 }
 

@@ -276,9 +276,10 @@ func writeReview(out io.Writer, rows []reviewRow, all bool, now time.Time) error
 	_, _ = fmt.Fprintln(w, "KIND\tNAME\tSTATE\tAGE\tWHY")
 	for _, r := range rows {
 		if all {
-			_, _ = fmt.Fprintf(w, "%s\t", r.Namespace)
+			_, _ = fmt.Fprintf(w, "%s\t", printable(r.Namespace))
 		}
-		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Kind, r.Name, r.Wait, age(now, r.Since), r.Why)
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", printable(r.Kind), printable(r.Name), printable(r.Wait), age(now, r.Since),
+			printable(r.Why))
 	}
 	return w.Flush()
 }

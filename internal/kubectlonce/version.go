@@ -111,7 +111,7 @@ func (o *Options) version(ctx context.Context, output, managerNS string, clientO
 		_, _ = fmt.Fprintln(o.Streams.ErrOut, noManager(managerNS))
 	}
 	for _, w := range versionWarnings(v) {
-		_, _ = fmt.Fprintln(o.Streams.ErrOut, "warning: "+w)
+		_, _ = fmt.Fprintln(o.Streams.ErrOut, "warning: "+printable(w))
 	}
 	return nil
 }
@@ -127,7 +127,8 @@ func writeVersion(out io.Writer, v Version, managerNS string, now time.Time) err
 	w := printers.GetNewTabWriter(out)
 	_, _ = fmt.Fprintln(w, "  NAMESPACE\tHOLDER\tVERSION\tRENEWED")
 	for _, m := range v.Managers {
-		_, _ = fmt.Fprintf(w, "  %s\t%s\t%s\t%s ago\n", m.Namespace, m.Holder, m.Version, age(now, m.RenewTime))
+		_, _ = fmt.Fprintf(w, "  %s\t%s\t%s\t%s ago\n", printable(m.Namespace), printable(m.Holder), printable(m.Version),
+			age(now, m.RenewTime))
 	}
 	return w.Flush()
 }

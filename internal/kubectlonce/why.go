@@ -254,7 +254,7 @@ func writeStory(out io.Writer, story []entry, at string) error {
 	w := printers.GetNewTabWriter(out)
 	_, _ = fmt.Fprintf(w, "  TIME\tWHAT\t%s\tDETAIL\n", at)
 	for _, e := range story {
-		_, _ = fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", stamp(e.Time), e.What, e.At, e.Detail)
+		_, _ = fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", stamp(e.Time), printable(e.What), printable(e.At), printable(e.Detail))
 	}
 	return w.Flush()
 }
@@ -271,7 +271,7 @@ func writeFields(out io.Writer, fields []field) {
 	w := printers.GetNewTabWriter(out)
 	for _, f := range fields {
 		if f.value != "" {
-			_, _ = fmt.Fprintf(w, "  %s:\t%s\n", f.label, f.value)
+			_, _ = fmt.Fprintf(w, "  %s:\t%s\n", f.label, printable(f.value))
 		}
 	}
 	_ = w.Flush()
@@ -282,7 +282,7 @@ func writeFields(out io.Writer, fields []field) {
 func writeOperation(out io.Writer, op *v1.SideEffectOperation, now time.Time) error {
 	st := &op.Status
 	state := st.State.OrPlanned()
-	_, _ = fmt.Fprintf(out, "SideEffectOperation %s/%s\n", op.Namespace, op.Name)
+	_, _ = fmt.Fprintf(out, "SideEffectOperation %s/%s\n", printable(op.Namespace), printable(op.Name))
 	key := st.IdempotencyKey
 	if key == "" {
 		key = op.Spec.IdempotencyKey
@@ -404,7 +404,7 @@ func when(t, now time.Time) string {
 func writeSaga(out io.Writer, s *v1.Saga, now time.Time) error {
 	st := &s.Status
 	state := st.State.OrPlanned()
-	_, _ = fmt.Fprintf(out, "Saga %s/%s\n", s.Namespace, s.Name)
+	_, _ = fmt.Fprintf(out, "Saga %s/%s\n", printable(s.Namespace), printable(s.Name))
 	key := st.IdempotencyKey
 	if key == "" {
 		key = s.Spec.IdempotencyKey
@@ -425,7 +425,7 @@ func writeSaga(out io.Writer, s *v1.Saga, now time.Time) error {
 	writeFields(out, fields)
 	_, _ = fmt.Fprintln(out, "\nSteps:")
 	for _, line := range stepLines(s) {
-		_, _ = fmt.Fprintln(out, "  "+line)
+		_, _ = fmt.Fprintln(out, "  "+printable(line))
 	}
 	return writeStory(out, sagaStory(st), "STEP")
 }

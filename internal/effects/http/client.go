@@ -48,7 +48,7 @@ import (
 const maxBody = 64 << 10
 
 // cutSlack is read beyond maxBody, so that a secret the cut would split is
-// scrubbed whole before the cut.
+// found whole, and what of it lies before the cut is scrubbed.
 const cutSlack = 16 << 10
 
 // maxHeaderBytes bounds the headers of an answer.
@@ -176,9 +176,10 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 	}
 	// A success by the default table must look like the tool's; one that
 	// a rule of the tool's author names is theirs to vouch for.
-	kept := resp.kept(in)
 	if !ruled {
-		if why := c.notTheTools(ctx, op, resp, kept); why != "" {
+		// Decided on the answer as received, as the rest: the scrubber
+		// never turns the tool's success into a page.
+		if why := c.notTheTools(ctx, op, resp, view); why != "" {
 			// A success the tool would not give proves nothing: an
 			// effect may or may not stand behind the page in front of it.
 			r.Outcome, r.Relayed = v1.OutcomeUnknown, false
@@ -186,7 +187,7 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 			return r, nil
 		}
 	}
-	raw := c.extract(ctx, op, kept, &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
+	raw := c.extract(ctx, op, resp.kept(in), &r.ExternalObjectID, &r.ExternalRequestID, &r.Message)
 	return r, raw
 }
 
@@ -311,14 +312,18 @@ type answer struct {
 	Status     int
 	StatusText string
 	Headers    map[string]string
-	Body       []byte
+	// Body is the body, up to maxBody.
+	Body []byte
 	// Decoded is the body as JSON decodes it, or its text if it is not
 	// JSON or was cut.
 	Decoded any
 	// JSON is true when the body is JSON.
 	JSON bool
 	// Cut is true when the body was longer than maxBody.
-	Cut        bool
+	Cut bool
+	// read is what was read of a cut body: Body and up to cutSlack more,
+	// so that the scrubber finds a secret that the cut splits.
+	read       []byte
 	RetryAfter time.Duration
 	// scrub is applied to every description of the answer.
 	scrub *scrubber
@@ -334,7 +339,7 @@ func (a answer) cel(in request) response {
 // that compares them still matches, and one that transforms an echoed
 // secret (a substring, a change of case) finds none.
 func (a answer) kept(in request) response {
-	if a.scrub == nil || a.scrub.r == nil {
+	if !a.scrub.active() {
 		return a.cel(in)
 	}
 	headers := make(map[string]string, len(a.Headers))
@@ -342,7 +347,20 @@ func (a answer) kept(in request) response {
 		headers[k] = a.scrub.string(v)
 	}
 	in.Key, in.Parameters = a.scrub.string(in.Key), a.scrub.value(in.Parameters)
-	return response{Status: a.Status, Headers: headers, Body: a.scrub.value(a.Decoded), request: in}
+	body := a.scrub.value(a.Decoded)
+	if a.Cut {
+		body = strings.ToValidUTF8(a.keptText(), "")
+	}
+	return response{Status: a.Status, Headers: headers, Body: body, request: in}
+}
+
+// keptText is the body as text, scrubbed: a cut body cut where it was,
+// with a secret that the cut splits replaced.
+func (a answer) keptText() string {
+	if a.Cut {
+		return a.scrub.upTo(a.read, len(a.Body))
+	}
+	return a.scrub.string(string(a.Body))
 }
 
 // summary is a short, secret-free description: the status and the start
@@ -355,7 +373,7 @@ func (a answer) summary() string {
 // before it is cut, so that no part of a secret shows.
 func (a answer) describe(snippet int) string {
 	s := a.scrub.string(a.StatusText)
-	text := string(a.Body)
+	var text string
 	if a.JSON {
 		// Scrubbed before it is encoded again: the encoding of a secret
 		// need not be one the scrubber knows.
@@ -363,10 +381,13 @@ func (a answer) describe(snippet int) string {
 		e := json.NewEncoder(&b)
 		e.SetEscapeHTML(false)
 		if err := e.Encode(a.scrub.value(a.Decoded)); err == nil {
-			text = b.String()
+			text = a.scrub.string(b.String())
 		}
 	}
-	if body := strings.TrimSpace(a.scrub.string(text)); body != "" {
+	if text == "" {
+		text = a.keptText()
+	}
+	if body := strings.TrimSpace(text); body != "" {
 		s += ": " + shorten(body, snippet)
 	}
 	if a.Cut {
@@ -440,9 +461,10 @@ func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answe
 		a.Headers[strings.ToLower(name)] = resp.Header.Get(name)
 	}
 	if len(a.Body) > maxBody {
-		// Cut before a secret the limit would split, so that what is kept
-		// of the body holds each secret whole or not at all.
-		a.Body, a.Cut = a.Body[:c.scrub.cutBefore(a.Body, maxBody)], true
+		// Cut at the limit for decisions, whatever the scrubber knows; what
+		// is kept is scrubbed from all that was read, so that it holds no
+		// part of a secret the cut splits (keptText).
+		a.read, a.Body, a.Cut = a.Body, a.Body[:maxBody], true
 		a.Decoded = strings.ToValidUTF8(string(a.Body), "")
 	} else {
 		a.Decoded, a.JSON = decodeBody(a.Body)

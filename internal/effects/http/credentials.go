@@ -72,6 +72,26 @@ func (r *secretReader) get(what, name, key string) string {
 	return string(v)
 }
 
+// minIdentifier is the shortest identifier read from a Secret (a Basic
+// username, an OAuth2 client id) that is scrubbed. An identifier grants
+// nothing without the password or secret that goes with it, which is
+// always scrubbed; a short one is often a word ("api", "admin", "deploy")
+// that shows in every answer, where scrubbing it would garble ids, paths
+// and messages. Longer ones are usually generated (account and client
+// ids), and those a tenant need not read.
+const minIdentifier = 8
+
+// identifier reads an identifier, remembered as a secret only from
+// minIdentifier bytes on.
+func (r *secretReader) identifier(what, name, key string) string {
+	n := len(r.secrets)
+	v := r.get(what, name, key)
+	if len(v) < minIdentifier {
+		r.secrets = r.secrets[:n]
+	}
+	return v
+}
+
 // credentials resolves a tool's headers, auth and TLS.
 func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool) (credentials, error) {
 	namespace := tool.GetNamespace()
@@ -99,9 +119,13 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool) (crede
 	}
 	if a := spec.Auth; a != nil && len(r.errs) == 0 {
 		c.authorize(r, tool, a, transport, h)
-		// The whole header value too, and so its encodings: a tool that
-		// echoes "Basic dXNlcjpwYXNz" names no part of it as it was read.
-		r.secrets = append(r.secrets, h.Get("Authorization"))
+		if len(r.errs) == 0 {
+			// The whole header value too, and so its encodings: a tool
+			// that echoes "Basic dXNlcjpwYXNz" names no part of it as it
+			// was read. (With a credential missing, it is a bare scheme,
+			// a word that the error names.)
+			r.secrets = append(r.secrets, h.Get("Authorization"))
+		}
 	}
 	cr := credentials{headers: h, transport: transport, values: values, secrets: r.secrets}
 	if err := errors.Join(r.errs...); err != nil {
@@ -118,12 +142,12 @@ func (c *Connector) authorize(r *secretReader, tool v1.GenericTool, a *v1.HTTPAu
 	case a.Bearer != nil:
 		h.Set("Authorization", "Bearer "+r.get("auth.bearer", a.Bearer.Name, a.Bearer.Key))
 	case a.Basic != nil:
-		user := r.get("auth.basic", a.Basic.SecretName, "username")
+		user := r.identifier("auth.basic", a.Basic.SecretName, "username")
 		pass := r.get("auth.basic", a.Basic.SecretName, "password")
 		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
 	case a.OAuth2 != nil:
 		o := a.OAuth2
-		id := r.get("auth.oauth2", o.SecretName, "clientID")
+		id := r.identifier("auth.oauth2", o.SecretName, "clientID")
 		secret := r.get("auth.oauth2", o.SecretName, "clientSecret")
 		if len(r.errs) > 0 {
 			return

@@ -25,6 +25,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -43,6 +44,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 // secretsOf is a reader of the given Secrets in namespace "ns".
@@ -293,5 +295,102 @@ func TestSecretValues(t *testing.T) {
 	}
 	if !strings.HasPrefix(r.Request, "POST /services/[redacted] body ") {
 		t.Errorf("evidence %q", r.Request)
+	}
+}
+
+// TestBasicUsername: a Basic username shorter than minIdentifier is an
+// ordinary word, not scrubbed where it appears (a username "api" would
+// garble every path); a longer one is scrubbed; the password always is.
+func TestBasicUsername(t *testing.T) {
+	const password = "s3cr3t-password"
+	for name, tc := range map[string]struct {
+		user string
+		kept bool
+	}{
+		"Short": {user: "api", kept: true},
+		"Long":  {user: "acme-payments-prod", kept: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// A tool that says who called and where, and echoes the header.
+			srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+				user, pass, _ := r.BasicAuth()
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = fmt.Fprintf(w, `{"path": "/%s/v1/charges", "user": %q, "auth": %q, "password": %q}`,
+					user, user, r.Header.Get("Authorization"), pass)
+			}))
+			t.Cleanup(srv.Close)
+			c := connector(t, secretsOf(t, map[string]map[string]string{
+				"basic": {"username": tc.user, "password": password}}), NewTransport(loopback))
+			tool := authTool(srv.URL, &v1.HTTPAuth{Basic: &v1.BasicAuth{SecretName: "basic"}}, nil)
+			tool.Spec.Operations[0].Response.Result = "response.body"
+			cl, err := c.Connect(context.Background(), tool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := cl.Execute(context.Background(), effects.Request{Operation: "op", Key: "k", Timeout: 5 * time.Second})
+			if r.Outcome != v1.OutcomeSucceeded {
+				t.Fatalf("want Succeeded, got %s: %s", r.Outcome, r.Message)
+			}
+			got := resultOf(r.Result)
+			if want := `"path":"/` + tc.user + `/v1/charges"`; strings.Contains(got, want) != tc.kept {
+				t.Errorf("username %q: want it kept %t in %s", tc.user, tc.kept, got)
+			}
+			if strings.Contains(strings.ToLower(got+r.Message), password) {
+				t.Errorf("the password is kept: %s", got)
+			}
+		})
+	}
+}
+
+// TestEvidenceWithholdsSecrets: the evidence's body digest is derived
+// without the secret values a body holds, so that whoever reads the
+// operation cannot recover a short one (a PIN an API wants in the body)
+// by guessing it offline; it still tells attempts with other parameters
+// apart.
+func TestEvidenceWithholdsSecrets(t *testing.T) {
+	var received []byte
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		received, _ = io.ReadAll(r.Body)
+		w.WriteHeader(nethttp.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	evidence := func(pin, amount string) string {
+		c := connector(t, secretsOf(t, map[string]map[string]string{"card": {"pin": pin}}), NewTransport(loopback))
+		tool := authTool(srv.URL, nil, nil)
+		tool.Spec.HTTP.SecretValues = []v1.SecretValue{{Name: "pin", SecretKeyRef: v1.SecretKeySelector{Name: "card", Key: "pin"}}}
+		tool.Spec.Operations[0].Request = &v1.RequestShape{Body: "{'pin': secrets.pin, 'amount': parameters.amount}"}
+		tool.Spec.Operations[0].Response.Format = v1.FormatNone
+		cl, err := c.Connect(context.Background(), tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := cl.Execute(context.Background(), effects.Request{Operation: "op", Key: "k",
+			Parameters: []byte(`{"amount": ` + amount + `}`), Timeout: 5 * time.Second})
+		if r.Outcome != v1.OutcomeSucceeded {
+			t.Fatalf("want Succeeded, got %s: %s", r.Outcome, r.Message)
+		}
+		return r.Request
+	}
+	got := evidence("4821", "100")
+	if want := `{"amount":100,"pin":"4821"}`; string(received) != want {
+		t.Fatalf("the tool received %s, want %s", received, want)
+	}
+	_, digest, ok := strings.Cut(got, " body ")
+	if !ok {
+		t.Fatalf("evidence %q names no body digest", got)
+	}
+	// What one who reads the operation (its parameters, the tool's
+	// shape) would try: every four-digit PIN.
+	for pin := range 10000 {
+		body := fmt.Sprintf(`{"amount":100,"pin":"%04d"}`, pin)
+		if strings.HasPrefix(protocol.Digest([]byte(body)), "sha256:"+digest) {
+			t.Fatalf("the evidence %q gives the PIN away: %04d", got, pin)
+		}
+	}
+	if other := evidence("0000", "100"); other != got {
+		t.Errorf("the evidence depends on the secret value: %q and %q", got, other)
+	}
+	if other := evidence("4821", "200"); other == got {
+		t.Errorf("the evidence does not tell other parameters apart: %q", got)
 	}
 }

@@ -43,16 +43,39 @@ type outgoing struct {
 	// header holds the shaped headers; the tool's own and the key's are
 	// set over them.
 	header nethttp.Header
+	// withheld is the body with each secret value (secrets.<name>) in
+	// place of the value, for the evidence; nil when the body holds none.
+	withheld []byte
 }
 
-// sent says what was sent, for the evidence: the method, the path and the
-// body's digest, never a value of a header or of the body.
+// sent says what was sent, for the evidence: the method, the path and a
+// digest of the body, never a value of a header or of the body. The
+// digest is of the body as the shape builds it with no secret value in it
+// (withheld): it tells two attempts that sent different parameters apart,
+// and it is a function of what whoever reads the operation can read
+// already (its parameters, its key, the tool's spec), so that nothing is
+// learnt from it by guessing, a short PIN included. It does not tell
+// whether two attempts sent the same secret values.
 func (o outgoing) sent() string {
 	s := o.method + " " + o.url.EscapedPath()
 	if len(o.body) > 0 {
-		s += " body " + strings.TrimPrefix(protocol.Digest(o.body), "sha256:")[:12]
+		body := o.body
+		if o.withheld != nil {
+			body = o.withheld
+		}
+		s += " body " + strings.TrimPrefix(protocol.Digest(body), "sha256:")[:12]
 	}
 	return s
+}
+
+// withheldSecrets stands in for the tool's secret values in the body the
+// evidence digests: a value of its own for each name.
+func withheldSecrets(values map[string]string) map[string]string {
+	out := make(map[string]string, len(values))
+	for name := range values {
+		out[name] = "(secret value " + name + ")"
+	}
+	return out
 }
 
 // requestView is the operation as expressions see it.
@@ -112,22 +135,43 @@ func (c *Client) shape(ctx context.Context, method, path string, s *v1.RequestSh
 		o.header.Set(h.Name, v)
 	}
 	if s.Body != "" && method != nethttp.MethodGet {
-		raw, err := c.compiler.JSON(ctx, s.Body, in)
-		if err != nil {
+		if o.body, err = c.body(ctx, s, in); err != nil {
 			return o, fmt.Errorf("body: %w", err)
 		}
-		// One body for one request, byte for byte, on every re-send.
-		if o.body, err = protocol.Canonical(raw); err != nil {
+		if len(in.Secrets) > 0 {
+			// Built again for the evidence, without the secret values; a
+			// body that cannot be built so is digested as the empty one.
+			in.Secrets = withheldSecrets(in.Secrets)
+			if o.withheld, err = c.body(ctx, s, in); err != nil || o.withheld == nil {
+				o.withheld = []byte{}
+			}
+		}
+	} else if s.Encoding == v1.BodyForm && len(o.body) > 0 {
+		if o.body, err = formEncode(o.body); err != nil {
 			return o, fmt.Errorf("body: %w", err)
 		}
 	}
 	if s.Encoding == v1.BodyForm && len(o.body) > 0 {
-		if o.body, err = formEncode(o.body); err != nil {
-			return o, fmt.Errorf("body: %w", err)
-		}
 		o.contentType = "application/x-www-form-urlencoded"
 	}
 	return o, nil
+}
+
+// body builds the body of shape s: canonical JSON, or a form.
+func (c *Client) body(ctx context.Context, s *v1.RequestShape, in request) ([]byte, error) {
+	raw, err := c.compiler.JSON(ctx, s.Body, in)
+	if err != nil {
+		return nil, err
+	}
+	// One body for one request, byte for byte, on every re-send.
+	b, err := protocol.Canonical(raw)
+	if err != nil {
+		return nil, err
+	}
+	if s.Encoding == v1.BodyForm && len(b) > 0 {
+		return formEncode(b)
+	}
+	return b, nil
 }
 
 // formEncode turns a JSON object into a form, with nested objects and
