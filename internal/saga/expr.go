@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/celregex"
 	"github.com/once-dev/once/internal/protocol"
 )
 
@@ -79,6 +80,9 @@ var env = func() *cel.Env {
 		cel.Variable(stepsVar, cel.MapType(cel.StringType, cel.DynType)),
 		ext.Strings(),
 		ext.Encoders(),
+		// A matches() runs to its end, past the cost limit and the
+		// timeout: its pattern must be a literal of a bounded size.
+		cel.ASTValidators(celregex.Validator{}),
 	)
 	if err != nil {
 		panic(fmt.Sprintf("saga: creating the CEL environment: %v", err))
@@ -144,7 +148,8 @@ func compile(at string, literal *runtime.RawExtension, exprs []v1.ParameterExpre
 			}
 			refs[name] = true
 		}
-		prg, err := env.Program(checked, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery))
+		prg, err := env.Program(checked, cel.CostLimit(costLimit), cel.CostTracking(celregex.Cost{}),
+			cel.InterruptCheckFrequency(interruptEvery))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", field, err))
 			continue

@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/lru"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/celregex"
 	"github.com/once-dev/once/internal/protocol"
 )
 
@@ -79,6 +80,9 @@ func NewCompiler() (*Compiler, error) {
 		cel.Variable("secrets", cel.MapType(cel.StringType, cel.StringType)),
 		ext.Strings(),
 		ext.Encoders(),
+		// A matches() runs to its end, past the cost limit and the
+		// timeout: its pattern must be a literal of a bounded size.
+		cel.ASTValidators(celregex.Validator{}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("creating CEL environment: %w", err)
@@ -104,7 +108,8 @@ func (c *Compiler) Compile(expr string) (cel.Program, error) {
 		return nil, fmt.Errorf("%q may cost up to %d on a response of %d KiB, more than the limit of %d: "+
 			"iterate over less of the body, or compare less", expr, est.Max, maxBody>>10, costLimit)
 	}
-	p, err := c.env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery))
+	p, err := c.env.Program(ast, cel.CostLimit(costLimit), cel.CostTracking(celregex.Cost{}),
+		cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, fmt.Errorf("planning %q: %w", expr, err)
 	}
@@ -138,8 +143,10 @@ func (responseSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	return nil
 }
 
-func (responseSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
-	return nil
+// EstimateCallCost charges a matches() by its program's size on the
+// largest string an expression sees; cel-go estimates the rest.
+func (responseSizes) EstimateCallCost(_, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	return celregex.Estimate(overloadID, target, args, max(maxBody, maxHeaderBytes, v1.MaxParametersBytes))
 }
 
 // response is the CEL view of an HTTP answer, next to the request it

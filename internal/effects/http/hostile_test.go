@@ -368,6 +368,23 @@ func TestCELCost(t *testing.T) {
 		"FilterThenMap": {"response.body.data.filter(c, c.status == 'paid').map(c, c.id)", ""},
 		"SearchForKey":  {"response.body.items.exists(i, i.ref == key)", ""},
 		"NestedSearch":  {"response.body.items.exists(i, response.body.items.exists(j, i.ref == j.ref))", "more than the limit"},
+		// A matches() runs to its end, past the cost limit and the timeout:
+		// on a 64 KiB answer each of these took seconds. Its program is
+		// bounded when the tool is validated, and a pattern must be written
+		// out (one taken from the answer is the tool's to choose).
+		"RegexSmall": {"response.body.id.matches('^ch_[A-Za-z0-9]{24}$')", ""},
+		"RegexNestedRepetition": {"response.body.matches('((a{1,10}){1,10}){1,10}b')",
+			"compiles to 2222 instructions, more than the limit of 128"},
+		"RegexLongRepetition": {"response.body.matches('[a-z]{1,1000}[0-9a-z]{1,1000}b')", "more than the limit of 128"},
+		"RegexFromAnswer": {"response.body.text.matches(response.body.pattern)",
+			"the pattern of matches() must be a string literal"},
+		"RegexFromParameters": {"matches(response.body.text, parameters.pattern)",
+			"the pattern of matches() must be a string literal"},
+		"RegexBadPattern": {"response.body.matches('(')", "missing closing )"},
+		// Each matches() costs its input's length times its program's size:
+		// many of them on the whole answer are refused as a cross product is.
+		"RegexMany": {strings.TrimSuffix(strings.Repeat("response.body.matches('[a-z]{1,60}b') || ", 20), " || "),
+			"more than the limit"},
 	}
 	for name, tc := range validation {
 		t.Run("Validate/"+name, func(t *testing.T) {
