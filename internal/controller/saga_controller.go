@@ -78,6 +78,9 @@ type SagaReconciler struct {
 	Shards *shard.Sharder
 	// ErrorBackoff is how a pass that returned an error is retried.
 	ErrorBackoff ErrorBackoff
+	// EvalTimeout bounds the wall time of one of a saga's expressions;
+	// saga.DefaultEvalTimeout if zero.
+	EvalTimeout time.Duration
 
 	// plans keeps the compiled expressions of recent sagas: compiling
 	// costs far more than a decision, and a saga's steps never change.
@@ -106,6 +109,9 @@ func (r *SagaReconciler) plan(s *v1.Saga) (*saga.Plan, error) {
 		return c.(compiled).plan, c.(compiled).err
 	}
 	plan, err := saga.Compile(&s.Spec)
+	if plan != nil {
+		plan.EvalTimeout = r.EvalTimeout
+	}
 	r.plans.Add(key, compiled{plan: plan, err: err})
 	return plan, err
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package saga
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,10 +45,11 @@ const (
 	// costLimit bounds one expression's work; inputs and results are at
 	// most 64 KiB, so this allows a few passes over them.
 	costLimit = 1_000_000
-	// evalTimeout bounds one expression's wall time; the evaluation looks
-	// at its context every interruptEvery iterations of a comprehension.
-	evalTimeout    = time.Second
-	interruptEvery = 100
+	// DefaultEvalTimeout bounds one expression's wall time, unless a Plan
+	// says otherwise; the evaluation looks at its context every
+	// interruptEvery iterations of a comprehension.
+	DefaultEvalTimeout = time.Second
+	interruptEvery     = 100
 	// stepsVar and inputsVar are what expressions see.
 	stepsVar, inputsVar = "steps", "inputs"
 )
@@ -56,6 +58,9 @@ const (
 // step and of its compensation, and the steps each refers to.
 type Plan struct {
 	steps []stepPlan
+	// EvalTimeout bounds one expression's wall time; DefaultEvalTimeout
+	// if zero.
+	EvalTimeout time.Duration
 }
 
 type stepPlan struct {
@@ -249,7 +254,7 @@ func (p *Plan) Parameters(ctx context.Context, step int, undo bool, inputs []byt
 			return nil, err
 		}
 		for _, np := range x.programs {
-			v, err := eval(ctx, np, act)
+			v, err := eval(ctx, np, act, cmp.Or(p.EvalTimeout, DefaultEvalTimeout))
 			if err != nil {
 				return nil, err
 			}
@@ -287,8 +292,8 @@ func activation(inputs []byte, refs []string, data map[string]StepData) (map[str
 	return map[string]any{inputsVar: protocol.WholeNumbers(in), stepsVar: steps}, nil
 }
 
-func eval(ctx context.Context, np namedProgram, act map[string]any) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, evalTimeout)
+func eval(ctx context.Context, np namedProgram, act map[string]any, timeout time.Duration) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	v, _, err := np.prg.ContextEval(ctx, act)
 	if err != nil {
