@@ -65,9 +65,34 @@ var _ = Describe("Saga expressions", func() {
 
 		By("going through once the CPU is back")
 		DeferCleanup(startManager(managerOptions{}))
-		s = waitSaga(ns, "scale", v1.StateCommitted)
+		waitSaga(ns, "scale", v1.StateCommitted)
 		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "create notices"}))
 		Expect(get(ns, "scale.config").Spec.Parameters.Raw).To(ContainSubstring(`"count":200`))
+	})
+
+	It("tries again a compensation whose parameters reached the time limit", func() {
+		stop := startManager(managerOptions{sagaEvalTimeout: time.Nanosecond})
+		// The config is rejected, so the ticket is closed; only the close
+		// computes a comprehension, and no validation sees it first.
+		steps := changeSteps()[:2]
+		steps[1].Parameters = raw(map[string]any{"reject": "no"})
+		steps[0].Compensation.ParametersFrom = append(steps[0].Compensation.ParametersFrom, count)
+		s := newSaga(ns, "scale", steps)
+		s.Spec.Inputs = raw(map[string]any{"service": "checkout", "items": items})
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+		Eventually(func() string { return stepStatus(getSaga(ns, "scale"), "ticket").Message }, 30*time.Second).
+			Should(ContainSubstring("time limit"))
+		Consistently(func() []string { return operationsOf(ns, "scale") }, 3*time.Second, 100*time.Millisecond).
+			Should(Equal([]string{"scale.config", "scale.ticket"}))
+		Expect(getSaga(ns, "scale").Status.State).To(Equal(v1.StateCompensating))
+		stop()
+
+		By("compensating once the CPU is back")
+		DeferCleanup(startManager(managerOptions{}))
+		s = waitSaga(ns, "scale", v1.StateCompensated)
+		Expect(get(ns, stepStatus(s, "ticket").Compensation.Operation).Spec.Parameters.Raw).
+			To(ContainSubstring(`"count":200`))
 	})
 
 	It("fails for good, before any effect, a step whose parameters exceed the cost limit", func() {

@@ -32,6 +32,7 @@ import (
 	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,6 +54,12 @@ const (
 	// stepsVar and inputsVar are what expressions see.
 	stepsVar, inputsVar = "steps", "inputs"
 )
+
+// ErrTimeLimit is an evaluation stopped before its end by its wall-clock
+// limit, or by its caller's context. A CPU that other work starves makes
+// any expression slow, so it is a reason to try again, never a verdict;
+// one stopped at the cost limit stops there on every try.
+var ErrTimeLimit = errors.New("stopped before its end by the time limit; tried again")
 
 // Plan is a saga's compiled expressions: per step, the parameters of the
 // step and of its compensation, and the steps each refers to.
@@ -296,6 +303,12 @@ func eval(ctx context.Context, np namedProgram, act map[string]any, timeout time
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	v, _, err := np.prg.ContextEval(ctx, act)
+	if cancelled, ok := errors.AsType[interpreter.EvalCancelledError](err); ok && cancelled.Cause == interpreter.CostLimitExceeded {
+		return nil, fmt.Errorf("parameter %s (%q): stopped at the cost limit of %d", np.name, np.expr, costLimit)
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, ErrTimeLimit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
 	}
