@@ -67,7 +67,15 @@ type Compiler struct {
 	env      *cel.Env
 	programs *lru.Cache
 	schemas  schemas
+	// timeout bounds one evaluation's wall time: evalTimeout.
+	timeout time.Duration
 }
+
+// errTimeLimit is an evaluation stopped before its end by its wall-clock
+// limit or by the call's context. A CPU that other work starves makes any
+// expression slow, so it decides nothing; one stopped at the cost limit
+// stops there on every try.
+var errTimeLimit = errors.New("stopped before its end by the time limit")
 
 // NewCompiler returns a Compiler whose expressions see `response`, a map
 // with `status` (int), `headers` (map of lower-case names to values) and
@@ -87,7 +95,7 @@ func NewCompiler() (*Compiler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating CEL environment: %w", err)
 	}
-	return &Compiler{env: env, programs: lru.New(maxPrograms)}, nil
+	return &Compiler{env: env, programs: lru.New(maxPrograms), timeout: evalTimeout}, nil
 }
 
 // Compile checks expr, refuses it if its estimated worst-case cost exceeds
@@ -195,14 +203,14 @@ func (c *Compiler) eval(ctx context.Context, expr string, r activation) (ref.Val
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, evalTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	v, _, err := p.ContextEval(ctx, r.activation())
 	if cancelled, ok := errors.AsType[interpreter.EvalCancelledError](err); ok && cancelled.Cause == interpreter.CostLimitExceeded {
 		return nil, fmt.Errorf("evaluating %q: stopped at the cost limit of %d", expr, costLimit)
 	}
 	if err != nil && ctx.Err() != nil {
-		return nil, fmt.Errorf("evaluating %q: stopped before its end: %w", expr, ctx.Err())
+		return nil, fmt.Errorf("evaluating %q: %w (%w)", expr, errTimeLimit, ctx.Err())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %q: %w", expr, err)
