@@ -99,6 +99,24 @@ var _ = Describe("A hostile or careless tool", func() {
 		}
 	})
 
+	It("may not write a regular expression that runs past the limits, and the tool says why", func() {
+		// A matches() runs to its end, past the cost limit and the time
+		// limit: on a 64 KiB answer this one took seconds per call.
+		newTool(ns, "regex", v1.IdempotencyNone, func(s *v1.ToolSpec) {
+			s.Operations[0].Response.Outcomes = []v1.OutcomeRule{
+				{When: "response.body.text.matches('((a{1,10}){1,10}){1,10}b')", Outcome: v1.OutcomePermanent},
+				{When: "response.body.text.matches(response.body.pattern)", Outcome: v1.OutcomePermanent},
+			}
+		})
+		Eventually(toolCondition("regex", v1.ConditionStalled)).Should(And(
+			HaveField("Status", metav1.ConditionTrue),
+			HaveField("Message", ContainSubstring("response.outcomes[0].when")),
+			HaveField("Message", ContainSubstring("compiles to 2222 instructions, more than the limit of 128")),
+			HaveField("Message", ContainSubstring("response.outcomes[1].when")),
+			HaveField("Message", ContainSubstring("the pattern of matches() must be a string literal"))))
+		Expect(toolCondition("regex", v1.ConditionReady)()).To(HaveField("Status", metav1.ConditionFalse))
+	})
+
 	It("is not called at the cloud metadata address, and the tool says why", func() {
 		newTool(ns, "metadata", v1.IdempotencyNone, func(s *v1.ToolSpec) {
 			s.HTTP.URL = "http://169.254.169.254/latest"

@@ -95,6 +95,25 @@ var _ = Describe("Saga expressions", func() {
 			To(ContainSubstring(`"count":200`))
 	})
 
+	It("refuses, before any effect, a saga whose regular expression could run past the limits", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		steps := changeSteps()
+		steps[0].ParametersFrom = []v1.ParameterExpression{
+			{Name: "nested", Expression: "inputs.service.matches('((a{1,10}){1,10}){1,10}b')"},
+			{Name: "computed", Expression: "inputs.service.matches(inputs.pattern)"},
+		}
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateFailedFinal)
+		msg := sagaCondition(s, v1.ConditionReady).Message
+		Expect(msg).To(ContainSubstring("spec.steps[0].parametersFrom[0] (nested)"))
+		Expect(msg).To(ContainSubstring("more than the limit of 128"))
+		Expect(msg).To(ContainSubstring("spec.steps[0].parametersFrom[1] (computed)"))
+		Expect(msg).To(ContainSubstring("the pattern of matches() must be a string literal"))
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal(v1.ReasonInvalidSpec))
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+	})
+
 	It("fails for good, before any effect, a step whose parameters exceed the cost limit", func() {
 		DeferCleanup(startManager(managerOptions{}))
 		// Three matches() over 30 000 characters with a 123-instruction
