@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -108,7 +109,7 @@ var _ = Describe("A hostile or careless tool", func() {
 				{When: "response.body.text.matches(response.body.pattern)", Outcome: v1.OutcomePermanent},
 			}
 		})
-		Eventually(toolCondition("regex", v1.ConditionStalled)).Should(And(
+		Eventually(toolCondition("regex", v1.ConditionStalled), 30*time.Second).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
 			HaveField("Message", ContainSubstring("response.outcomes[0].when")),
 			HaveField("Message", ContainSubstring("compiles to 2222 instructions, more than the limit of 128")),
