@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -97,6 +98,24 @@ var _ = Describe("A hostile or careless tool", func() {
 		for _, e := range events.Items {
 			Expect(e.Message).NotTo(ContainSubstring("echo-me-if-you-can"))
 		}
+	})
+
+	It("may not write a regular expression that runs past the limits, and the tool says why", func() {
+		// A matches() runs to its end, past the cost limit and the time
+		// limit: on a 64 KiB answer this one took seconds per call.
+		newTool(ns, "regex", v1.IdempotencyNone, func(s *v1.ToolSpec) {
+			s.Operations[0].Response.Outcomes = []v1.OutcomeRule{
+				{When: "response.body.text.matches('((a{1,10}){1,10}){1,10}b')", Outcome: v1.OutcomePermanent},
+				{When: "response.body.text.matches(response.body.pattern)", Outcome: v1.OutcomePermanent},
+			}
+		})
+		Eventually(toolCondition("regex", v1.ConditionStalled), 30*time.Second).Should(And(
+			HaveField("Status", metav1.ConditionTrue),
+			HaveField("Message", ContainSubstring("response.outcomes[0].when")),
+			HaveField("Message", ContainSubstring("compiles to 2222 instructions, more than the limit of 128")),
+			HaveField("Message", ContainSubstring("response.outcomes[1].when")),
+			HaveField("Message", ContainSubstring("the pattern of matches() must be a string literal"))))
+		Expect(toolCondition("regex", v1.ConditionReady)()).To(HaveField("Status", metav1.ConditionFalse))
 	})
 
 	It("is not called at the cloud metadata address, and the tool says why", func() {

@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -77,6 +78,9 @@ type SagaReconciler struct {
 	Shards *shard.Sharder
 	// ErrorBackoff is how a pass that returned an error is retried.
 	ErrorBackoff ErrorBackoff
+	// EvalTimeout bounds the wall time of one of a saga's expressions;
+	// saga.DefaultEvalTimeout if zero.
+	EvalTimeout time.Duration
 
 	// plans keeps the compiled expressions of recent sagas: compiling
 	// costs far more than a decision, and a saga's steps never change.
@@ -105,6 +109,9 @@ func (r *SagaReconciler) plan(s *v1.Saga) (*saga.Plan, error) {
 		return c.(compiled).plan, c.(compiled).err
 	}
 	plan, err := saga.Compile(&s.Spec)
+	if plan != nil {
+		plan.EvalTimeout = r.EvalTimeout
+	}
 	r.plans.Add(key, compiled{plan: plan, err: err})
 	return plan, err
 }
@@ -144,6 +151,8 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	view := saga.View{Name: s.Name, Generation: s.Generation, Namespace: s.Namespace, Spec: &s.Spec, Status: s.Status,
 		Children: children(&s, ops), Plan: plan, PlanErr: planErr, Now: r.Clock.Now()}
 	var requeue time.Duration
+	// slow is an expression stopped by its time limit.
+	var slow error
 	// What this pass reads past the cache, it reads once.
 	fresh := freshOps{}
 	// Each decision validates a step, writes a checkpoint or creates one
@@ -172,6 +181,13 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			return ctrl.Result{}, err
 		}
 		params, err := plan.Parameters(ctx, d.Action.Step, d.Action.Undo, inputs(&s), stepData(ops, view.Status))
+		if errors.Is(err, saga.ErrTimeLimit) {
+			// A starved CPU decides nothing: the pass ends, and the
+			// error's backoff brings the saga back.
+			view.Status.Steps[d.Action.Step].Message = "the parameters wait: " + err.Error()
+			slow = fmt.Errorf("saga %s: step %s: %w", s.Name, d.Action.Name, err)
+			break
+		}
 		if err != nil {
 			// The operation cannot be made; the decision fails it before
 			// any effect.
@@ -187,6 +203,9 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	if err := r.checkpoint(ctx, &s, view.Status); err != nil {
 		return r.lost(err)
+	}
+	if slow != nil {
+		return ctrl.Result{}, slow
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -391,6 +410,10 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 		return undecided("%v", err)
 	}
 	params, err := plan.Parameters(ctx, i, false, inputs(s), stepData(ops, status))
+	if errors.Is(err, saga.ErrTimeLimit) {
+		// A starved CPU decides nothing: validated again later.
+		return undecided("%v", err)
+	}
 	if err != nil {
 		return failed("the parameters cannot be computed: %v", err)
 	}

@@ -117,6 +117,9 @@ type managerOptions struct {
 	// sagaReader, if set, wraps what the saga reconciler reads past the
 	// cache through.
 	sagaReader func(client.Reader) client.Reader
+	// sagaEvalTimeout, if set, bounds the wall time of a saga's
+	// expressions, as a CPU starved by others would.
+	sagaEvalTimeout time.Duration
 	// synced, if set, is closed once the manager's cache has listed what
 	// it watches.
 	synced chan struct{}
@@ -163,14 +166,17 @@ func startManager(o managerOptions) (stop func()) {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	mctx, mcancel := context.WithCancel(ctx)
-	if o.sagaReader == nil {
+	if o.sagaReader == nil && o.sagaEvalTimeout == 0 {
 		Expect(Setup(mctx, mgr, c)).To(Succeed())
 	} else {
 		d, err := c.depsOf(mgr)
 		Expect(err).NotTo(HaveOccurred())
 		rs, err := c.Build(d)
 		Expect(err).NotTo(HaveOccurred())
-		rs.Saga.APIReader = o.sagaReader(rs.Saga.APIReader)
+		if o.sagaReader != nil {
+			rs.Saga.APIReader = o.sagaReader(rs.Saga.APIReader)
+		}
+		rs.Saga.EvalTimeout = o.sagaEvalTimeout
 		Expect(rs.SetupWithManager(mctx, mgr)).To(Succeed())
 	}
 	done := make(chan struct{})

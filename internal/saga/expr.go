@@ -17,6 +17,7 @@ limitations under the License.
 package saga
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,11 +32,13 @@ import (
 	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/celregex"
 	"github.com/once-dev/once/internal/protocol"
 )
 
@@ -43,18 +46,28 @@ const (
 	// costLimit bounds one expression's work; inputs and results are at
 	// most 64 KiB, so this allows a few passes over them.
 	costLimit = 1_000_000
-	// evalTimeout bounds one expression's wall time; the evaluation looks
-	// at its context every interruptEvery iterations of a comprehension.
-	evalTimeout    = time.Second
-	interruptEvery = 100
+	// DefaultEvalTimeout bounds one expression's wall time, unless a Plan
+	// says otherwise; the evaluation looks at its context every
+	// interruptEvery iterations of a comprehension.
+	DefaultEvalTimeout = time.Second
+	interruptEvery     = 100
 	// stepsVar and inputsVar are what expressions see.
 	stepsVar, inputsVar = "steps", "inputs"
 )
+
+// ErrTimeLimit is an evaluation stopped before its end by its wall-clock
+// limit, or by its caller's context. A CPU that other work starves makes
+// any expression slow, so it is a reason to try again, never a verdict;
+// one stopped at the cost limit stops there on every try.
+var ErrTimeLimit = errors.New("stopped before its end by the time limit; tried again")
 
 // Plan is a saga's compiled expressions: per step, the parameters of the
 // step and of its compensation, and the steps each refers to.
 type Plan struct {
 	steps []stepPlan
+	// EvalTimeout bounds one expression's wall time; DefaultEvalTimeout
+	// if zero.
+	EvalTimeout time.Duration
 }
 
 type stepPlan struct {
@@ -79,6 +92,9 @@ var env = func() *cel.Env {
 		cel.Variable(stepsVar, cel.MapType(cel.StringType, cel.DynType)),
 		ext.Strings(),
 		ext.Encoders(),
+		// A matches() runs to its end, past the cost limit and the
+		// timeout: its pattern must be a literal of a bounded size.
+		cel.ASTValidators(celregex.Validator{}),
 	)
 	if err != nil {
 		panic(fmt.Sprintf("saga: creating the CEL environment: %v", err))
@@ -144,7 +160,8 @@ func compile(at string, literal *runtime.RawExtension, exprs []v1.ParameterExpre
 			}
 			refs[name] = true
 		}
-		prg, err := env.Program(checked, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery))
+		prg, err := env.Program(checked, cel.CostLimit(costLimit), cel.CostTracking(celregex.Cost{}),
+			cel.InterruptCheckFrequency(interruptEvery))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", field, err))
 			continue
@@ -244,7 +261,7 @@ func (p *Plan) Parameters(ctx context.Context, step int, undo bool, inputs []byt
 			return nil, err
 		}
 		for _, np := range x.programs {
-			v, err := eval(ctx, np, act)
+			v, err := eval(ctx, np, act, cmp.Or(p.EvalTimeout, DefaultEvalTimeout))
 			if err != nil {
 				return nil, err
 			}
@@ -282,10 +299,16 @@ func activation(inputs []byte, refs []string, data map[string]StepData) (map[str
 	return map[string]any{inputsVar: protocol.WholeNumbers(in), stepsVar: steps}, nil
 }
 
-func eval(ctx context.Context, np namedProgram, act map[string]any) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, evalTimeout)
+func eval(ctx context.Context, np namedProgram, act map[string]any, timeout time.Duration) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	v, _, err := np.prg.ContextEval(ctx, act)
+	if cancelled, ok := errors.AsType[interpreter.EvalCancelledError](err); ok && cancelled.Cause == interpreter.CostLimitExceeded {
+		return nil, fmt.Errorf("parameter %s (%q): stopped at the cost limit of %d", np.name, np.expr, costLimit)
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, ErrTimeLimit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
 	}

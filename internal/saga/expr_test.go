@@ -160,6 +160,30 @@ func TestCompile(t *testing.T) {
 			},
 			errs: []string{"spec.steps[1].parametersFrom[0] (any): steps must be used as steps.<name>"},
 		},
+		"RegexLiteral": {
+			reason: "A matches() with a literal pattern of a small program compiles.",
+			steps: []v1.SagaStep{exprStep("order", from("ok",
+				"inputs.id.matches('^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')"), nil)},
+			refs: refs{Do: [][]string{nil}, Undo: [][]string{nil}},
+		},
+		"RegexNestedRepetition": {
+			reason: "Nested bounded repetitions expand into a program whose match takes seconds and cannot be stopped.",
+			steps:  []v1.SagaStep{exprStep("order", from("ok", "inputs.text.matches('((a{1,10}){1,10}){1,10}b')"), nil)},
+			errs:   []string{"spec.steps[0].parametersFrom[0] (ok): ", "compiles to 2222 instructions, more than the limit of 128"},
+		},
+		"RegexComputedPattern": {
+			reason: "A pattern computed at run time (from an earlier step's answer, say) cannot be bounded before it runs.",
+			steps: []v1.SagaStep{
+				exprStep("order", nil, nil),
+				exprStep("charge", from("ok", "inputs.text.matches(steps.order.result.pattern)"), nil),
+			},
+			errs: []string{"spec.steps[1].parametersFrom[0] (ok): ", "the pattern of matches() must be a string literal"},
+		},
+		"RegexComputedPatternGlobal": {
+			reason: "The function form of matches() is held to the same.",
+			steps:  []v1.SagaStep{exprStep("order", from("ok", "matches(inputs.text, inputs.pattern)"), nil)},
+			errs:   []string{"spec.steps[0].parametersFrom[0] (ok): ", "the pattern of matches() must be a string literal"},
+		},
 		"SyntaxError": {
 			reason: "An expression that does not parse is refused, naming its field.",
 			steps:  []v1.SagaStep{exprStep("order", from("sku", "inputs.(sku"), nil)},

@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/lru"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/celregex"
 	"github.com/once-dev/once/internal/protocol"
 )
 
@@ -66,7 +67,15 @@ type Compiler struct {
 	env      *cel.Env
 	programs *lru.Cache
 	schemas  schemas
+	// timeout bounds one evaluation's wall time: evalTimeout.
+	timeout time.Duration
 }
+
+// errTimeLimit is an evaluation stopped before its end by its wall-clock
+// limit or by the call's context. A CPU that other work starves makes any
+// expression slow, so it decides nothing; one stopped at the cost limit
+// stops there on every try.
+var errTimeLimit = errors.New("stopped before its end by the time limit")
 
 // NewCompiler returns a Compiler whose expressions see `response`, a map
 // with `status` (int), `headers` (map of lower-case names to values) and
@@ -79,11 +88,14 @@ func NewCompiler() (*Compiler, error) {
 		cel.Variable("secrets", cel.MapType(cel.StringType, cel.StringType)),
 		ext.Strings(),
 		ext.Encoders(),
+		// A matches() runs to its end, past the cost limit and the
+		// timeout: its pattern must be a literal of a bounded size.
+		cel.ASTValidators(celregex.Validator{}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("creating CEL environment: %w", err)
 	}
-	return &Compiler{env: env, programs: lru.New(maxPrograms)}, nil
+	return &Compiler{env: env, programs: lru.New(maxPrograms), timeout: evalTimeout}, nil
 }
 
 // Compile checks expr, refuses it if its estimated worst-case cost exceeds
@@ -104,7 +116,8 @@ func (c *Compiler) Compile(expr string) (cel.Program, error) {
 		return nil, fmt.Errorf("%q may cost up to %d on a response of %d KiB, more than the limit of %d: "+
 			"iterate over less of the body, or compare less", expr, est.Max, maxBody>>10, costLimit)
 	}
-	p, err := c.env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery))
+	p, err := c.env.Program(ast, cel.CostLimit(costLimit), cel.CostTracking(celregex.Cost{}),
+		cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, fmt.Errorf("planning %q: %w", expr, err)
 	}
@@ -138,8 +151,10 @@ func (responseSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	return nil
 }
 
-func (responseSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
-	return nil
+// EstimateCallCost charges a matches() by its program's size on the
+// largest string an expression sees; cel-go estimates the rest.
+func (responseSizes) EstimateCallCost(_, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	return celregex.Estimate(overloadID, target, args, max(maxBody, maxHeaderBytes, v1.MaxParametersBytes))
 }
 
 // response is the CEL view of an HTTP answer, next to the request it
@@ -188,14 +203,14 @@ func (c *Compiler) eval(ctx context.Context, expr string, r activation) (ref.Val
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, evalTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	v, _, err := p.ContextEval(ctx, r.activation())
 	if cancelled, ok := errors.AsType[interpreter.EvalCancelledError](err); ok && cancelled.Cause == interpreter.CostLimitExceeded {
 		return nil, fmt.Errorf("evaluating %q: stopped at the cost limit of %d", expr, costLimit)
 	}
 	if err != nil && ctx.Err() != nil {
-		return nil, fmt.Errorf("evaluating %q: stopped before its end: %w", expr, ctx.Err())
+		return nil, fmt.Errorf("evaluating %q: %w (%w)", expr, errTimeLimit, ctx.Err())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %q: %w", expr, err)

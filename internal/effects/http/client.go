@@ -145,6 +145,11 @@ func (c *Client) execute(ctx context.Context, req effects.Request) (protocol.Cal
 	// The parameters are decoded once, for the request and the answer.
 	in := requestView(req)
 	o, err := c.shape(ctx, cmp.Or(op.Method, nethttp.MethodPost), op.Path, op.Request, req, in)
+	if errors.Is(err, errTimeLimit) {
+		// Nothing was sent, and a starved CPU decides nothing.
+		return protocol.CallResult{Outcome: v1.OutcomeRetryable,
+			Message: "the request is not built yet: " + err.Error()}, nil
+	}
 	if err != nil {
 		// Nothing was sent: the request cannot be built from these
 		// parameters, and will not be on a retry.

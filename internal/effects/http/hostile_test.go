@@ -368,6 +368,23 @@ func TestCELCost(t *testing.T) {
 		"FilterThenMap": {"response.body.data.filter(c, c.status == 'paid').map(c, c.id)", ""},
 		"SearchForKey":  {"response.body.items.exists(i, i.ref == key)", ""},
 		"NestedSearch":  {"response.body.items.exists(i, response.body.items.exists(j, i.ref == j.ref))", "more than the limit"},
+		// A matches() runs to its end, past the cost limit and the timeout:
+		// on a 64 KiB answer each of these took seconds. Its program is
+		// bounded when the tool is validated, and a pattern must be written
+		// out (one taken from the answer is the tool's to choose).
+		"RegexSmall": {"response.body.id.matches('^ch_[A-Za-z0-9]{24}$')", ""},
+		"RegexNestedRepetition": {"response.body.matches('((a{1,10}){1,10}){1,10}b')",
+			"compiles to 2222 instructions, more than the limit of 128"},
+		"RegexLongRepetition": {"response.body.matches('[a-z]{1,1000}[0-9a-z]{1,1000}b')", "more than the limit of 128"},
+		"RegexFromAnswer": {"response.body.text.matches(response.body.pattern)",
+			"the pattern of matches() must be a string literal"},
+		"RegexFromParameters": {"matches(response.body.text, parameters.pattern)",
+			"the pattern of matches() must be a string literal"},
+		"RegexBadPattern": {"response.body.matches('(')", "missing closing )"},
+		// Each matches() costs its input's length times its program's size:
+		// many of them on the whole answer are refused as a cross product is.
+		"RegexMany": {strings.TrimSuffix(strings.Repeat("response.body.matches('[a-z]{1,60}b') || ", 20), " || "),
+			"more than the limit"},
 	}
 	for name, tc := range validation {
 		t.Run("Validate/"+name, func(t *testing.T) {
@@ -432,5 +449,53 @@ func TestBodyCut(t *testing.T) {
 	}
 	if !strings.Contains(r.Message, "expressions saw only its first 64 KiB") {
 		t.Errorf("the message must say the body was cut: %s", r.Message)
+	}
+}
+
+// TestTimeLimit shows that an expression stopped by its wall-clock limit
+// (a CPU starved by other work, here a limit of a nanosecond) decides
+// nothing: the call is retryable and the dry run undecided, with nothing
+// sent; on the next try the same expression goes through.
+func TestTimeLimit(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, _ *nethttp.Request) {
+		hits.Add(1)
+		w.WriteHeader(nethttp.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"ch_1"}`))
+	}))
+	defer srv.Close()
+	spec := toolSpec(srv.URL, v1.IdempotencyNone)
+	// A comprehension of 200 iterations: the evaluation looks at its
+	// time limit every 100.
+	body := "{'count': parameters.items.filter(i, i > 0).size()}"
+	spec.Operations[0].Request = &v1.RequestShape{Body: body}
+	spec.Operations[0].Validate = &v1.ValidateRequest{Path: "/validate"}
+	c := newClient(t, spec, nil)
+	items := make([]any, 200)
+	for i := range items {
+		items[i] = i + 1
+	}
+	params, err := json.Marshal(map[string]any{"items": items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := effects.Request{Operation: "charge.create", Key: "k", Parameters: params, Timeout: time.Second}
+
+	c.compiler.timeout = time.Nanosecond
+	r := c.Execute(context.Background(), req)
+	if r.Outcome != v1.OutcomeRetryable || !strings.Contains(r.Message, "time limit") {
+		t.Errorf("a call whose request met the time limit is retryable and says why: got %s: %s", r.Outcome, r.Message)
+	}
+	v := c.Validate(context.Background(), req)
+	if v.Verdict != effects.ValidateUndecided || !strings.Contains(v.Message, "time limit") {
+		t.Errorf("a dry run whose request met the time limit decides nothing: got %v: %s", v.Verdict, v.Message)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("nothing may be sent: %d requests were", n)
+	}
+
+	c.compiler.timeout = evalTimeout
+	if r := c.Execute(context.Background(), req); r.Outcome != v1.OutcomeSucceeded {
+		t.Errorf("the next try goes through: got %s: %s", r.Outcome, r.Message)
 	}
 }

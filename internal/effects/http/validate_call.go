@@ -63,6 +63,9 @@ func (c *Client) validate(ctx context.Context, req effects.Request) effects.Vali
 	// Shaped as the operation's request unless the validate has a shape of
 	// its own, so that the tool judges the values that would be sent.
 	o, err := c.shape(ctx, cmp.Or(v.Method, nethttp.MethodPost), v.Path, cmp.Or(v.Request, op.Request), req, in)
+	if errors.Is(err, errTimeLimit) {
+		return undecided("the validate request is not built yet: " + err.Error())
+	}
 	if err != nil {
 		return refused("the validate request cannot be built: " + err.Error())
 	}

@@ -1,0 +1,135 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// An expression's wall-clock limit and its cost limit are different
+// verdicts: a CPU starved by other work makes any expression slow, and the
+// same expression goes through on the next try; a cost is the same on
+// every try.
+var _ = Describe("Saga expressions", func() {
+	var ns string
+	BeforeEach(func() {
+		ns = newNamespace()
+		newDesk(ns)
+	})
+
+	// count is a parameter computed by a comprehension of 200 iterations:
+	// the evaluation looks at its time limit every 100.
+	count := v1.ParameterExpression{Name: "count", Expression: "inputs.items.filter(i, i > 0).size()"}
+	items := make([]any, 200)
+	for i := range items {
+		items[i] = i + 1
+	}
+
+	It("tries again a step whose parameters reached the time limit, and fails nothing for it", func() {
+		// A manager whose expressions have a nanosecond stands for one on a
+		// starved CPU: every comprehension reaches its time limit.
+		stop := startManager(managerOptions{sagaEvalTimeout: time.Nanosecond})
+		steps := changeSteps()
+		steps[1].ParametersFrom = append(steps[1].ParametersFrom, count)
+		s := newSaga(ns, "scale", steps)
+		s.Spec.Inputs = raw(map[string]any{"service": "checkout", "items": items})
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+		Eventually(func() string { return stepStatus(getSaga(ns, "scale"), "config").Message }, 30*time.Second).
+			Should(ContainSubstring("time limit"))
+		Consistently(func() v1.OperationState { return getSaga(ns, "scale").Status.State }, 3*time.Second, 100*time.Millisecond).
+			Should(Equal(v1.StateStarted))
+		Expect(stepStatus(getSaga(ns, "scale"), "config").Validation.Outcome).NotTo(Equal(v1.ValidationFailed))
+		Expect(operationsOf(ns, "scale")).To(Equal([]string{"scale.ticket"}))
+		stop()
+
+		By("going through once the CPU is back")
+		DeferCleanup(startManager(managerOptions{}))
+		waitSaga(ns, "scale", v1.StateCommitted)
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "create notices"}))
+		Expect(get(ns, "scale.config").Spec.Parameters.Raw).To(ContainSubstring(`"count":200`))
+	})
+
+	It("tries again a compensation whose parameters reached the time limit", func() {
+		stop := startManager(managerOptions{sagaEvalTimeout: time.Nanosecond})
+		// The config is rejected, so the ticket is closed; only the close
+		// computes a comprehension, and no validation sees it first.
+		steps := changeSteps()[:2]
+		steps[1].Parameters = raw(map[string]any{"reject": "no"})
+		steps[0].Compensation.ParametersFrom = append(steps[0].Compensation.ParametersFrom, count)
+		s := newSaga(ns, "scale", steps)
+		s.Spec.Inputs = raw(map[string]any{"service": "checkout", "items": items})
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+		Eventually(func() string { return stepStatus(getSaga(ns, "scale"), "ticket").Message }, 30*time.Second).
+			Should(ContainSubstring("time limit"))
+		Consistently(func() []string { return operationsOf(ns, "scale") }, 3*time.Second, 100*time.Millisecond).
+			Should(Equal([]string{"scale.config", "scale.ticket"}))
+		Expect(getSaga(ns, "scale").Status.State).To(Equal(v1.StateCompensating))
+		stop()
+
+		By("compensating once the CPU is back")
+		DeferCleanup(startManager(managerOptions{}))
+		s = waitSaga(ns, "scale", v1.StateCompensated)
+		Expect(get(ns, stepStatus(s, "ticket").Compensation.Operation).Spec.Parameters.Raw).
+			To(ContainSubstring(`"count":200`))
+	})
+
+	It("refuses, before any effect, a saga whose regular expression could run past the limits", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		steps := changeSteps()
+		steps[0].ParametersFrom = []v1.ParameterExpression{
+			{Name: "nested", Expression: "inputs.service.matches('((a{1,10}){1,10}){1,10}b')"},
+			{Name: "computed", Expression: "inputs.service.matches(inputs.pattern)"},
+		}
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateFailedFinal)
+		msg := sagaCondition(s, v1.ConditionReady).Message
+		Expect(msg).To(ContainSubstring("spec.steps[0].parametersFrom[0] (nested)"))
+		Expect(msg).To(ContainSubstring("more than the limit of 128"))
+		Expect(msg).To(ContainSubstring("spec.steps[0].parametersFrom[1] (computed)"))
+		Expect(msg).To(ContainSubstring("the pattern of matches() must be a string literal"))
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal(v1.ReasonInvalidSpec))
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+	})
+
+	It("fails for good, before any effect, a step whose parameters exceed the cost limit", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		// Three matches() over 30 000 characters with a 123-instruction
+		// program cost about 1.1 million, past the limit of one million,
+		// on every try.
+		steps := changeSteps()
+		steps[0].ParametersFrom = []v1.ParameterExpression{{Name: "flagged", Expression: "" +
+			"inputs.text.matches('[a-z]{1,60}b') || inputs.text.matches('[a-z]{1,60}c') || " +
+			"inputs.text.matches('[a-z]{1,60}d')"}}
+		s := newSaga(ns, "scale", steps)
+		s.Spec.Inputs = raw(map[string]any{"service": "checkout", "text": strings.Repeat("a", 30_000)})
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+		s = waitSaga(ns, "scale", v1.StateFailedFinal)
+		Expect(stepStatus(s, "ticket").Validation.Outcome).To(Equal(v1.ValidationFailed))
+		Expect(stepStatus(s, "ticket").Validation.Message).To(ContainSubstring("stopped at the cost limit of 1000000"))
+		Expect(sagaEffects(ns)).To(BeEmpty())
+	})
+})
