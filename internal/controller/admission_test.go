@@ -92,6 +92,12 @@ func installPolicies() {
 		}
 		return op.Spec.Resolution.User, nil
 	}, 30*time.Second, 200*time.Millisecond).Should(Equal("policy-probe"))
+	grant("", "policy-probe", "sideeffectoperations/status", "update")
+	Eventually(func() error {
+		op := create(newOp("default", "policy-probe-status", "none", map[string]any{}))
+		defer func() { Expect(k8sClient.Delete(ctx, op)).To(Succeed()) }()
+		return probe.Status().Update(ctx, op, client.DryRunAll)
+	}, 30*time.Second, 200*time.Millisecond).Should(MatchError(ContainSubstring("is written only by the Once manager")))
 	grant("", "policy-probe", "sagas", "create")
 	Eventually(func() (string, error) {
 		s := newSaga("default", "policy-probe", changeSteps())
@@ -119,7 +125,7 @@ func userClient(name string, groups ...string) client.Client {
 // or, with namespace "", in all of them.
 func grant(namespace, user, resource string, verbs ...string) {
 	GinkgoHelper()
-	name := strings.NewReplacer(":", "-").Replace(user + "-" + resource)
+	name := strings.NewReplacer(":", "-", "/", "-").Replace(user + "-" + resource)
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{resource}, Verbs: verbs}}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
 	if namespace == "" {
@@ -194,6 +200,66 @@ var _ = Describe("Admission policies", func() {
 			rec := forgedRecord(ns, "charge-1")
 			Expect(manager.Create(ctx, rec)).To(Succeed())
 			Expect(manager.Delete(ctx, rec)).To(Succeed())
+		})
+	})
+
+	Context("on the status of operations and sagas", func() {
+		It("refuses a status written by a user whom RBAC lets write it, and the manager goes on", func() {
+			// A status grant as wildcard roles ('*' on resources) and
+			// aggregated roles hand it out.
+			grant(ns, "mallory", "sideeffectoperations/status", "get", "update", "patch")
+			grant(ns, "mallory", "sagas/status", "get", "update", "patch")
+			mallory := userClient("mallory", "dev")
+			DeferCleanup(startManager(managerOptions{}))
+			newTool(ns, "payments", v1.IdempotencyNative)
+
+			By("refusing a forged Committed status on an operation the manager has not taken yet")
+			op := newOp(ns, "charge-1", "payments", map[string]any{"amount": 1})
+			op.Spec.ToolRef.Name = "absent" // no such tool: the manager makes no call
+			create(op)
+			forged := get(ns, "charge-1")
+			forged.Status.State = v1.StateCommitted
+			forged.Status.ExternalObjectID = "ch_forged"
+			err := mallory.Status().Update(ctx, forged)
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+			Expect(err).To(MatchError(ContainSubstring(
+				"The status of sideeffectoperations is written only by the Once manager (" + managerUsername +
+					"): mallory may not write it")))
+			Expect(get(ns, "charge-1").Status.State).NotTo(Equal(v1.StateCommitted))
+
+			By("refusing to reset a committed operation's status, so that it would run again")
+			create(newOp(ns, "charge-2", "payments", map[string]any{"amount": 2}))
+			done := waitFor(ns, "charge-2", v1.StateCommitted)
+			patch := client.MergeFrom(done.DeepCopy())
+			done.Status = v1.SideEffectOperationStatus{}
+			err = mallory.Status().Patch(ctx, done, patch)
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+			Consistently(state(ns, "charge-2"), 2*time.Second).Should(Equal(v1.StateCommitted))
+			Expect(effectsOf(v1.IdempotencyNative, ns, "charge-2")).To(Equal(1))
+
+			By("refusing a saga's status the same way")
+			s := newSaga(ns, "change", changeSteps())
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			Eventually(func() v1.OperationState { return getSaga(ns, "change").Status.State }).ShouldNot(BeEmpty())
+			s = getSaga(ns, "change")
+			s.Status.State = v1.StateCommitted
+			err = mallory.Status().Update(ctx, s)
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+			Expect(err).To(MatchError(ContainSubstring("The status of sagas is written only by the Once manager")))
+
+			By("letting the manager (here a member of system:masters) go on")
+			create(newOp(ns, "charge-3", "payments", map[string]any{"amount": 3}))
+			waitFor(ns, "charge-3", v1.StateCommitted)
+			Expect(effectsOf(v1.IdempotencyNative, ns, "charge-3")).To(Equal(1))
+		})
+
+		It("lets the manager's ServiceAccount write the status", func() {
+			grant(ns, managerUsername, "sideeffectoperations/status", "get", "update")
+			manager := userClient(managerUsername, "system:serviceaccounts", "system:serviceaccounts:once-system")
+			op := create(newOp(ns, "charge-1", "absent", map[string]any{"amount": 1}))
+			op.Status.State = v1.StatePlanned
+			Expect(manager.Status().Update(ctx, op)).To(Succeed())
+			Expect(get(ns, "charge-1").Status.State).To(Equal(v1.StatePlanned))
 		})
 	})
 
