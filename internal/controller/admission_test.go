@@ -298,6 +298,41 @@ var _ = Describe("Admission policies", func() {
 })
 
 var _ = Describe("ClusterTool namespaceSelector", func() {
+	It("is required, and {} lets every namespace use the tool", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		ns := newNamespace()
+		tool := &v1.ClusterTool{ObjectMeta: metav1.ObjectMeta{Name: "shared-" + ns},
+			Spec: v1.ClusterToolSpec{ToolSpec: v1.ToolSpec{
+				HTTP:        v1.HTTPBackend{URL: toolURL},
+				Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative},
+				Timeout:     &metav1.Duration{Duration: time.Second},
+				Operations: []v1.ToolOperation{{Name: "charge.create", Path: "/native/charges",
+					Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"}}},
+			}}}
+
+		By("refusing a ClusterTool without a selector")
+		err := k8sClient.Create(ctx, tool)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err).To(MatchError(ContainSubstring("spec.namespaceSelector is required: select the namespaces " +
+			"whose operations may use this ClusterTool by their labels, or write namespaceSelector: {} to let every namespace use it")))
+
+		By("serving any namespace with the empty selector")
+		tool.Spec.NamespaceSelector = &metav1.LabelSelector{}
+		Expect(k8sClient.Create(ctx, tool)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, tool)).To(Succeed()) })
+		op := newOp(ns, "charge-1", tool.Name, map[string]any{"amount": 1})
+		op.Spec.ToolRef.Kind = v1.ToolKindClusterTool
+		create(op)
+		waitFor(ns, "charge-1", v1.StateCommitted)
+		Expect(effectsIn(ns)).To(Equal(1))
+
+		By("refusing to remove the selector")
+		stored := &v1.ClusterTool{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tool), stored)).To(Succeed())
+		stored.Spec.NamespaceSelector = nil
+		Expect(k8sClient.Update(ctx, stored)).To(MatchError(ContainSubstring("spec.namespaceSelector is required")))
+	})
+
 	It("serves only the namespaces it selects", func() {
 		DeferCleanup(startManager(managerOptions{}))
 		allowed, other := newNamespace(), newNamespace()
