@@ -217,10 +217,13 @@ var _ = Describe("Admission policies", func() {
 			op := newOp(ns, "charge-1", "payments", map[string]any{"amount": 1})
 			op.Spec.ToolRef.Name = "absent" // no such tool: the manager makes no call
 			create(op)
+			// Merge patches, which carry no resourceVersion: the manager
+			// writes the status meanwhile, and a conflict is no refusal.
 			forged := get(ns, "charge-1")
+			patch := client.MergeFrom(forged.DeepCopy())
 			forged.Status.State = v1.StateCommitted
 			forged.Status.ExternalObjectID = "ch_forged"
-			err := mallory.Status().Update(ctx, forged)
+			err := mallory.Status().Patch(ctx, forged, patch)
 			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 			Expect(err).To(MatchError(ContainSubstring(
 				"The status of sideeffectoperations is written only by the Once manager (" + managerUsername +
@@ -230,7 +233,7 @@ var _ = Describe("Admission policies", func() {
 			By("refusing to reset a committed operation's status, so that it would run again")
 			create(newOp(ns, "charge-2", "payments", map[string]any{"amount": 2}))
 			done := waitFor(ns, "charge-2", v1.StateCommitted)
-			patch := client.MergeFrom(done.DeepCopy())
+			patch = client.MergeFrom(done.DeepCopy())
 			done.Status = v1.SideEffectOperationStatus{}
 			err = mallory.Status().Patch(ctx, done, patch)
 			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
@@ -242,8 +245,9 @@ var _ = Describe("Admission policies", func() {
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			Eventually(func() v1.OperationState { return getSaga(ns, "change").Status.State }).ShouldNot(BeEmpty())
 			s = getSaga(ns, "change")
+			sagaPatch := client.MergeFrom(s.DeepCopy())
 			s.Status.State = v1.StateCommitted
-			err = mallory.Status().Update(ctx, s)
+			err = mallory.Status().Patch(ctx, s, sagaPatch)
 			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 			Expect(err).To(MatchError(ContainSubstring("The status of sagas is written only by the Once manager")))
 
@@ -254,12 +258,13 @@ var _ = Describe("Admission policies", func() {
 		})
 
 		It("lets the manager's ServiceAccount write the status", func() {
-			grant(ns, managerUsername, "sideeffectoperations/status", "get", "update")
+			grant(ns, managerUsername, "sideeffectoperations/status", "get", "patch")
 			manager := userClient(managerUsername, "system:serviceaccounts", "system:serviceaccounts:once-system")
 			op := create(newOp(ns, "charge-1", "absent", map[string]any{"amount": 1}))
-			op.Status.State = v1.StatePlanned
-			Expect(manager.Status().Update(ctx, op)).To(Succeed())
-			Expect(get(ns, "charge-1").Status.State).To(Equal(v1.StatePlanned))
+			patch := client.MergeFrom(op.DeepCopy())
+			op.Status.ErrorMessage = "written by the manager's ServiceAccount"
+			Expect(manager.Status().Patch(ctx, op, patch)).To(Succeed())
+			Expect(get(ns, "charge-1").Status.ErrorMessage).To(Equal("written by the manager's ServiceAccount"))
 		})
 	})
 
