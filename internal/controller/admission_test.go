@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -93,11 +94,17 @@ func installPolicies() {
 		return op.Spec.Resolution.User, nil
 	}, 30*time.Second, 200*time.Millisecond).Should(Equal("policy-probe"))
 	grant("", "policy-probe", "sideeffectoperations/status", "update")
+	op := create(newOp("default", "policy-probe-status", "none", map[string]any{}))
 	Eventually(func() error {
-		op := create(newOp("default", "policy-probe-status", "none", map[string]any{}))
-		defer func() { Expect(k8sClient.Delete(ctx, op)).To(Succeed()) }()
 		return probe.Status().Update(ctx, op, client.DryRunAll)
 	}, 30*time.Second, 200*time.Millisecond).Should(MatchError(ContainSubstring("is written only by the Once manager")))
+	// Gone before any manager starts, which would otherwise pass over it:
+	// without its finalizer, which the mutating policy added.
+	Expect(k8sClient.Patch(ctx, op, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))).To(Succeed())
+	Expect(k8sClient.Delete(ctx, op)).To(Succeed())
+	Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(op), &v1.SideEffectOperation{}))
+	}, 30*time.Second, 200*time.Millisecond).Should(BeTrue())
 	grant("", "policy-probe", "sagas", "create")
 	Eventually(func() (string, error) {
 		s := newSaga("default", "policy-probe", changeSteps())
