@@ -72,6 +72,7 @@ type options struct {
 	metricsAddr, probeAddr   string
 	pprofAddr                string
 	secureMetrics, http2     bool
+	metricsCertPath          string
 	leaderElect              bool
 	holder                   string
 	clusterResourceNamespace string
@@ -89,65 +90,75 @@ type options struct {
 	serviceCIDRs, podCIDRs, allowEgressCIDRs string
 }
 
-func main() {
-	var o options
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to. "+
+// bindFlags defines the manager's flags on fs, into o, and the logger's;
+// main uses flag.CommandLine, where controller-runtime adds --kubeconfig.
+func bindFlags(fs *flag.FlagSet, o *options) *zap.Options {
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to. "+
 		"Use :8443 for HTTPS or :8080 for HTTP, or leave as 0 to disable the metrics service.")
-	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
 		"The address the probe endpoint binds to; 0 disables it.")
-	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "",
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "",
 		"The address pprof's endpoints listen on (plain HTTP, no authentication); empty disables them. "+
 			"For profiling, not for production.")
-	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election. Once is safe without it: "+
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election. Once is safe without it: "+
 		"claims are fenced per operation; leader election only saves duplicate work.")
-	flag.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve the metrics endpoint over HTTPS with authn/authz.")
-	flag.BoolVar(&o.http2, "enable-http2", false, "Enable HTTP/2 for the metrics server.")
-	flag.StringVar(&o.holder, "holder-identity", "", "This process's identity in claims; "+
+	fs.BoolVar(&o.secureMetrics, "metrics-secure", true, "Serve the metrics endpoint over HTTPS with authn/authz.")
+	fs.StringVar(&o.metricsCertPath, "metrics-cert-path", "", "The directory with the metrics endpoint's serving "+
+		"certificate and key, tls.crt and tls.key (config/default/cert_metrics_manager_patch.yaml mounts cert-manager's "+
+		"there); it is reloaded when they change. Empty: a self-signed certificate made at start.")
+	fs.BoolVar(&o.http2, "enable-http2", false, "Enable HTTP/2 for the metrics server.")
+	fs.StringVar(&o.holder, "holder-identity", "", "This process's identity in claims; "+
 		"defaults to the host name and a random suffix, unique per process.")
-	flag.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", "once-system",
+	fs.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", "once-system",
 		"The namespace that holds the Secrets ClusterTools refer to.")
-	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 10,
+	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 10,
 		"How many operations are handled at once; each may hold a call to a tool.")
-	flag.DurationVar(&o.maxClaim, "max-claim", time.Minute,
+	fs.DurationVar(&o.maxClaim, "max-claim", time.Minute,
 		"The longest claim taken without renewal; calls with longer timeouts renew their claim while they run.")
-	flag.DurationVar(&o.claimGrace, "claim-grace", 10*time.Second,
+	fs.DurationVar(&o.claimGrace, "claim-grace", 10*time.Second,
 		"Added to every claim, for writing the outcome after the call's timeout.")
-	flag.DurationVar(&o.maxErrorBackoff, "max-error-backoff", controller.DefaultMaxErrorBackoff,
+	fs.DurationVar(&o.maxErrorBackoff, "max-error-backoff", controller.DefaultMaxErrorBackoff,
 		"The longest wait before a reconcile that failed (the API server unreachable, a write refused) is retried. "+
 			"The wait doubles from 5ms up to this, jittered: work resumes within this of the API server's return.")
-	flag.IntVar(&o.shards, "shards", 0, "Split the operations and sagas into this many shards, held by the running "+
+	fs.IntVar(&o.shards, "shards", 0, "Split the operations and sagas into this many shards, held by the running "+
 		"managers through Leases, so that managers stop contending for the same objects; every manager must use "+
 		"the same number. 0 turns sharding off: every manager handles every object.")
-	flag.StringVar(&o.shardNamespace, "shard-namespace", "",
+	fs.StringVar(&o.shardNamespace, "shard-namespace", "",
 		"The namespace that holds the shards' Leases and the Lease with this manager's version "+
 			"(kubectl once version); defaults to the manager's own namespace in a pod, "+
 			"and to --cluster-resource-namespace outside one.")
-	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"The namespace that holds the leader election's Lease; defaults to the manager's own namespace in a pod. "+
 			"Required with --leader-elect outside a pod.")
-	flag.DurationVar(&o.shardLease, "shard-lease-duration", 15*time.Second,
+	fs.DurationVar(&o.shardLease, "shard-lease-duration", 15*time.Second,
 		"How long a shard's Lease lasts without renewal: the shards of a manager that died wait this long for another.")
-	flag.DurationVar(&o.shardRenew, "shard-renew-period", 5*time.Second,
+	fs.DurationVar(&o.shardRenew, "shard-renew-period", 5*time.Second,
 		"How often a manager renews its shards' Leases and looks for members joining or leaving.")
-	flag.StringVar(&o.serviceCIDRs, "service-cidrs", "",
+	fs.StringVar(&o.serviceCIDRs, "service-cidrs", "",
 		"The cluster's service CIDRs, comma-separated: tools are never called at addresses in them.")
-	flag.StringVar(&o.podCIDRs, "pod-cidrs", "",
+	fs.StringVar(&o.podCIDRs, "pod-cidrs", "",
 		"The cluster's pod CIDRs, comma-separated: tools are never called at addresses in them.")
-	flag.StringVar(&o.allowEgressCIDRs, "allow-egress-cidrs", "",
+	fs.StringVar(&o.allowEgressCIDRs, "allow-egress-cidrs", "",
 		"CIDRs, comma-separated, that tools may be called at even though they are refused otherwise "+
 			"(loopback, link-local, the cluster's ranges); for example 127.0.0.0/8 for a tool on the manager's host.")
-	flag.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Namespaces, comma-separated, that this manager "+
+	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Namespaces, comma-separated, that this manager "+
 		"alone watches and serves; empty serves all. A manager so restricted serves no ClusterTools and reads no "+
 		"Namespaces: it needs rights in these namespaces only (config/namespaced).")
-	flag.BoolVar(&o.printVersion, "version", false, "Print the version and exit.")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(flag.CommandLine)
+	fs.BoolVar(&o.printVersion, "version", false, "Print the version and exit.")
+	zapOpts := &zap.Options{}
+	zapOpts.BindFlags(fs)
+	return zapOpts
+}
+
+func main() {
+	var o options
+	zapOpts := bindFlags(flag.CommandLine, &o)
 	flag.Parse()
 	if o.printVersion {
 		fmt.Println(version)
 		return
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(zapOpts)))
 
 	if err := run(o); err != nil {
 		setupLog.Error(err, "Manager failed")
@@ -171,6 +182,10 @@ func run(o options) error {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
 	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics, TLSOpts: tlsOpts}
+	if o.metricsCertPath != "" {
+		// controller-runtime watches the files and serves the newest.
+		metricsOpts.CertDir = o.metricsCertPath
+	}
 	if o.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}

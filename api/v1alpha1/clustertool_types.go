@@ -24,13 +24,16 @@ import (
 // ClusterToolSpec is a ToolSpec, shared by every namespace the
 // namespaceSelector admits. The selector is ClusterTool's own field rather
 // than part of ToolSpec: a Tool is only ever used from its own namespace, so
-// the field would mean nothing there.
+// the field would mean nothing there. The selector is required, so that a
+// ClusterTool serves every namespace only when its author says so.
+// +kubebuilder:validation:XValidation:rule="has(self.namespaceSelector)",message="spec.namespaceSelector is required: select the namespaces whose operations may use this ClusterTool by their labels, or write namespaceSelector: {} to let every namespace use it"
 type ClusterToolSpec struct {
 	ToolSpec `json:",inline"`
 
 	// namespaceSelector selects, by their labels, the namespaces whose
-	// SideEffectOperations may use this tool. Omitted, every namespace may;
-	// an empty selector ({}) also selects every namespace. An operation
+	// SideEffectOperations may use this tool; the empty selector ({})
+	// selects every namespace. Required: a ClusterTool written before it
+	// was, and not changed since, serves every namespace. An operation
 	// from a namespace that is not selected makes no call and stalls with
 	// reason NamespaceNotAllowed, and proceeds once its namespace or this
 	// selector changes to admit it. The selector is checked before every

@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -92,6 +93,18 @@ func installPolicies() {
 		}
 		return op.Spec.Resolution.User, nil
 	}, 30*time.Second, 200*time.Millisecond).Should(Equal("policy-probe"))
+	grant("", "policy-probe", "sideeffectoperations/status", "update")
+	op := create(newOp("default", "policy-probe-status", "none", map[string]any{}))
+	Eventually(func() error {
+		return probe.Status().Update(ctx, op, client.DryRunAll)
+	}, 30*time.Second, 200*time.Millisecond).Should(MatchError(ContainSubstring("is written only by the Once manager")))
+	// Gone before any manager starts, which would otherwise pass over it:
+	// without its finalizer, which the mutating policy added.
+	Expect(k8sClient.Patch(ctx, op, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))).To(Succeed())
+	Expect(k8sClient.Delete(ctx, op)).To(Succeed())
+	Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(op), &v1.SideEffectOperation{}))
+	}, 30*time.Second, 200*time.Millisecond).Should(BeTrue())
 	grant("", "policy-probe", "sagas", "create")
 	Eventually(func() (string, error) {
 		s := newSaga("default", "policy-probe", changeSteps())
@@ -119,7 +132,7 @@ func userClient(name string, groups ...string) client.Client {
 // or, with namespace "", in all of them.
 func grant(namespace, user, resource string, verbs ...string) {
 	GinkgoHelper()
-	name := strings.NewReplacer(":", "-").Replace(user + "-" + resource)
+	name := strings.NewReplacer(":", "-", "/", "-").Replace(user + "-" + resource)
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{resource}, Verbs: verbs}}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
 	if namespace == "" {
@@ -197,6 +210,71 @@ var _ = Describe("Admission policies", func() {
 		})
 	})
 
+	Context("on the status of operations and sagas", func() {
+		It("refuses a status written by a user whom RBAC lets write it, and the manager goes on", func() {
+			// A status grant as wildcard roles ('*' on resources) and
+			// aggregated roles hand it out.
+			grant(ns, "mallory", "sideeffectoperations/status", "get", "update", "patch")
+			grant(ns, "mallory", "sagas/status", "get", "update", "patch")
+			mallory := userClient("mallory", "dev")
+			DeferCleanup(startManager(managerOptions{}))
+			newTool(ns, "payments", v1.IdempotencyNative)
+
+			By("refusing a forged Committed status on an operation the manager has not taken yet")
+			op := newOp(ns, "charge-1", "payments", map[string]any{"amount": 1})
+			op.Spec.ToolRef.Name = "absent" // no such tool: the manager makes no call
+			create(op)
+			// Merge patches, which carry no resourceVersion: the manager
+			// writes the status meanwhile, and a conflict is no refusal.
+			forged := get(ns, "charge-1")
+			patch := client.MergeFrom(forged.DeepCopy())
+			forged.Status.State = v1.StateCommitted
+			forged.Status.ExternalObjectID = "ch_forged"
+			err := mallory.Status().Patch(ctx, forged, patch)
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+			Expect(err).To(MatchError(ContainSubstring(
+				"The status of sideeffectoperations is written only by the Once manager (" + managerUsername +
+					"): mallory may not write it")))
+			Expect(get(ns, "charge-1").Status.State).NotTo(Equal(v1.StateCommitted))
+
+			By("refusing to reset a committed operation's status, so that it would run again")
+			create(newOp(ns, "charge-2", "payments", map[string]any{"amount": 2}))
+			done := waitFor(ns, "charge-2", v1.StateCommitted)
+			patch = client.MergeFrom(done.DeepCopy())
+			done.Status = v1.SideEffectOperationStatus{}
+			err = mallory.Status().Patch(ctx, done, patch)
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+			Consistently(state(ns, "charge-2"), 2*time.Second).Should(Equal(v1.StateCommitted))
+			Expect(effectsOf(v1.IdempotencyNative, ns, "charge-2")).To(Equal(1))
+
+			By("refusing a saga's status the same way")
+			s := newSaga(ns, "change", changeSteps())
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			Eventually(func() v1.OperationState { return getSaga(ns, "change").Status.State }).ShouldNot(BeEmpty())
+			s = getSaga(ns, "change")
+			sagaPatch := client.MergeFrom(s.DeepCopy())
+			s.Status.State = v1.StateCommitted
+			err = mallory.Status().Patch(ctx, s, sagaPatch)
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+			Expect(err).To(MatchError(ContainSubstring("The status of sagas is written only by the Once manager")))
+
+			By("letting the manager (here a member of system:masters) go on")
+			create(newOp(ns, "charge-3", "payments", map[string]any{"amount": 3}))
+			waitFor(ns, "charge-3", v1.StateCommitted)
+			Expect(effectsOf(v1.IdempotencyNative, ns, "charge-3")).To(Equal(1))
+		})
+
+		It("lets the manager's ServiceAccount write the status", func() {
+			grant(ns, managerUsername, "sideeffectoperations/status", "get", "patch")
+			manager := userClient(managerUsername, "system:serviceaccounts", "system:serviceaccounts:once-system")
+			op := create(newOp(ns, "charge-1", "absent", map[string]any{"amount": 1}))
+			patch := client.MergeFrom(op.DeepCopy())
+			op.Status.ErrorMessage = "written by the manager's ServiceAccount"
+			Expect(manager.Status().Patch(ctx, op, patch)).To(Succeed())
+			Expect(get(ns, "charge-1").Status.ErrorMessage).To(Equal("written by the manager's ServiceAccount"))
+		})
+	})
+
 	Context("on resolutions", func() {
 		BeforeEach(func() {
 			DeferCleanup(startManager(managerOptions{}))
@@ -232,6 +310,41 @@ var _ = Describe("Admission policies", func() {
 })
 
 var _ = Describe("ClusterTool namespaceSelector", func() {
+	It("is required, and {} lets every namespace use the tool", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		ns := newNamespace()
+		tool := &v1.ClusterTool{ObjectMeta: metav1.ObjectMeta{Name: "shared-" + ns},
+			Spec: v1.ClusterToolSpec{ToolSpec: v1.ToolSpec{
+				HTTP:        v1.HTTPBackend{URL: toolURL},
+				Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative},
+				Timeout:     &metav1.Duration{Duration: time.Second},
+				Operations: []v1.ToolOperation{{Name: "charge.create", Path: "/native/charges",
+					Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"}}},
+			}}}
+
+		By("refusing a ClusterTool without a selector")
+		err := k8sClient.Create(ctx, tool)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err).To(MatchError(ContainSubstring("spec.namespaceSelector is required: select the namespaces " +
+			"whose operations may use this ClusterTool by their labels, or write namespaceSelector: {} to let every namespace use it")))
+
+		By("serving any namespace with the empty selector")
+		tool.Spec.NamespaceSelector = &metav1.LabelSelector{}
+		Expect(k8sClient.Create(ctx, tool)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, tool)).To(Succeed()) })
+		op := newOp(ns, "charge-1", tool.Name, map[string]any{"amount": 1})
+		op.Spec.ToolRef.Kind = v1.ToolKindClusterTool
+		create(op)
+		waitFor(ns, "charge-1", v1.StateCommitted)
+		Expect(effectsIn(ns)).To(Equal(1))
+
+		By("refusing to remove the selector")
+		stored := &v1.ClusterTool{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tool), stored)).To(Succeed())
+		stored.Spec.NamespaceSelector = nil
+		Expect(k8sClient.Update(ctx, stored)).To(MatchError(ContainSubstring("spec.namespaceSelector is required")))
+	})
+
 	It("serves only the namespaces it selects", func() {
 		DeferCleanup(startManager(managerOptions{}))
 		allowed, other := newNamespace(), newNamespace()

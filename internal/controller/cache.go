@@ -17,13 +17,18 @@ limitations under the License.
 package controller
 
 import (
+	"encoding/json"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/outbox"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 // CacheOptions are the manager's cache options, for cmd/main.go and the
@@ -78,10 +83,97 @@ func StripUnread(in any) (any, error) {
 			}
 		}
 	}
-	if op, ok := in.(*v1.SideEffectOperation); ok && op.Status.State.IsTerminal() {
-		terminalKept(op)
+	if op, ok := in.(*v1.SideEffectOperation); ok {
+		if op.Status.State.IsTerminal() {
+			terminalKept(op)
+		} else {
+			boundParameters(op)
+		}
 	}
 	return in, nil
+}
+
+// AnnotationParametersRefused marks, in the manager's cache only, an
+// operation whose parameters the cache did not keep: they are larger than
+// v1.MaxParametersBytes. Its value is the refusal, as JSON. The cache
+// transform removes the annotation from every operation it stores and then
+// sets it itself, so no writer can set it; the manager never writes an
+// operation's annotations back (see StripUnread).
+const AnnotationParametersRefused = "effects.once.dev/parameters-refused"
+
+// boundParameters keeps the cache from holding more than
+// v1.MaxParametersBytes of an operation's parameters. The API server
+// stores up to its request limit (about 1.5 MiB an object in etcd), and
+// every replica's cache would hold that much of every such operation for
+// as long as it exists: a few hundred of them would exhaust the manager.
+//
+// Parameters that are larger as written are measured as canonical JSON, as
+// the limit is:
+//   - larger there too (or not JSON the hash accepts): the cache keeps none
+//     of them (an empty RawExtension), and AnnotationParametersRefused says
+//     why; the controller
+//     fails the operation from that alone (ParametersTooLarge), before any
+//     call, without reading them;
+//   - within the limit (JSON as written can be longer: escapes such as
+//     \u003c, whitespace): the cache keeps the canonical form, which has
+//     the same request hash, once the numbers were checked as written
+//     (protocol.CheckNumbers), which the canonical form no longer shows.
+func boundParameters(op *v1.SideEffectOperation) {
+	if refusedByCache(op) != nil {
+		// Transformed already: the informer may pass an object twice.
+		return
+	}
+	if a := op.GetAnnotations(); a != nil {
+		if _, ok := a[AnnotationParametersRefused]; ok {
+			delete(a, AnnotationParametersRefused)
+			if len(a) == 0 {
+				op.SetAnnotations(nil)
+			}
+		}
+	}
+	if op.Spec.Parameters == nil || len(op.Spec.Parameters.Raw) <= v1.MaxParametersBytes {
+		return
+	}
+	raw := op.Spec.Parameters.Raw
+	canonical, err := protocol.Canonical(raw)
+	no := protocol.CheckParameters(canonical)
+	switch {
+	case err != nil:
+		no = &protocol.Refusal{Class: v1.ErrorInvalid, Reason: v1.ReasonInvalidSpec,
+			Message: "spec.parameters cannot be hashed: " + err.Error()}
+	case no == nil:
+		no = protocol.CheckNumbers(raw)
+	}
+	if no == nil {
+		op.Spec.Parameters = &runtime.RawExtension{Raw: canonical}
+		return
+	}
+	mark, err := json.Marshal(no)
+	if err != nil {
+		mark = []byte(`{}`)
+	}
+	// Empty, which no stored object has (absent parameters are nil, and
+	// written ones at least {}): the mark that the refusal is the cache's.
+	op.Spec.Parameters = &runtime.RawExtension{}
+	if op.Annotations == nil {
+		op.Annotations = map[string]string{}
+	}
+	op.Annotations[AnnotationParametersRefused] = string(mark)
+}
+
+// refusedByCache is the refusal the cache recorded for an operation whose
+// parameters it did not keep (boundParameters), or nil.
+func refusedByCache(op *v1.SideEffectOperation) *protocol.Refusal {
+	mark, ok := op.GetAnnotations()[AnnotationParametersRefused]
+	if !ok || op.Spec.Parameters == nil || len(op.Spec.Parameters.Raw) > 0 {
+		return nil
+	}
+	no := &protocol.Refusal{}
+	if err := json.Unmarshal([]byte(mark), no); err != nil || no.Reason == "" {
+		return &protocol.Refusal{Class: v1.ErrorInvalid, Reason: v1.ReasonParametersTooLarge,
+			Message: fmt.Sprintf("spec.parameters are larger than %d bytes of canonical JSON", v1.MaxParametersBytes)}
+	}
+	return no
 }
 
 // terminalKept reduces a terminal operation (Committed, FailedFinal,

@@ -19,7 +19,9 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +109,7 @@ func TestStripUnread(t *testing.T) {
 		},
 	}
 	maps.Copy(cases, terminalCases())
+	maps.Copy(cases, parameterCases())
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got, err := StripUnread(tc.in)
@@ -117,6 +120,84 @@ func TestStripUnread(t *testing.T) {
 				t.Errorf("%s\nStripUnread(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// parameterCases are StripUnread's cases for operations whose parameters
+// are larger than v1.MaxParametersBytes as written: the cache never holds
+// more than that of them.
+func parameterCases() map[string]struct {
+	reason string
+	in     any
+	want   any
+} {
+	op := func(params string, annotations map[string]string) *v1.SideEffectOperation {
+		o := &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns", Annotations: annotations},
+			Spec: v1.SideEffectOperationSpec{Operation: "charge.create"}}
+		switch params {
+		case "":
+		case "dropped":
+			o.Spec.Parameters = &runtime.RawExtension{}
+		default:
+			o.Spec.Parameters = &runtime.RawExtension{Raw: []byte(params)}
+		}
+		return o
+	}
+	fill := func(n int) string { return strings.Repeat("a", n) }
+	big := `{"note":"` + fill(v1.MaxParametersBytes) + `"}`
+	tooLarge := `{"Class":"Invalid","Reason":"ParametersTooLarge","Message":"spec.parameters take 65547 bytes of canonical JSON; the limit is 65536"}`
+	// 3000 escaped characters take 18000 bytes as written and 3000 as
+	// canonical JSON.
+	escaped := `{ "b": "` + strings.Repeat(`\u003c`, 3000) + fill(v1.MaxParametersBytes-10000) + `", "a": 1 }`
+	canonical := `{"a":1,"b":"` + strings.Repeat("<", 3000) + fill(v1.MaxParametersBytes-10000) + `"}`
+	imprecise := `{"n": 12345678901234567, "pad": "` + fill(v1.MaxParametersBytes-200) + `", "ws": "` + strings.Repeat(`\u003e`, 100) + `"}`
+	type tc = struct {
+		reason string
+		in     any
+		want   any
+	}
+	return map[string]tc{
+		"ParametersWithinTheLimit": {
+			reason: "Parameters within the limit as written stay as written.",
+			in:     op(`{"amount": 1}`, nil), want: op(`{"amount": 1}`, nil),
+		},
+		"ParametersTooLarge": {
+			reason: "Parameters above the limit as canonical JSON are not kept; the refusal is.",
+			in:     op(big, map[string]string{"team": "payments"}),
+			want:   op("dropped", map[string]string{"team": "payments", AnnotationParametersRefused: tooLarge}),
+		},
+		"ParametersTooLargeAsWrittenOnly": {
+			reason: "Parameters above the limit as written and within it as canonical JSON are kept in canonical form.",
+			in:     op(escaped, nil), want: op(canonical, nil),
+		},
+		"ImpreciseNumberInLargeParameters": {
+			reason: "The canonical form would hide a number that a double cannot hold: the refusal is kept instead.",
+			in:     op(imprecise, nil),
+			want: op("dropped", map[string]string{AnnotationParametersRefused: `{"Class":"Invalid","Reason":"ParametersInvalid",` +
+				`"Message":"spec.parameters hold the number 12345678901234567, which has more precision than a double: ` +
+				`the request hash could not tell it from a nearby number; send it as a string"}`}),
+		},
+		"TransformedTwice": {
+			reason: "An operation passed twice keeps the cache's refusal.",
+			in:     op("dropped", map[string]string{AnnotationParametersRefused: tooLarge}),
+			want:   op("dropped", map[string]string{AnnotationParametersRefused: tooLarge}),
+		},
+		"ForgedRefusalWithoutParameters": {
+			reason: "A writer's annotation on an operation without parameters goes too.",
+			in:     op("", map[string]string{AnnotationParametersRefused: tooLarge}),
+			want:   op("", nil),
+		},
+		"ForgedRefusal": {
+			reason: "The refusal is the cache's own: a writer's annotation of that name goes.",
+			in:     op(`{"amount": 1}`, map[string]string{AnnotationParametersRefused: `{}`}),
+			want:   op(`{"amount": 1}`, nil),
+		},
+		"TerminalDropsParametersAnyway": {
+			reason: "A terminal operation keeps no parameters, large or not.",
+			in: &v1.SideEffectOperation{Spec: v1.SideEffectOperationSpec{Parameters: &runtime.RawExtension{Raw: []byte(big)}},
+				Status: v1.SideEffectOperationStatus{State: v1.StateFailedFinal}},
+			want: &v1.SideEffectOperation{Status: v1.SideEffectOperationStatus{State: v1.StateFailedFinal}},
+		},
 	}
 }
 
@@ -269,6 +350,36 @@ var _ = Describe("The manager's cache", func() {
 		Expect(after.Status.ErrorMessage).To(Equal("written from the cache"))
 		Expect(after.Annotations).To(Equal(stored.Annotations))
 		Expect(entryOf(after, "kubectl-client-side-apply")).To(Equal(kubectl))
+	})
+
+	It("holds none of an operation's parameters above the limit, and the manager fails it from the size alone", func() {
+		// An author who creates operations of 1 MiB each, as many as the API
+		// server takes: every replica's cache would hold all of each.
+		newTool(ns, "payments", v1.IdempotencyNative)
+		op := create(newOp(ns, "charge-1", "payments", map[string]any{"note": strings.Repeat("a", 1<<20)}))
+		stored := get(ns, "charge-1")
+		Expect(len(stored.Spec.Parameters.Raw)).To(BeNumerically(">", 1<<20))
+
+		By("reading it from a cache with the manager's options")
+		c := strippedCache()
+		cached := &v1.SideEffectOperation{}
+		Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(op), cached) }).Should(Succeed())
+		Expect(cached.Spec.Parameters).To(Equal(&runtime.RawExtension{}))
+		Expect(cached.Annotations).To(HaveKeyWithValue(AnnotationParametersRefused, ContainSubstring(v1.ReasonParametersTooLarge)))
+
+		By("failing it before any call, with the size in its condition")
+		DeferCleanup(startManager(managerOptions{}))
+		failed := waitFor(ns, "charge-1", v1.StateFailedFinal)
+		ready := condition(failed, v1.ConditionReady)
+		Expect(ready.Reason).To(Equal(v1.ReasonParametersTooLarge))
+		Expect(ready.Message).To(Equal(fmt.Sprintf(
+			"spec.parameters take %d bytes of canonical JSON; the limit is %d", len(stored.Spec.Parameters.Raw), v1.MaxParametersBytes)))
+		Expect(failed.Status.Attempts).To(BeZero())
+		Expect(effectsIn(ns)).To(BeZero())
+
+		By("keeping the stored parameters, which nothing wrote back")
+		Expect(get(ns, "charge-1").Spec.Parameters.Raw).To(Equal(stored.Spec.Parameters.Raw))
+		Expect(get(ns, "charge-1").Annotations).NotTo(HaveKey(AnnotationParametersRefused))
 	})
 
 	It("does not erase what it strips when the manager commits an applied operation", func() {

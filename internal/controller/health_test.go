@@ -319,6 +319,7 @@ func newClusterTool(name, externalObjectID string) *v1.ClusterTool {
 	t.Spec.Idempotency = v1.ToolIdempotency{Mode: v1.IdempotencyNative}
 	t.Spec.Operations = []v1.ToolOperation{{Name: "charge.create", Path: "/native/charges",
 		Response: v1.ResponseMapping{ExternalObjectID: externalObjectID}}}
+	t.Spec.NamespaceSelector = &metav1.LabelSelector{}
 	Expect(k8sClient.Create(ctx, t)).To(Succeed())
 	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, t))).To(Succeed()) })
 	return t

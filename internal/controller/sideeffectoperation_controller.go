@@ -158,6 +158,21 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		// holds is recorded all the same: otherwise it would be unknown.
 		return ctrl.Result{}, nil
 	}
+	if no := refusedByCache(op); no != nil {
+		if op.Status.State.IsPlanned() {
+			// The cache kept none of the parameters: they are too large,
+			// which is reason enough to fail before any call.
+			p := r.newPass(ctx, op)
+			return p.result(r.refuse(p, no))
+		}
+		// Not reached while the limit holds (such an operation never left
+		// Planned); read the parameters past the cache.
+		fresh := &v1.SideEffectOperation{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		op = fresh
+	}
 	p := r.newPass(ctx, op)
 	if err := p.identify(); err != nil {
 		return p.result(r.fail(p, v1.ErrorInvalid, v1.ReasonInvalidSpec, err.Error()))

@@ -59,6 +59,7 @@ var _ = Describe("The install", func() {
 			"clusterrole.rbac.authorization.k8s.io/once-manager-role created (server dry run)",
 			"role.rbac.authorization.k8s.io/once-leader-election-role created (server dry run)",
 			"validatingadmissionpolicy.admissionregistration.k8s.io/once-idempotencyrecord-writers created (server dry run)",
+			"validatingadmissionpolicy.admissionregistration.k8s.io/once-status-writers created (server dry run)",
 			"mutatingadmissionpolicy.admissionregistration.k8s.io/once-operation-finalizer created (server dry run)",
 		))
 

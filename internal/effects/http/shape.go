@@ -111,6 +111,11 @@ func (c *Client) shape(ctx context.Context, method, path string, s *v1.RequestSh
 		if err != nil {
 			return o, fmt.Errorf("path value %s: %w", pv.Name, err)
 		}
+		if v == "." || v == ".." {
+			// Escaping leaves dots alone, and a server or a proxy on the
+			// way resolves them: the request would go to another route.
+			return o, fmt.Errorf("path value %s is %q, which names no path segment", pv.Name, v)
+		}
 		path = strings.ReplaceAll(path, "{"+pv.Name+"}", url.PathEscape(v))
 	}
 	u, err := c.url(path, req.Key)
