@@ -76,6 +76,7 @@ type options struct {
 	holder                   string
 	clusterResourceNamespace string
 	maxConcurrentReconciles  int
+	maxWorkersPerTool        int
 	maxClaim, claimGrace     time.Duration
 	maxErrorBackoff          time.Duration
 	shards                   int
@@ -108,6 +109,9 @@ func main() {
 		"The namespace that holds the Secrets ClusterTools refer to.")
 	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 10,
 		"How many operations are handled at once; each may hold a call to a tool.")
+	flag.IntVar(&o.maxWorkersPerTool, "max-workers-per-tool", 0,
+		"How many operations may be inside one tool's calls (its token request included) at once, so that a tool "+
+			"that does not answer holds no more; 0 means a quarter of --max-concurrent-reconciles, at least 1.")
 	flag.DurationVar(&o.maxClaim, "max-claim", time.Minute,
 		"The longest claim taken without renewal; calls with longer timeouts renew their claim while they run.")
 	flag.DurationVar(&o.claimGrace, "claim-grace", 10*time.Second,
@@ -178,6 +182,7 @@ func run(o options) error {
 		Holder:                   o.holder,
 		ClusterResourceNamespace: o.clusterResourceNamespace,
 		MaxConcurrentReconciles:  o.maxConcurrentReconciles,
+		MaxWorkersPerTool:        o.maxWorkersPerTool,
 		MaxClaim:                 o.maxClaim,
 		ClaimGrace:               o.claimGrace,
 		MaxErrorBackoff:          o.maxErrorBackoff,
