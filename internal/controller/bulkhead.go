@@ -23,7 +23,7 @@ import (
 
 // bulkheadRetry is about how soon a pass that found its tool's bulkhead
 // full looks again (with jitter, between half of it and all of it).
-const bulkheadRetry = time.Second
+const bulkheadRetry = 2 * time.Second
 
 // DefaultWorkersPerTool is the bound of a Bulkhead for a manager with
 // workers workers: a quarter of them, at least one. A tool that hangs then
@@ -67,6 +67,17 @@ func (b *Bulkhead) Enter(tool string) (leave func(), ok bool) {
 			delete(b.in, tool)
 		}
 	}), true
+}
+
+// Full reports whether all the tool's places are taken: a pass that would
+// wait for one stops before it reads or writes anything more.
+func (b *Bulkhead) Full(tool string) bool {
+	if b == nil || b.Max <= 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.in[tool] >= b.Max
 }
 
 // InCall is the number of passes inside a call to the tool.

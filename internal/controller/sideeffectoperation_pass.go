@@ -141,6 +141,11 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		}
 		return res, err
 	}
+	if r.Bulkhead.Full(toolIDOf(p.tool)) {
+		// Its tool's calls take their share of the workers: look again
+		// soon, before reading the scope's record.
+		return r.deferCall(p)
+	}
 	if planned {
 		if no := protocol.CheckRetention(p.policy, p.tool.GetSpec(), string(p.tool.Kind())+" "+p.tool.GetName()); no != nil {
 			return r.refuse(p, no)
@@ -179,6 +184,14 @@ func (r *SideEffectOperationReconciler) loadTool(p *pass) (reconcile.Result, boo
 	p.timeout = protocol.Timeout(spec, &p.op.Spec)
 	p.policy = protocol.NewPolicy(spec, &p.op.Spec, r.limits())
 	return reconcile.Result{}, true, nil
+}
+
+// deferCall requeues a pass whose tool's calls take their share of the
+// workers (Bulkhead), before it claims anything.
+func (r *SideEffectOperationReconciler) deferCall(p *pass) (reconcile.Result, error) {
+	bulkheadFull(p.tool)
+	p.log.V(1).Info("The tool's calls take their share of the workers; call deferred", "tool", p.tool.GetName())
+	return reconcile.Result{RequeueAfter: bulkheadRetry/2 + r.jitter()(bulkheadRetry/2)}, nil
 }
 
 // limits are this manager's bounds on claims.
@@ -228,9 +241,7 @@ func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reco
 	// again soon, and claims nothing.
 	leave, ok := r.Bulkhead.Enter(toolIDOf(p.tool))
 	if !ok {
-		bulkheadFull(p.tool)
-		p.log.V(1).Info("The tool's calls take their share of the workers; call deferred", "tool", p.tool.GetName())
-		return reconcile.Result{RequeueAfter: bulkheadRetry/2 + r.jitter()(bulkheadRetry/2)}, nil
+		return r.deferCall(p)
 	}
 	defer leave()
 	if res, ok, err := r.prepareCall(p, d); !ok {
