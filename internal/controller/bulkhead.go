@@ -69,17 +69,6 @@ func (b *Bulkhead) Enter(tool string) (leave func(), ok bool) {
 	}), true
 }
 
-// Full reports whether all the tool's places are taken: a pass that would
-// wait for one stops before it reads or writes anything more.
-func (b *Bulkhead) Full(tool string) bool {
-	if b == nil || b.Max <= 0 {
-		return false
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.in[tool] >= b.Max
-}
-
 // InCall is the number of passes inside a call to the tool.
 func (b *Bulkhead) InCall(tool string) int {
 	if b == nil {

@@ -105,7 +105,10 @@ var _ = Describe("A tool whose token endpoint never answers", func() {
 		// without deadlines or a bulkhead they would hold them all.
 		const hanging = 8
 		for i := range hanging {
-			create(newOp(ns, fmt.Sprintf("stuck-%d", i), "hanging", map[string]any{"amount": i + 1}))
+			op := newOp(ns, fmt.Sprintf("stuck-%d", i), "hanging", map[string]any{"amount": i + 1})
+			// Attempts enough not to spend them all during the test.
+			op.Spec.RetryPolicy.MaxAttempts = 100
+			create(op)
 		}
 		By("committing another tool's operations meanwhile")
 		for i := range 3 {

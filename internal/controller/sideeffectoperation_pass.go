@@ -141,11 +141,6 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		}
 		return res, err
 	}
-	if r.Bulkhead.Full(toolIDOf(p.tool)) {
-		// Its tool's calls take their share of the workers: look again
-		// soon, before reading the scope's record.
-		return r.deferCall(p)
-	}
 	if planned {
 		if no := protocol.CheckRetention(p.policy, p.tool.GetSpec(), string(p.tool.Kind())+" "+p.tool.GetName()); no != nil {
 			return r.refuse(p, no)
