@@ -416,13 +416,16 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 		return failed("%v", err)
 	}
 	// A dry run is a call: it takes a place in the tool's bulkhead, and
-	// the step's timeout bounds it, its token request included.
-	leave, ok := r.Bulkhead.Enter(toolIDOf(tool))
-	if !ok {
-		bulkheadFull(tool)
-		return undecided("the calls to %s take their share of the workers", step.ToolRef.Name)
+	// the step's timeout bounds it, its token request included. Without
+	// one, nothing is sent.
+	if op := spec.Operation(step.Operation); op != nil && op.Validate != nil {
+		leave, ok := r.Bulkhead.Enter(toolIDOf(tool))
+		if !ok {
+			bulkheadFull(tool)
+			return undecided("the calls to %s take their share of the workers", step.ToolRef.Name)
+		}
+		defer leave()
 	}
-	defer leave()
 	timeout := protocol.Timeout(spec, &v1.SideEffectOperationSpec{Timeout: step.Timeout})
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	cl, err := r.Connector.Connect(cctx, tool)
