@@ -77,6 +77,7 @@ type options struct {
 	holder                   string
 	clusterResourceNamespace string
 	maxConcurrentReconciles  int
+	maxWorkersPerTool        int
 	maxClaim, claimGrace     time.Duration
 	maxErrorBackoff          time.Duration
 	shards                   int
@@ -113,6 +114,9 @@ func bindFlags(fs *flag.FlagSet, o *options) *zap.Options {
 		"The namespace that holds the Secrets ClusterTools refer to.")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 10,
 		"How many operations are handled at once; each may hold a call to a tool.")
+	fs.IntVar(&o.maxWorkersPerTool, "max-workers-per-tool", 0,
+		"How many operations may be inside one tool's calls (its token request included) at once, so that a tool "+
+			"that does not answer holds no more; 0 means a quarter of --max-concurrent-reconciles, at least 1.")
 	fs.DurationVar(&o.maxClaim, "max-claim", time.Minute,
 		"The longest claim taken without renewal; calls with longer timeouts renew their claim while they run.")
 	fs.DurationVar(&o.claimGrace, "claim-grace", 10*time.Second,
@@ -193,6 +197,7 @@ func run(o options) error {
 		Holder:                   o.holder,
 		ClusterResourceNamespace: o.clusterResourceNamespace,
 		MaxConcurrentReconciles:  o.maxConcurrentReconciles,
+		MaxWorkersPerTool:        o.maxWorkersPerTool,
 		MaxClaim:                 o.maxClaim,
 		ClaimGrace:               o.claimGrace,
 		MaxErrorBackoff:          o.maxErrorBackoff,

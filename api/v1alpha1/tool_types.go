@@ -139,11 +139,16 @@ type BasicAuth struct {
 
 // OAuth2ClientCredentials gets tokens with the client credentials grant.
 type OAuth2ClientCredentials struct {
-	// tokenURL is the authorization server's token endpoint. The egress
-	// policy applies to it as to the tool.
+	// tokenURL is the authorization server's token endpoint, where the
+	// client secret is sent: https, or plain http to a loopback host only
+	// (localhost, 127.0.0.0/8, ::1, as tests and demos run it), and no
+	// credentials in it. The egress policy applies to it as to the tool.
+	// The token request follows no redirect, and a call's timeout bounds it.
 	// +required
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'https' || url(self).getScheme() == 'http')",message="tokenURL must be an http or https URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(?i)http:') || self.matches('^(?i)http://(localhost|127[.][0-9]+[.][0-9]+[.][0-9]+|[[]::1[]])(:[0-9]+)?([/?#]|$)')",message="tokenURL must be https: the client secret is sent to it (plain http only to a loopback host)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^:/?#]+://[^/?#]*@')",message="tokenURL must not hold credentials (user:password@host): the client's credentials come from secretName"
 	TokenURL string `json:"tokenURL"`
 	// secretName is the Secret with the keys `clientID` and
 	// `clientSecret`.

@@ -73,6 +73,10 @@ func budgetExhausted(t v1.GenericTool) {
 	metrics.BudgetExhausted.WithLabelValues(metrics.ToolValues(t)...).Inc()
 }
 
+func bulkheadFull(t v1.GenericTool) {
+	metrics.BulkheadFull.WithLabelValues(metrics.ToolValues(t)...).Inc()
+}
+
 func countRetry(t v1.GenericTool) {
 	metrics.Retries.WithLabelValues(metrics.ToolValues(t)...).Inc()
 }

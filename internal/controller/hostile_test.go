@@ -184,4 +184,30 @@ var _ = Describe("A hostile or careless tool", func() {
 			OAuth2: &v1.OAuth2ClientCredentials{TokenURL: "https://auth.example.com/oauth/token", SecretName: "o",
 				Scopes: []string{"charges:write"}}}))).To(Succeed())
 	})
+
+	It("sends its client secret only to an https token URL without credentials, checked by the API server", func() {
+		oauth := func(name, url string) *v1.Tool {
+			return &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ToolSpec{
+				HTTP: v1.HTTPBackend{URL: "https://api.example.com", Auth: &v1.HTTPAuth{
+					OAuth2: &v1.OAuth2ClientCredentials{TokenURL: url, SecretName: "o"}}},
+				Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNone},
+				Operations:  []v1.ToolOperation{{Name: "x", Path: "/x"}},
+			}}
+		}
+		for url, refusal := range map[string]string{
+			"http://auth.example.com/oauth/token":          "tokenURL must be https",
+			"http://10.0.0.7:8080/token":                   "tokenURL must be https",
+			"http://127.0.0.1.example.com/token":           "tokenURL must be https",
+			"https://client:secret@auth.example.com/token": "tokenURL must not hold credentials",
+			"http://user@127.0.0.1:9000/token":             "tokenURL must not hold credentials",
+		} {
+			err := k8sClient.Create(ctx, oauth("refused", url))
+			Expect(err).To(HaveOccurred(), url)
+			Expect(err.Error()).To(ContainSubstring(refusal), url)
+		}
+		for i, url := range []string{"https://auth.example.com/token?for=a@b", "http://127.0.0.1:9000/token",
+			"http://localhost:9000/token", "http://[::1]:9000/token"} {
+			Expect(k8sClient.Create(ctx, oauth(fmt.Sprintf("fine-%d", i), url))).To(Succeed(), url)
+		}
+	})
 })

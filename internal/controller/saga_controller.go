@@ -67,6 +67,9 @@ type SagaReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Connector effects.Connector
+	// Bulkhead is the operations' (Reconcilers.Operation): a step's dry
+	// run takes a place among its tool's calls; nil: no bound.
+	Bulkhead  *Bulkhead
 	Validator ToolValidator
 	Clock     clock.Clock
 	// MaxConcurrentReconciles bounds the sagas handled at once.
@@ -434,7 +437,21 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	if err := r.Validator.CheckParameters(spec, step.Operation, params); err != nil {
 		return failed("%v", err)
 	}
-	cl, err := r.Connector.Connect(ctx, tool)
+	// A dry run is a call: it takes a place in the tool's bulkhead, and
+	// the step's timeout bounds it, its token request included. Without
+	// one, nothing is sent.
+	if op := spec.Operation(step.Operation); op != nil && op.Validate != nil {
+		leave, ok := r.Bulkhead.Enter(toolIDOf(tool))
+		if !ok {
+			bulkheadFull(tool)
+			return undecided("the calls to %s take their share of the workers", step.ToolRef.Name)
+		}
+		defer leave()
+	}
+	timeout := protocol.Timeout(spec, &v1.SideEffectOperationSpec{Timeout: step.Timeout})
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cl, err := r.Connector.Connect(cctx, tool)
+	cancel()
 	if err != nil {
 		return undecided("connecting to %s: %v", step.ToolRef.Name, err)
 	}
@@ -443,7 +460,7 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	scope := protocol.Scope{Namespace: s.Namespace, Tool: step.ToolRef, Operation: step.Operation,
 		Key: saga.OperationKey(saga.Key(s.Name, &s.Spec), step.Name, false, status.Steps[i].Round) + "/validate"}
 	res := cl.Validate(ctx, effects.Request{Operation: step.Operation, Key: scope.ToolKey(), Parameters: params,
-		Timeout: protocol.Timeout(spec, &v1.SideEffectOperationSpec{Timeout: step.Timeout})})
+		Timeout: timeout})
 	val = v1.StepValidation{HTTPStatus: res.HTTPStatus, Message: res.Message}
 	switch res.Verdict {
 	case effects.ValidateValid:

@@ -23,6 +23,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -304,6 +305,26 @@ var _ = Describe("Saga", func() {
 		Expect(stepStatus(s, "config").Validation.Message).To(ContainSubstring("more precision than a double"))
 		Expect(operationsOf(ns, "scale")).To(BeEmpty())
 		Expect(sagaEffects(ns)).To(BeEmpty())
+	})
+
+	It("waits, at the step's timeout, on a dry run whose token endpoint never answers", func() {
+		Expect(k8sClient.Delete(ctx, &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "desk"}})).To(Succeed())
+		Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "oauth"},
+			StringData: map[string]string{"clientID": "once", "clientSecret": "s3cr3t-client"}})).To(Succeed())
+		url := silentTokenEndpoint()
+		newDesk(ns, func(s *v1.ToolSpec) {
+			s.HTTP.Auth = &v1.HTTPAuth{OAuth2: &v1.OAuth2ClientCredentials{TokenURL: url, SecretName: "oauth"}}
+			s.Timeout = &metav1.Duration{Duration: 2 * time.Second}
+			s.Operations[0].Validate = &v1.ValidateRequest{Path: "/native/tickets/validate"}
+		})
+		steps := changeSteps()
+		steps[1].ParametersFrom = nil
+		steps[1].Parameters = raw(map[string]any{"replicas": 4})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+		Eventually(func() string { return stepStatus(getSaga(ns, "scale"), "ticket").Message }, 30*time.Second,
+			200*time.Millisecond).Should(And(ContainSubstring("validation waits"),
+			ContainSubstring("auth.oauth2: getting a token"), ContainSubstring("deadline exceeded")))
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
 	})
 
 	It("asks the tool's dry run before the first step, and stops before any effect when it refuses", func() {

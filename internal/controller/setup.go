@@ -47,6 +47,10 @@ type Config struct {
 	ClusterResourceNamespace string
 	// MaxConcurrentReconciles bounds the operations handled at once.
 	MaxConcurrentReconciles int
+	// MaxWorkersPerTool bounds the operations inside one tool's calls at
+	// once (a bulkhead); DefaultWorkersPerTool of MaxConcurrentReconciles
+	// if zero.
+	MaxWorkersPerTool int
 	// MaxClaim bounds a claim before renewal; ClaimGrace is added to every
 	// claim, for writing the outcome after the call's timeout.
 	MaxClaim, ClaimGrace time.Duration
@@ -166,6 +170,7 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 		budget = outbox.DefaultBudget
 	}
 	errorBackoff := ErrorBackoff{Max: c.MaxErrorBackoff, Jitter: d.Jitter}
+	bulkhead := &Bulkhead{Max: cmp.Or(c.MaxWorkersPerTool, DefaultWorkersPerTool(c.MaxConcurrentReconciles))}
 	return &Reconcilers{
 		Operation: &SideEffectOperationReconciler{
 			Client:                  d.Client,
@@ -174,6 +179,7 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 			Connector:               connector,
 			Validator:               connector,
 			Budgets:                 NewRetryBudgets(),
+			Bulkhead:                bulkhead,
 			Clock:                   d.Clock,
 			Jitter:                  d.Jitter,
 			Holder:                  c.Holder,
@@ -186,7 +192,7 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 		},
 		Saga: &SagaReconciler{
 			Client: d.Client, APIReader: d.APIReader, Recorder: d.Recorder,
-			Connector: connector, Validator: connector, Clock: d.Clock,
+			Connector: connector, Bulkhead: bulkhead, Validator: connector, Clock: d.Clock,
 			MaxConcurrentReconciles: c.MaxConcurrentReconciles, WatchNamespaces: c.WatchNamespaces, Shards: d.Shards,
 			ErrorBackoff: errorBackoff, plans: lru.New(plansSize),
 		},
@@ -202,6 +208,7 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 		}),
 		Tools: newToolReconcilers(ToolReconciler{
 			Client: d.Client, Validator: connector, Headers: connector, Clock: d.Clock, ErrorBackoff: errorBackoff,
+			MaxConcurrentReconciles: c.MaxConcurrentReconciles,
 		}, len(c.WatchNamespaces) == 0),
 	}, nil
 }

@@ -35,7 +35,10 @@ import (
 // prepareCall connects to the tool and takes a retry from its budget.
 func (r *SideEffectOperationReconciler) prepareCall(p *pass, d protocol.Decision) (reconcile.Result, bool, error) {
 	if p.client == nil {
-		c, err := r.Connector.Connect(p.ctx, p.tool)
+		// Connecting reads the tool's Secrets; the call fetches its token.
+		ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
+		c, err := r.Connector.Connect(ctx, p.tool)
+		cancel()
 		if err != nil {
 			return r.block(p, v1.ReasonToolInvalid, fmt.Sprintf("%s %s cannot be called: %v",
 				p.tool.Kind(), p.tool.GetName(), err), secretRetry)

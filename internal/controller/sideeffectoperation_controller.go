@@ -74,6 +74,8 @@ type SideEffectOperationReconciler struct {
 	Connector effects.Connector
 	Validator ToolValidator
 	Budgets   *RetryBudgets
+	// Bulkhead bounds the passes inside one tool's calls; nil: no bound.
+	Bulkhead *Bulkhead
 	// Clock is the manager's clock; a claim's expiry, its timer and its
 	// fence are read on it.
 	Clock clock.WithTickerAndDelayedExecution

@@ -181,6 +181,14 @@ func (r *SideEffectOperationReconciler) loadTool(p *pass) (reconcile.Result, boo
 	return reconcile.Result{}, true, nil
 }
 
+// deferCall requeues a pass whose tool's calls take their share of the
+// workers (Bulkhead), before it claims anything.
+func (r *SideEffectOperationReconciler) deferCall(p *pass) (reconcile.Result, error) {
+	bulkheadFull(p.tool)
+	p.log.V(1).Info("The tool's calls take their share of the workers; call deferred", "tool", p.tool.GetName())
+	return reconcile.Result{RequeueAfter: bulkheadRetry/2 + r.jitter()(bulkheadRetry/2)}, nil
+}
+
 // limits are this manager's bounds on claims.
 func (r *SideEffectOperationReconciler) limits() protocol.Limits {
 	return protocol.Limits{MaxClaim: r.MaxClaim, ClaimGrace: r.ClaimGrace}
@@ -223,6 +231,14 @@ func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reco
 	case !d.Action.IsCall():
 		return reconcile.Result{RequeueAfter: d.RequeueAfter}, r.writeStatus(p, d)
 	}
+	// One tool's calls take at most its share of the workers, from the
+	// claim to the answer's record: a pass that finds them all taken looks
+	// again soon, and claims nothing.
+	leave, ok := r.Bulkhead.Enter(toolIDOf(p.tool))
+	if !ok {
+		return r.deferCall(p)
+	}
+	defer leave()
 	if res, ok, err := r.prepareCall(p, d); !ok {
 		return res, err
 	}

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 // HeaderResolver resolves a tool's headers, reading the Secrets they name.
@@ -51,6 +53,10 @@ type ToolReconciler struct {
 	Clock   clock.Clock
 	// ErrorBackoff is how a check that returned an error is retried.
 	ErrorBackoff ErrorBackoff
+	// MaxConcurrentReconciles bounds the tools checked at once: a tool
+	// whose token endpoint does not answer holds one worker, until
+	// maxToolCheck.
+	MaxConcurrentReconciles int
 	// name names the controller; newTool makes an empty object of the
 	// kind this reconciler serves.
 	name    string
@@ -99,9 +105,16 @@ func (r *ToolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	return res, nil
 }
 
+// maxToolCheck bounds the check of a tool's credentials (its OAuth2 token
+// request included), within the tool's own timeout.
+const maxToolCheck = 10 * time.Second
+
 // check returns what makes the tool unusable, or nil. It resolves the
 // headers to see that their Secret keys exist, never to report values.
 func (r *ToolReconciler) check(ctx context.Context, tool v1.GenericTool) error {
+	ctx, cancel := context.WithTimeout(ctx, min(maxToolCheck,
+		protocol.Timeout(tool.GetSpec(), &v1.SideEffectOperationSpec{})))
+	defer cancel()
 	_, err := r.Headers.Headers(ctx, tool)
 	return errors.Join(r.Validator.Validate(tool.GetSpec()), err)
 }
@@ -123,5 +136,6 @@ func newToolReconcilers(base ToolReconciler, clusterTools bool) []*ToolReconcile
 // SetupWithManager runs the reconciler on the tools of its kind.
 func (r *ToolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).For(r.newTool()).Named(r.name).
-		WithOptions(controller.Options{RateLimiter: r.ErrorBackoff.rateLimiter()}).Complete(r)
+		WithOptions(controller.Options{RateLimiter: r.ErrorBackoff.rateLimiter(),
+			MaxConcurrentReconciles: r.MaxConcurrentReconciles}).Complete(r)
 }

@@ -81,6 +81,13 @@ var (
 		Help: "Retries deferred because the tool's retry budget was spent.",
 	}, toolLabels)
 
+	// BulkheadFull counts calls deferred because the tool's calls took
+	// their share of the workers.
+	BulkheadFull = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "once_tool_bulkhead_full_total",
+		Help: "Calls deferred because the tool's calls in flight took their share of the workers (--max-workers-per-tool).",
+	}, toolLabels)
+
 	// StaleWrites counts writes lost by a worker whose claim had moved on.
 	StaleWrites = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "once_stale_worker_writes_total",
@@ -131,7 +138,7 @@ var (
 // manager's cache) at scrape time.
 func Register(reader client.Reader) {
 	crmetrics.Registry.MustRegister(Transitions, ToolCalls, Reconciliations, Conflicts, Retries,
-		BudgetExhausted, StaleWrites, ContradictingAnswers, RecoveryTime, OutboxDeliveries, OutboxDelay, TTLDeletions, &needsReview{reader: reader})
+		BudgetExhausted, BulkheadFull, StaleWrites, ContradictingAnswers, RecoveryTime, OutboxDeliveries, OutboxDelay, TTLDeletions, &needsReview{reader: reader})
 }
 
 var needsReviewDesc = prometheus.NewDesc("once_operations_needs_review",

@@ -596,8 +596,10 @@ func (b *bench) startManagers(e *env, managers, run int, prof *profiler) ([]*har
 		if err != nil {
 			return procs, nil, err
 		}
-		// The same concurrency as the ceiling's clients.
-		args := []string{"--max-concurrent-reconciles=" + strconv.Itoa(cmp.Or(b.cfg.Reconcilers, b.cfg.Workers)),
+		// The same concurrency as the ceiling's clients, all of it for the
+		// one tool: the bench measures Once, not the bulkhead.
+		reconcilers := strconv.Itoa(cmp.Or(b.cfg.Reconcilers, b.cfg.Workers))
+		args := []string{"--max-concurrent-reconciles=" + reconcilers, "--max-workers-per-tool=" + reconcilers,
 			fmt.Sprintf("--shards=%d", b.cfg.Shards)}
 		if m == 1 && b.cfg.Profile > 0 {
 			if prof.manager, err = harness.FreeAddr(); err != nil {

@@ -239,8 +239,9 @@ func Soak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 		Binary:      filepath.Join(cfg.Root, "bin", "manager"),
 		Holder:      "soak",
 		MetricsAddr: maddr,
-		Args:        []string{"--max-concurrent-reconciles=" + strconv.Itoa(cfg.Workers), "--shards=16"},
-		Log:         filepath.Join(dir, "manager.log"),
+		Args: []string{"--max-concurrent-reconciles=" + strconv.Itoa(cfg.Workers),
+			"--max-workers-per-tool=" + strconv.Itoa(cfg.Workers), "--shards=16"},
+		Log: filepath.Join(dir, "manager.log"),
 	})
 	if err != nil {
 		return SoakReport{}, err

@@ -33,6 +33,7 @@ import (
 	nethttp "net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -69,6 +70,11 @@ type Client struct {
 	scrub    *scrubber
 	// secretValues are the tool's secretValues, for request shapes only.
 	secretValues map[string]string
+	// secrets are the values read from Secrets, and token the OAuth2
+	// token source, if the tool has one: each request fetches its token
+	// within its own deadline, and the token joins the scrubbed values.
+	secrets []string
+	token   *tokenSource
 }
 
 var _ effects.Client = &Client{}
@@ -415,6 +421,12 @@ func shorten(s string, n int) string {
 func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answer, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
+	// The token first, before the trace and the fence: its request is not
+	// the tool's, and an error getting it means the tool saw nothing.
+	headers, err := c.authorize(ctx)
+	if err != nil {
+		return answer{}, false, err
+	}
 	var wrote atomic.Bool
 	ctx, f := withFence(ctx, req.Fence)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
@@ -441,7 +453,7 @@ func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answe
 		hr.GetBody = nil
 	}
 	maps.Copy(hr.Header, o.header)
-	maps.Copy(hr.Header, c.headers)
+	maps.Copy(hr.Header, headers)
 	hr.Header.Set(cmp.Or(c.spec.Idempotency.Header, v1.DefaultIdempotencyHeader), req.Key)
 	if len(body) > 0 {
 		hr.Header.Set("Content-Type", cmp.Or(o.contentType, "application/json"))
@@ -475,6 +487,22 @@ func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answe
 		a.Decoded, a.JSON = decodeBody(a.Body)
 	}
 	return a, true, nil
+}
+
+// authorize returns the headers of a request: the tool's, with an OAuth2
+// token fetched (or reused) within ctx.
+func (c *Client) authorize(ctx context.Context) (nethttp.Header, error) {
+	if c.token == nil {
+		return c.headers, nil
+	}
+	tok, err := c.token.token(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := c.headers.Clone()
+	tok.SetAuthHeader(&nethttp.Request{Header: h})
+	c.scrub = newScrubber(append(slices.Clip(c.secrets), tok.AccessToken, h.Get("Authorization")))
+	return h, nil
 }
 
 // classify applies the operation's outcome rules, then the default table

@@ -51,14 +51,16 @@ type Connector struct {
 var _ effects.Connector = &Connector{}
 
 // Connect reads the tool's header values and returns its Client, which
-// scrubs the values read from Secrets from all it returns.
+// scrubs the values read from Secrets from all it returns. It sends no
+// request: a Client fetches an OAuth2 token within its call's deadline.
 func (c *Connector) Connect(ctx context.Context, tool v1.GenericTool) (effects.Client, error) {
-	cr, err := c.credentials(ctx, tool)
+	cr, err := c.credentials(ctx, tool, false)
 	if err != nil {
 		return nil, err
 	}
 	cl := NewClient(tool.GetSpec(), cr.headers, cr.transport, c.Compiler)
 	cl.scrub = newScrubber(cr.secrets)
+	cl.secrets, cl.token = cr.secrets, cr.token
 	cl.secretValues = cr.values
 	return cl, nil
 }
@@ -84,7 +86,8 @@ func (c *Connector) Warnings(spec *v1.ToolSpec) []string { return Warnings(spec)
 // Headers resolves the tool's credentials, reading the Secrets they name:
 // in the tool's namespace, or for a ClusterTool in the cluster resource
 // namespace. It reports every Secret or key that is missing, never a value.
+// An OAuth2 token is fetched within ctx.
 func (c *Connector) Headers(ctx context.Context, tool v1.GenericTool) (nethttp.Header, error) {
-	cr, err := c.credentials(ctx, tool)
+	cr, err := c.credentials(ctx, tool, true)
 	return cr.headers, err
 }

@@ -26,8 +26,11 @@ import (
 	"errors"
 	"fmt"
 	nethttp "net/http"
+	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -45,6 +48,9 @@ type credentials struct {
 	// values are the tool's secretValues by name.
 	values  map[string]string
 	secrets []string
+	// token is the OAuth2 token source of a tool whose token is fetched
+	// with each call, or nil.
+	token *tokenSource
 }
 
 // secretReader reads the keys of the tool's Secrets, in the namespace its
@@ -92,8 +98,9 @@ func (r *secretReader) identifier(what, name, key string) string {
 	return v
 }
 
-// credentials resolves a tool's headers, auth and TLS.
-func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool) (credentials, error) {
+// credentials resolves a tool's headers, auth and TLS; an OAuth2 token only
+// if fetch is set, else the source a Client fetches it from.
+func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool, fetch bool) (credentials, error) {
 	namespace := tool.GetNamespace()
 	if tool.Kind() == v1.ToolKindClusterTool {
 		namespace = c.ClusterResourceNamespace
@@ -117,8 +124,9 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool) (crede
 	if err != nil {
 		r.errs = append(r.errs, err)
 	}
+	var ts *tokenSource
 	if a := spec.Auth; a != nil && len(r.errs) == 0 {
-		c.authorize(r, tool, a, transport, h)
+		ts = c.authorize(ctx, r, tool, a, transport, h, fetch)
 		if len(r.errs) == 0 {
 			// The whole header value too, and so its encodings: a tool
 			// that echoes "Basic dXNlcjpwYXNz" names no part of it as it
@@ -127,7 +135,7 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool) (crede
 			r.secrets = append(r.secrets, h.Get("Authorization"))
 		}
 	}
-	cr := credentials{headers: h, transport: transport, values: values, secrets: r.secrets}
+	cr := credentials{headers: h, transport: transport, values: values, secrets: r.secrets, token: ts}
 	if err := errors.Join(r.errs...); err != nil {
 		// What a token endpoint answered may echo a secret.
 		return credentials{}, errors.New(newScrubber(r.secrets).string(err.Error()))
@@ -135,9 +143,12 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool) (crede
 	return cr, nil
 }
 
-// authorize sets the Authorization header.
-func (c *Connector) authorize(r *secretReader, tool v1.GenericTool, a *v1.HTTPAuth,
-	transport nethttp.RoundTripper, h nethttp.Header) {
+// authorize sets the Authorization header of a bearer or basic tool. For
+// OAuth2 it makes the tool's token source, and fetches a token now only if
+// fetch is set: a Client fetches its token within its call's deadline
+// (Client.authorize), a Tool's check within its own.
+func (c *Connector) authorize(ctx context.Context, r *secretReader, tool v1.GenericTool, a *v1.HTTPAuth,
+	transport nethttp.RoundTripper, h nethttp.Header, fetch bool) *tokenSource {
 	switch {
 	case a.Bearer != nil:
 		h.Set("Authorization", "Bearer "+r.get("auth.bearer", a.Bearer.Name, a.Bearer.Key))
@@ -150,32 +161,90 @@ func (c *Connector) authorize(r *secretReader, tool v1.GenericTool, a *v1.HTTPAu
 		id := r.identifier("auth.oauth2", o.SecretName, "clientID")
 		secret := r.get("auth.oauth2", o.SecretName, "clientSecret")
 		if len(r.errs) > 0 {
-			return
+			return nil
+		}
+		if err := checkTokenURL(o.TokenURL); err != nil {
+			r.errs = append(r.errs, fmt.Errorf("auth.oauth2.tokenURL: %w", err))
+			return nil
 		}
 		ts := c.tokens.source(tool, o, id, secret, transport)
-		tok, err := ts.Token()
+		if !fetch {
+			return ts
+		}
+		tok, err := ts.token(ctx)
 		if err != nil {
-			r.errs = append(r.errs, fmt.Errorf("auth.oauth2: getting a token from %s: %w", o.TokenURL, err))
-			return
+			r.errs = append(r.errs, err)
+			return nil
 		}
 		r.secrets = append(r.secrets, tok.AccessToken)
 		tok.SetAuthHeader(&nethttp.Request{Header: h})
 	}
+	return nil
 }
+
+// checkTokenURL refuses a token endpoint that would expose the client
+// secret: credentials in the URL, or plain http to anything but a loopback
+// host (a test's or a demo's token server on the manager's own host, which
+// the egress policy still has to allow). The CRD's rules say the same at
+// admission; this holds for a Tool stored before them. The egress policy
+// applies when the endpoint is dialled.
+func checkTokenURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return redact(err)
+	}
+	switch {
+	case u.User != nil:
+		return errors.New("credentials in the URL are refused")
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
+		return nil
+	}
+	return errors.New("the client secret is sent only over https (plain http only to a loopback host)")
+}
+
+// isLoopbackHost reports whether host is localhost or a loopback address.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// maxTokenWait bounds a token request whose caller set no shorter deadline.
+const maxTokenWait = time.Minute
+
+// errTokenRedirect refuses a redirect of the token request: following it
+// would post the client secret to wherever the endpoint points.
+var errTokenRedirect = errors.New("the token endpoint redirected; the token request is not sent elsewhere")
 
 // tokens keeps a token source per tool and credentials, so that a token
 // is reused until shortly before it expires.
 type tokens struct {
 	mu      sync.Mutex
-	sources map[string]oauth2.TokenSource
+	sources map[string]*tokenSource
 }
 
 // maxTokenSources bounds the token sources kept; past it they are dropped
 // and made again.
 const maxTokenSources = 1024
 
+// tokenSource fetches and keeps one tool's token. One request at a time
+// fetches it; the others wait for it, each no longer than its own context
+// allows.
+type tokenSource struct {
+	// turn is held by the request that reads or fetches the token.
+	turn   chan struct{}
+	cfg    clientcredentials.Config
+	client *nethttp.Client
+	// tok is the last token fetched; guarded by turn.
+	tok *oauth2.Token
+}
+
 func (t *tokens) source(tool v1.GenericTool, o *v1.OAuth2ClientCredentials, id, secret string,
-	transport nethttp.RoundTripper) oauth2.TokenSource {
+	transport nethttp.RoundTripper) *tokenSource {
 	sum := sha256.Sum256([]byte(strings.Join(append([]string{string(tool.Kind()), tool.GetNamespace(),
 		tool.GetName(), o.TokenURL, id, secret}, o.Scopes...), "\x00")))
 	key := hex.EncodeToString(sum[:])
@@ -185,15 +254,43 @@ func (t *tokens) source(tool v1.GenericTool, o *v1.OAuth2ClientCredentials, id, 
 		return ts
 	}
 	if t.sources == nil || len(t.sources) >= maxTokenSources {
-		t.sources = map[string]oauth2.TokenSource{}
+		t.sources = map[string]*tokenSource{}
 	}
-	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: o.TokenURL, Scopes: o.Scopes}
-	// The token request goes through the tool's transport: the same
-	// egress policy, the same TLS.
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, &nethttp.Client{Transport: transport})
-	ts := cc.TokenSource(ctx)
+	ts := &tokenSource{
+		turn: make(chan struct{}, 1),
+		cfg:  clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: o.TokenURL, Scopes: o.Scopes},
+		// The token request goes through the tool's transport: the same
+		// egress policy, the same TLS.
+		client: &nethttp.Client{Transport: transport,
+			CheckRedirect: func(*nethttp.Request, []*nethttp.Request) error { return errTokenRedirect }},
+	}
 	t.sources[key] = ts
 	return ts
+}
+
+// token returns a valid token, fetched within ctx if the one kept has
+// expired or is about to.
+func (s *tokenSource) token(ctx context.Context) (*oauth2.Token, error) {
+	fail := func(err error) (*oauth2.Token, error) {
+		return nil, fmt.Errorf("auth.oauth2: getting a token from %s: %w", s.cfg.TokenURL, redact(err))
+	}
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return fail(fmt.Errorf("waiting for another request's token: %w", ctx.Err()))
+	}
+	defer func() { <-s.turn }()
+	if s.tok.Valid() {
+		return s.tok, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, oauth2.HTTPClient, s.client), maxTokenWait)
+	defer cancel()
+	tok, err := s.cfg.Token(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	s.tok = tok
+	return tok, nil
 }
 
 // transport is the base transport, or a copy of it with the tool's TLS.

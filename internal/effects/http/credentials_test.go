@@ -180,9 +180,20 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 		t.Errorf("a token is reused until it expires: %d issued for 2 calls", n)
 	}
 	bad := authTool(api.URL, &v1.HTTPAuth{OAuth2: &v1.OAuth2ClientCredentials{TokenURL: tokenSrv.URL, SecretName: "wrong"}}, nil)
-	if _, err := c.Connect(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "auth.oauth2: getting a token") ||
+	if _, err := c.Headers(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "auth.oauth2: getting a token") ||
 		strings.Contains(err.Error(), "nope") {
 		t.Errorf("a refused token request must say so, without the secret: %v", err)
+	}
+	// A call fetches its token itself: refused, the call never left.
+	cl, err := c.Connect(context.Background(), bad)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	r := cl.Execute(context.Background(), effects.Request{Operation: "op", Key: "k", Timeout: 5 * time.Second})
+	if r.Outcome != v1.OutcomeRetryable || !strings.Contains(r.Message, "request never left: auth.oauth2: getting a token") ||
+		strings.Contains(r.Message, "nope") {
+		t.Errorf("a call whose token request was refused never left, and says so without the secret: %s %q",
+			r.Outcome, r.Message)
 	}
 }
 

@@ -1,0 +1,80 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"sync"
+	"time"
+)
+
+// bulkheadRetry is about how soon a pass that found its tool's bulkhead
+// full looks again (with jitter, between half of it and all of it).
+const bulkheadRetry = 2 * time.Second
+
+// DefaultWorkersPerTool is the bound of a Bulkhead for a manager with
+// workers workers: a quarter of them, at least one. A tool that hangs then
+// holds a quarter of the workers until its calls' timeouts, and three such
+// tools at once still leave a quarter to the others.
+func DefaultWorkersPerTool(workers int) int {
+	return max(1, workers/4)
+}
+
+// Bulkhead bounds, per tool, the passes inside a call to it (its OAuth2
+// token request included): a tool that does not answer holds at most Max
+// workers, and the others' operations keep theirs. A pass that finds its
+// tool's bulkhead full is requeued before it claims anything.
+type Bulkhead struct {
+	// Max is the bound per tool; 0 or less: none.
+	Max int
+
+	mu sync.Mutex
+	in map[string]int
+}
+
+// Enter takes one of the tool's places. ok is false when all are taken;
+// otherwise leave gives the place back (once, however often it is called).
+func (b *Bulkhead) Enter(tool string) (leave func(), ok bool) {
+	if b == nil || b.Max <= 0 {
+		return func() {}, true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.in[tool] >= b.Max {
+		return nil, false
+	}
+	if b.in == nil {
+		b.in = map[string]int{}
+	}
+	b.in[tool]++
+	return sync.OnceFunc(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.in[tool]--; b.in[tool] <= 0 {
+			delete(b.in, tool)
+		}
+	}), true
+}
+
+// InCall is the number of passes inside a call to the tool.
+func (b *Bulkhead) InCall(tool string) int {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.in[tool]
+}
