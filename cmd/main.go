@@ -262,6 +262,9 @@ func run(o options) error {
 	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr.GetCache())); err != nil {
 		return fmt.Errorf("setting up the ready check: %w", err)
 	}
+	if limit := setMemoryLimit(); limit > 0 {
+		setupLog.Info("Set the Go runtime's memory limit from the container's", "bytes", limit)
+	}
 	setupLog.Info("Starting manager", "version", version, "holder", o.holder, "shards", o.shards,
 		"watchNamespaces", cfg.WatchNamespaces)
 	return mgr.Start(ctx)
