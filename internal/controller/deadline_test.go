@@ -63,7 +63,8 @@ var _ = Describe("A tool whose token endpoint never answers", func() {
 	var ns string
 	BeforeEach(func() {
 		ns = newNamespace()
-		DeferCleanup(startManager(managerOptions{}))
+		// The default bulkhead of 4 workers: one per tool.
+		DeferCleanup(startManager(managerOptions{workersPerTool: DefaultWorkersPerTool(4)}))
 		Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "oauth"},
 			StringData: map[string]string{"clientID": "once", "clientSecret": "s3cr3t-client"}})).To(Succeed())
 	})

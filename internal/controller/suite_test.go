@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -123,6 +124,11 @@ type managerOptions struct {
 	// synced, if set, is closed once the manager's cache has listed what
 	// it watches.
 	synced chan struct{}
+	// workersPerTool is the per-tool bulkhead; every worker if zero. The
+	// default bulkhead (a quarter of the 4 workers: one) would let one
+	// tool's calls through one at a time, and the specs that make many
+	// operations of one tool wait on it; the bulkhead's own specs set it.
+	workersPerTool int
 }
 
 var managerSeq struct {
@@ -147,7 +153,8 @@ func startManager(o managerOptions) (stop func()) {
 	// The sandbox listens on 127.0.0.1, which the egress policy refuses
 	// unless allowed, as --allow-egress-cidrs does for the manager.
 	c := Config{Holder: o.holder, ClusterResourceNamespace: "once-system", MaxConcurrentReconciles: 4,
-		MaxClaim: o.maxClaim, ClaimGrace: time.Second,
+		MaxWorkersPerTool: cmp.Or(o.workersPerTool, 4),
+		MaxClaim:          o.maxClaim, ClaimGrace: time.Second,
 		Egress: &httpeffects.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		Shards: o.shards, ShardNamespace: o.shardNamespace,
 		ShardLeaseDuration: 2 * time.Second, ShardRenewPeriod: 200 * time.Millisecond,
