@@ -148,5 +148,10 @@ stringData:
 			}
 			Expect(started).To(BeNumerically("<=", 2), "a quarter of the 10 workers at most in the hanging tool's calls")
 		}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		By("deleting the hanging tool's operations, which would retry for good, while the manager runs to release them")
+		kubectl("", "delete", "seo", "-n", ns, "-l", "batch=stuck", "--timeout=120s")
+		Expect(jsonpath(ns, "seo", `{range .items[?(@.metadata.labels.batch=="stuck")]}{.metadata.name}{end}`)).
+			To(BeEmpty(), "the later specs count on every other namespace's operations at rest")
 	})
 })
