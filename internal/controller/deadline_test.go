@@ -18,7 +18,6 @@ package controller
 
 import (
 	"fmt"
-	"net"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -30,33 +29,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/test/sandbox"
 )
 
-// silentTokenEndpoint accepts connections and never writes to them: an
-// authorization server that hangs (a stuck process, or a proxy that holds
-// the connection open without an upstream). It returns its token URL.
+// silentTokenEndpoint is a token endpoint whose server hangs
+// (sandbox.Silent), closed when the spec ends. It returns its token URL.
 func silentTokenEndpoint() string {
 	GinkgoHelper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := sandbox.NewSilent()
 	Expect(err).NotTo(HaveOccurred())
-	held := make(chan net.Conn, 256)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held <- c
-		}
-	}()
-	DeferCleanup(func() {
-		_ = ln.Close()
-		close(held)
-		for c := range held {
-			_ = c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/token"
+	DeferCleanup(s.Close)
+	return s.URL("/token")
 }
 
 var _ = Describe("A tool whose token endpoint never answers", func() {

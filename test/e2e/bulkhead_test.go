@@ -20,12 +20,13 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/once-dev/once/test/sandbox"
 )
 
 // Figures of the bulkhead test: each phase commits ratedOps operations of
@@ -39,32 +40,15 @@ const (
 	minRatio   = 0.8
 )
 
-// silentEndpoint accepts TCP connections and never writes to them. It
-// stands for an authorization server that hangs: a stuck process, or a
-// proxy or load balancer that holds the connection open without an
-// upstream. It returns the token URL.
+// silentEndpoint is a token endpoint whose server hangs (sandbox.Silent):
+// an authorization server that is stuck, or a proxy or load balancer that
+// holds the connection open without an upstream. It returns the token URL.
 func silentEndpoint() string {
 	GinkgoHelper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := sandbox.NewSilent()
 	Expect(err).NotTo(HaveOccurred())
-	held := make(chan net.Conn, 1024)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held <- c
-		}
-	}()
-	DeferCleanup(func() {
-		_ = ln.Close()
-		close(held)
-		for c := range held {
-			_ = c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/token"
+	DeferCleanup(s.Close)
+	return s.URL("/token")
 }
 
 // batchYAML is n charge.create operations on tool, labelled batch=batch;

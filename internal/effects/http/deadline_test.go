@@ -30,36 +30,19 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
 	"github.com/once-dev/once/internal/protocol"
+	"github.com/once-dev/once/test/sandbox"
 )
 
-// silentListener accepts connections and never writes to them: a token
-// endpoint whose server hangs (a stuck process, a proxy or load balancer
-// that holds the connection open without an upstream). It closes them when
-// the test ends.
+// silentListener is a token endpoint whose server hangs (sandbox.Silent),
+// closed when the test ends.
 func silentListener(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := sandbox.NewSilent()
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := make(chan net.Conn, 64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held <- c
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		close(held)
-		for c := range held {
-			_ = c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/token"
+	t.Cleanup(s.Close)
+	return s.URL("/token")
 }
 
 // executeWithin runs Connect and Execute for tool, and fails the test if
