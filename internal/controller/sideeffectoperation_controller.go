@@ -215,7 +215,7 @@ func lacksFinalizer(op *v1.SideEffectOperation) bool {
 func atRest(o client.Object) bool {
 	op, ok := o.(*v1.SideEffectOperation)
 	return ok && op.Status.State.IsTerminal() && op.DeletionTimestamp.IsZero() && !lacksFinalizer(op) &&
-		(op.Spec.TTLSecondsAfterFinished == nil || controlledBySaga(op))
+		!keepsOwnTTL(op)
 }
 
 // OperationChangeWakes reports whether a change of an operation, seen by a

@@ -80,6 +80,12 @@ func controlledBySaga(op *v1.SideEffectOperation) bool {
 	return ref != nil && ref.Kind == "Saga" && strings.HasPrefix(ref.APIVersion, v1.GroupVersion.Group+"/")
 }
 
+// keepsOwnTTL reports whether an operation goes by its own TTL: it has one,
+// and no saga controls it (a step goes with its saga).
+func keepsOwnTTL(op *v1.SideEffectOperation) bool {
+	return op.Spec.TTLSecondsAfterFinished != nil && !controlledBySaga(op)
+}
+
 // expire deletes obj if its TTL ran out (a delete conditional on the UID
 // and the version read) and otherwise asks to be back when it does. The
 // deletion is routine, the end of a happy path: it writes no Event (one
@@ -116,7 +122,7 @@ func expire(ctx context.Context, c client.Client, kind string, obj client.Object
 // its scope's record when it goes.
 func (r *SideEffectOperationReconciler) expireOperation(ctx context.Context, op *v1.SideEffectOperation) (
 	ctrl.Result, error) {
-	if op.Spec.TTLSecondsAfterFinished == nil || controlledBySaga(op) || !r.Shards.OwnsObject(op) {
+	if !keepsOwnTTL(op) || !r.Shards.OwnsObject(op) {
 		return ctrl.Result{}, nil
 	}
 	if lacksFinalizer(op) {
