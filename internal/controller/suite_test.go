@@ -67,6 +67,10 @@ var (
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// Gomega's default of one second is shorter than a shared CI machine
+	// may take to run one pass; a spec that needs a shorter or longer
+	// wait says so.
+	SetDefaultEventuallyTimeout(15 * time.Second)
 	RunSpecs(t, "Controller Suite")
 }
 
