@@ -59,12 +59,17 @@ test: manifests generate fmt vet controlplane-binaries ## Run all tests: unit, e
 # UNIT_SKIP are the packages whose tests need a real API server (envtest).
 UNIT_SKIP = /test/e2e$$|/internal/controller$$|/internal/ingress$$|/internal/shard$$|/internal/presence$$|/test/apiserver$$|/test/harness$$
 
+.PHONY: mcp-clients
+mcp-clients: test/mcpts/node_modules/.package-lock.json ## Install the official MCP TypeScript SDK, at the version test/mcpts pins, for the end-to-end tests' clients.
+test/mcpts/node_modules/.package-lock.json: test/mcpts/package.json test/mcpts/package-lock.json
+	cd test/mcpts && npm ci --no-audit --no-fund
+
 .PHONY: test-unit
 test-unit: ## Run the tests that need no API server, in seconds: the pure packages, and the simulator's stories without its hunt.
 	go test $$(go list ./... | grep -Ev '$(UNIT_SKIP)') -short -skip TestAPIServerModel
 
 .PHONY: test-e2e
-test-e2e: build controlplane-binaries ## Run the end-to-end tests: manager and sandbox binaries, local control plane, kubectl.
+test-e2e: build controlplane-binaries mcp-clients ## Run the end-to-end tests: manager and sandbox binaries, local control plane, kubectl.
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags e2e ./test/e2e/ -v -timeout 30m -ginkgo.v
 
 # SEEDS and STEPS size a hunt of the deterministic simulator (test/sim).
