@@ -23,8 +23,13 @@ import (
 // MaxSubscribers bounds spec.subscribers, and so status.outbox.
 const MaxSubscribers = 4
 
-// Subscriber is an HTTP endpoint that is told the outcome of an operation or
-// a saga, as a CloudEvent, at least once.
+// Subscriber is a sink that is told the outcome of an operation or a saga,
+// as a CloudEvent, at least once. The sink is an operation of a Tool or a
+// ClusterTool, which whoever may write Tools declared: it brings the
+// address, the credentials, the TLS settings and the classification of the
+// answers, and the manager's egress policy applies to it as to every tool.
+// An operation's author only names it, and so never chooses where the
+// manager posts, nor pairs an address with a Secret.
 type Subscriber struct {
 	// name identifies the subscriber within the object. It is part of the
 	// event's id, so it must not change.
@@ -34,14 +39,47 @@ type Subscriber struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// url is where the event is posted: an http or https URL without
-	// credentials. The manager's egress policy applies to it as to tools.
+	// toolRef names the Tool (in the object's namespace) or the ClusterTool
+	// whose operation receives the event. A ClusterTool serves only the
+	// namespaces its namespaceSelector selects, as for a call.
+	// +required
+	ToolRef SinkToolReference `json:"toolRef"`
+
+	// operation is the tool's operation that receives the event: its
+	// method (POST by default) and path, and its request shape applied to
+	// the event's data as parameters. The event's id is the request's
+	// idempotency key, and its CloudEvents attributes are ce-* headers
+	// (binary content mode). The tool's classification of the answer says
+	// what came of a delivery: a success is delivered, a permanent failure
+	// ends the delivery, anything else is tried again.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="url must be an absolute http or https URL with a host"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')",message="url must not hold credentials (user:password@host): they would show in kubectl get"
-	URL string `json:"url"`
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`
+	Operation string `json:"operation"`
+}
+
+// SinkToolReference names a Tool in the same namespace or a ClusterTool, as
+// ToolReference does, with no default written into the list it sits in: a
+// default inside a list item would make every re-apply of an unchanged
+// manifest a change.
+type SinkToolReference struct {
+	// kind is Tool (when empty) or ClusterTool.
+	// +optional
+	Kind ToolKind `json:"kind,omitempty"`
+
+	// name of the Tool or ClusterTool.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// Tool is the reference as a ToolReference, its kind made explicit.
+func (r SinkToolReference) Tool() ToolReference {
+	ref := ToolReference(r)
+	ref.Kind = ref.EffectiveKind()
+	return ref
 }
 
 // DeliveryState is where the delivery of one outbox entry stands.

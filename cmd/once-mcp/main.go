@@ -156,7 +156,7 @@ func run() error {
 //	    namespace: shop
 //	    toolRef: {name: payments}
 //	    operation: charge.create
-//	    subscribers: [{name: ledger, url: "http://ledger.shop/events"}]
+//	    subscribers: [{name: ledger, toolRef: {name: ledger}, operation: events.publish}]
 //	    signing: {secretFile: /etc/once/ingress/orders-secret}
 type routesFile struct {
 	Routes map[string]ingress.Route `json:"routes"`

@@ -42,9 +42,9 @@ func TestReadRoutes(t *testing.T) {
     namespace: shop
     toolRef: {name: payments}
     operation: charge.create
-    subscribers: [{name: ledger, url: "http://ledger.shop/events"}]
+    subscribers: [{name: ledger, toolRef: {name: ledger}, operation: events.publish}]
 `, want: map[string]ingress.Route{"orders": {Namespace: "shop", ToolRef: v1.ToolReference{Name: "payments"},
-			Operation: "charge.create", Subscribers: []v1.Subscriber{{Name: "ledger", URL: "http://ledger.shop/events"}}}}},
+			Operation: "charge.create", Subscribers: []v1.Subscriber{{Name: "ledger", ToolRef: v1.SinkToolReference{Name: "ledger"}, Operation: "events.publish"}}}}},
 		"Signed": {file: `routes:
   orders:
     namespace: shop

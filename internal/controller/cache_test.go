@@ -226,7 +226,7 @@ func terminalCases() map[string]struct {
 				Retention:               &metav1.Duration{Duration: time.Hour},
 				TTLSecondsAfterFinished: &ttl,
 				RetryPolicy:             &v1.RetryPolicy{MaxAttempts: 3},
-				Subscribers:             []v1.Subscriber{{Name: "audit", URL: "https://audit.example"}}},
+				Subscribers:             []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: "hooks"}, Operation: "events.deliver"}}},
 			Status: v1.SideEffectOperationStatus{State: state, IdempotencyKey: "order-1", ToolIdempotencyKey: "ns/Tool:payments/charge.create/order-1",
 				RequestHash: "sha256:aa", RecordName: "scope-1", DuplicateOf: "y", Attempts: 2,
 				ExternalObjectID: "ch_1", ExternalRequestID: "req_1",

@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,21 +32,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/effects"
 	"github.com/once-dev/once/internal/failpoint"
 	"github.com/once-dev/once/internal/metrics"
 	"github.com/once-dev/once/internal/outbox"
+	"github.com/once-dev/once/internal/outbox/cloudevent"
 	"github.com/once-dev/once/internal/shard"
 )
 
 // DefaultOutboxTimeout bounds one delivery unless the manager says
 // otherwise.
 const DefaultOutboxTimeout = 10 * time.Second
-
-// OutboxSender delivers one announcement to a subscriber's URL, once, and
-// says what came of it. It never returns secrets in the answer's message.
-type OutboxSender interface {
-	Send(ctx context.Context, url string, e outbox.Event) outbox.Answer
-}
 
 // OutboxReconciler is the relay of the transactional outbox, for one kind
 // of object: it delivers the announcements that a terminal status write
@@ -64,7 +61,10 @@ type OutboxReconciler struct {
 	// behind the relay's own last record does not deliver again.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
-	Sender    OutboxSender
+	// Connector makes the client of a subscriber's sink tool, and
+	// Validator checks the tool's definition, as for a call.
+	Connector effects.Connector
+	Validator ToolValidator
 	Clock     clock.Clock
 	// Jitter draws a uniform duration in [0, d] for the backoff between
 	// deliveries (full jitter); math/rand if nil.
@@ -73,6 +73,9 @@ type OutboxReconciler struct {
 	Budget outbox.Budget
 	// Timeout bounds one delivery.
 	Timeout time.Duration
+	// WatchNamespaces are the namespaces the manager watches (none: all);
+	// a manager that watches some serves no ClusterTool.
+	WatchNamespaces []string
 	// Shards says which objects this manager handles; nil: all.
 	Shards                  *shard.Sharder
 	MaxConcurrentReconciles int
@@ -180,11 +183,9 @@ func (r *OutboxReconciler) deliver(ctx context.Context, obj client.Object,
 			continue
 		}
 		ev := r.kind.event(obj, e)
-		a := outbox.Answer{Refused: true, Message: "Subscriber " + e.Subscriber + " is not in spec.subscribers"}
-		if url, ok := subscriberURL(r.kind.subscribers(obj), e.Subscriber); ok {
-			dctx, cancel := context.WithTimeout(ctx, max(r.Timeout, time.Second))
-			a = r.Sender.Send(dctx, url, ev)
-			cancel()
+		a := outbox.Answer{Final: true, Message: "Subscriber " + e.Subscriber + " is not in spec.subscribers"}
+		if sub, ok := subscriber(r.kind.subscribers(obj), e.Subscriber); ok {
+			a = r.send(ctx, obj.GetNamespace(), sub, ev)
 		}
 		after, failed := outbox.After(e, r.Budget, r.Clock.Now(), r.jitter(), a)
 		next[i] = after
@@ -218,14 +219,60 @@ func (r *OutboxReconciler) jitter() func(time.Duration) time.Duration {
 	return randomJitter
 }
 
-// subscriberURL is the URL of the named subscriber.
-func subscriberURL(subs []v1.Subscriber, name string) (string, bool) {
+// subscriber is the named subscriber.
+func subscriber(subs []v1.Subscriber, name string) (v1.Subscriber, bool) {
 	for _, s := range subs {
 		if s.Name == name {
-			return s.URL, true
+			return s, true
 		}
 	}
-	return "", false
+	return v1.Subscriber{}, false
+}
+
+// send delivers ev once to the subscriber's sink: its tool's operation,
+// called with the event's id as the idempotency key, its attributes as
+// headers and its data as parameters, within the relay's timeout. A sink
+// the namespace may not use, or cannot use yet (the tool is missing, not
+// valid, lacks the operation or its Secrets), is tried again within the
+// budget: the people who declare tools may be on their way.
+func (r *OutboxReconciler) send(ctx context.Context, namespace string, sub v1.Subscriber, ev outbox.Event) outbox.Answer {
+	if sub.ToolRef.Name == "" || sub.Operation == "" {
+		// Stored by a version whose subscribers were URLs: the API server
+		// drops the url, and no sink is named.
+		return outbox.Answer{Final: true, Message: "Subscriber " + sub.Name +
+			" names no sink (toolRef and operation); a url is no longer delivered to"}
+	}
+	ref := sub.ToolRef.Tool()
+	tool, reason, msg, err := usableTool(ctx, r.Client, r.Validator, r.WatchNamespaces, ref, namespace, sub.Operation)
+	switch {
+	case err != nil:
+		return outbox.Answer{Message: "The sink cannot be read: " + err.Error()}
+	case reason != "":
+		return outbox.Answer{Message: "The sink cannot be used: " + msg}
+	}
+	headers, body, err := cloudevent.Binary(ev)
+	if err != nil {
+		return outbox.Answer{Final: true, Message: err.Error()}
+	}
+	cl, err := r.Connector.Connect(ctx, tool)
+	if err != nil {
+		// Names the missing Secret or key, never a value.
+		return outbox.Answer{Message: "The sink's credentials cannot be read: " + err.Error()}
+	}
+	res := cl.Execute(ctx, effects.Request{
+		Operation: sub.Operation, Key: ev.ID, Parameters: body, Headers: headers,
+		Timeout: max(r.Timeout, time.Second),
+	})
+	a := outbox.Answer{HTTPStatus: res.HTTPStatus}
+	switch res.Outcome {
+	case v1.OutcomeSucceeded:
+		a.Delivered, a.Message = true, fmt.Sprintf("Delivered (HTTP %d)", res.HTTPStatus)
+	case v1.OutcomePermanent:
+		a.Final, a.Message = true, "The sink refused the event for good: "+res.Message
+	default:
+		a.Message = "Not delivered yet: " + res.Message
+	}
+	return a
 }
 
 // SetupWithManager runs the relay over the objects of its kind that have

@@ -18,12 +18,18 @@ package controller
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,9 +39,27 @@ import (
 	"github.com/once-dev/once/test/sandbox"
 )
 
-// subscribe names a sink of the sandbox as the operation's subscriber.
+// opDeliver is the operation of the tests' sink tools that takes events.
+const opDeliver = "events.deliver"
+
+// sinkTool declares a sink of the sandbox as a Tool named after it, whose
+// operation opDeliver posts the event to the sink. The sandbox's sink
+// answers an empty body (202 on the first delivery of an id, 200 after),
+// so the operation's success has none.
+func sinkTool(ns, sink string, mutate ...func(*v1.ToolSpec)) *v1.Tool {
+	return newTool(ns, sink, v1.IdempotencyNative, append([]func(*v1.ToolSpec){func(s *v1.ToolSpec) {
+		s.Operations = []v1.ToolOperation{{Name: opDeliver, Path: "/sink/" + sink,
+			Response: v1.ResponseMapping{Format: v1.FormatNone}}}
+	}}, mutate...)...)
+}
+
+// subscribe declares the sandbox's sink as a Tool in the operation's
+// namespace and names it as the operation's subscriber.
 func subscribe(op *v1.SideEffectOperation, sink string) *v1.SideEffectOperation {
-	op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: toolURL + "/sink/" + sink}}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: op.Namespace, Name: sink}, &v1.Tool{}); apierrors.IsNotFound(err) {
+		sinkTool(op.Namespace, sink)
+	}
+	op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: sink}, Operation: opDeliver}}
 	return op
 }
 
@@ -163,21 +187,89 @@ var _ = Describe("Outbox", func() {
 		Expect(e.State).To(Equal(v1.DeliveryFailed))
 		Expect(e.Attempts).To(BeEquivalentTo(3))
 		Expect(e.HTTPStatus).To(BeEquivalentTo(503))
-		Expect(e.Message).To(Equal("Subscriber answered HTTP 503"))
+		Expect(e.Message).To(HavePrefix("Not delivered yet: 503 Service Unavailable"))
 		Expect(op.Status.State).To(Equal(v1.StateCommitted), "a delivery never changes the outcome")
 		Expect(sinkOf(sink).Unavailable).To(Equal(3))
 		Eventually(func() []string { return eventReasons(ns) }, 10*time.Second).Should(ContainElement(v1.EventDeliveryFailed))
 	})
 
-	It("refuses a subscriber at an address the egress policy refuses, without dialling", func() {
+	It("never dials a sink whose address the egress policy refuses, and fails it when the budget is spent", func() {
+		newTool(ns, "metadata", v1.IdempotencyNative, func(s *v1.ToolSpec) {
+			s.HTTP.URL = "http://169.254.169.254"
+			s.Operations = []v1.ToolOperation{{Name: opDeliver, Path: "/latest"}}
+		})
 		op := newOp(ns, "charge", "pay", map[string]any{"amount": 13})
-		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "http://169.254.169.254/latest"}}
+		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: "metadata"}, Operation: opDeliver}}
 		create(op)
 		e := settledEntry(ns, "charge").Status.Outbox[0]
 		Expect(e.State).To(Equal(v1.DeliveryFailed))
-		Expect(e.Attempts).To(BeEquivalentTo(1))
+		Expect(e.Attempts).To(BeEquivalentTo(3), "a tool may be corrected: tried within the budget")
 		Expect(e.HTTPStatus).To(BeZero())
-		Expect(e.Message).To(ContainSubstring("never left"))
+		Expect(e.Message).To(ContainSubstring("The sink cannot be used: Tool metadata is not valid"))
+	})
+
+	It("delivers with the sink tool's credentials, and ends the delivery on the tool's permanent refusal", func() {
+		// A sink that checks a bearer token and refuses an event it cannot
+		// take for good (a 422), as a webhook receiver behind an API
+		// gateway does.
+		var seen struct {
+			sync.Mutex
+			auth, id, key string
+			calls         int
+		}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen.Lock()
+			defer seen.Unlock()
+			seen.calls++
+			seen.auth, seen.id, seen.key = r.Header.Get("Authorization"), r.Header.Get("Ce-Id"), r.Header.Get("Idempotency-Key")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = w.Write([]byte(`{"error":"schema"}`))
+		}))
+		DeferCleanup(srv.Close)
+		Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sink-token"},
+			StringData: map[string]string{"token": "s3cret-sink-token"}})).To(Succeed())
+		newTool(ns, "receiver", v1.IdempotencyNative, func(s *v1.ToolSpec) {
+			s.HTTP.URL = srv.URL
+			s.HTTP.Auth = &v1.HTTPAuth{Bearer: &v1.SecretKeySelector{Name: "sink-token", Key: "token"}}
+			s.Operations = []v1.ToolOperation{{Name: opDeliver, Path: "/hooks/once"}}
+		})
+		op := newOp(ns, "charge", "pay", map[string]any{"amount": 17})
+		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: "receiver"}, Operation: opDeliver}}
+		create(op)
+		e := settledEntry(ns, "charge").Status.Outbox[0]
+		Expect(e.State).To(Equal(v1.DeliveryFailed))
+		Expect(e.Attempts).To(BeEquivalentTo(1), "the tool's classification makes a 422 final")
+		Expect(e.HTTPStatus).To(BeEquivalentTo(422))
+		Expect(e.Message).To(HavePrefix("The sink refused the event for good"))
+		seen.Lock()
+		defer seen.Unlock()
+		Expect(seen.calls).To(Equal(1))
+		Expect(seen.auth).To(Equal("Bearer s3cret-sink-token"), "the sink's credentials come from its tool")
+		Expect(seen.id).To(Equal(e.EventID))
+		Expect(seen.key).To(Equal(e.EventID), "the event id is the request's idempotency key")
+		Expect(describe(get(ns, "charge"))).NotTo(ContainSubstring("s3cret-sink-token"))
+	})
+
+	It("delivers nothing to a ClusterTool that does not serve the namespace", func() {
+		sink := ns + "-cluster"
+		ct := &v1.ClusterTool{ObjectMeta: metav1.ObjectMeta{Name: sink}, Spec: v1.ClusterToolSpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"once.dev/sink": "allowed"}},
+			ToolSpec: v1.ToolSpec{
+				HTTP:        v1.HTTPBackend{URL: toolURL},
+				Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative},
+				Operations: []v1.ToolOperation{{Name: opDeliver, Path: "/sink/" + sink,
+					Response: v1.ResponseMapping{Format: v1.FormatNone}}},
+			}}}
+		Expect(k8sClient.Create(ctx, ct)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx, ct) })
+		op := newOp(ns, "charge", "pay", map[string]any{"amount": 18})
+		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit",
+			ToolRef: v1.SinkToolReference{Kind: v1.ToolKindClusterTool, Name: sink}, Operation: opDeliver}}
+		create(op)
+		e := settledEntry(ns, "charge").Status.Outbox[0]
+		Expect(e.State).To(Equal(v1.DeliveryFailed))
+		Expect(e.Message).To(ContainSubstring("does not serve namespace " + ns))
+		Expect(sinkOf(sink).Events).To(BeEmpty(), "nothing reached the sink")
 	})
 
 	It("costs an operation without subscribers no write, and one with a subscriber one write", func() {
@@ -215,7 +307,8 @@ var _ = Describe("Outbox", func() {
 		newDesk(ns)
 		sink := ns + "-saga"
 		s := newSaga(ns, "scale", changeSteps())
-		s.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: toolURL + "/sink/" + sink}}
+		sinkTool(ns, sink)
+		s.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: sink}, Operation: opDeliver}}
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		waitSaga(ns, "scale", v1.StateCommitted)
 		Eventually(func() v1.DeliveryState {
@@ -252,37 +345,52 @@ var _ = Describe("Subscribers admission", func() {
 		Expect(err.Error()).To(ContainSubstring(msg))
 	}
 
-	It("refuses a URL that is not http or https", func() {
-		op := newOp(ns, "a", "pay", nil)
-		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "ftp://sink.example/x"}}
-		refused(op, "url must be an absolute http or https URL with a host")
+	It("refuses a URL: an operation's author names a declared sink, never an address", func() {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": v1.GroupVersion.String(), "kind": "SideEffectOperation",
+			"metadata": map[string]any{"namespace": ns, "name": "probe"},
+			"spec": map[string]any{
+				"toolRef": map[string]any{"name": "pay"}, "operation": "charge.create",
+				"subscribers": []any{map[string]any{"name": "scan", "url": "http://10.0.0.1:6379/"}},
+			},
+		}}
+		// As kubectl sends it (strict field validation), and as a client
+		// that sends no validation directive: the unknown field is dropped,
+		// and the subscriber then names no sink.
+		err := k8sClient.Create(ctx, u.DeepCopy(), client.FieldValidation("Strict"))
+		Expect(apierrors.IsBadRequest(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring(`unknown field "spec.subscribers[0].url"`))
+		err = k8sClient.Create(ctx, u.DeepCopy())
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.subscribers[0].toolRef: Required value"))
 	})
 
-	It("refuses credentials in the URL", func() {
+	It("refuses a sink without an operation", func() {
 		op := newOp(ns, "b", "pay", nil)
-		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "https://user:secret@sink.example/x"}}
-		refused(op, "url must not hold credentials")
+		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: "hooks"}}}
+		refused(op, "spec.subscribers[0].operation")
 	})
 
 	It("refuses more than four subscribers, and two of one name", func() {
 		op := newOp(ns, "c", "pay", nil)
 		for _, n := range []string{"a", "b", "c", "d", "e"} {
-			op.Spec.Subscribers = append(op.Spec.Subscribers, v1.Subscriber{Name: n, URL: "https://sink.example/" + n})
+			op.Spec.Subscribers = append(op.Spec.Subscribers, v1.Subscriber{Name: n, ToolRef: v1.SinkToolReference{Name: "hooks"}, Operation: opDeliver})
 		}
 		refused(op, "spec.subscribers: Too many")
-		op.Spec.Subscribers = []v1.Subscriber{{Name: "a", URL: "https://x.example/"}, {Name: "a", URL: "https://y.example/"}}
+		op.Spec.Subscribers = []v1.Subscriber{{Name: "a", ToolRef: v1.SinkToolReference{Name: "x"}, Operation: opDeliver},
+			{Name: "a", ToolRef: v1.SinkToolReference{Name: "y"}, Operation: opDeliver}}
 		refused(op, "Duplicate value")
 	})
 
 	It("keeps subscribers immutable", func() {
 		op := create(subscribe(newOp(ns, "d", "pay", nil), "x"))
-		op.Spec.Subscribers[0].URL = "https://elsewhere.example/"
+		op.Spec.Subscribers[0].ToolRef.Name = "elsewhere"
 		err := k8sClient.Update(ctx, op)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("spec.subscribers are immutable"))
 
 		plain := create(newOp(ns, "e", "pay", nil))
-		plain.Spec.Subscribers = []v1.Subscriber{{Name: "late", URL: "https://sink.example/"}}
+		plain.Spec.Subscribers = []v1.Subscriber{{Name: "late", ToolRef: v1.SinkToolReference{Name: "hooks"}, Operation: opDeliver}}
 		err = k8sClient.Update(ctx, plain)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("spec.subscribers are immutable"))

@@ -31,7 +31,6 @@ import (
 
 	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/outbox"
-	"github.com/once-dev/once/internal/outbox/sender"
 	"github.com/once-dev/once/internal/shard"
 )
 
@@ -159,12 +158,6 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 		Transport:                d.Transport,
 		Egress:                   c.Egress,
 	}
-	// Subscribers are dialled through the effect transport, under the
-	// same egress policy as tools.
-	snd, err := sender.New(d.Transport, c.Egress)
-	if err != nil {
-		return nil, err
-	}
 	budget := c.OutboxBudget
 	if budget.MaxAttempts <= 0 {
 		budget = outbox.DefaultBudget
@@ -202,8 +195,11 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 		},
 		Outbox: NewOutboxReconcilers(OutboxReconciler{
 			Client: d.Client, APIReader: d.APIReader, Recorder: d.Recorder,
-			Sender: snd, Clock: d.Clock, Jitter: d.Jitter,
-			Budget: budget, Timeout: cmp.Or(c.OutboxTimeout, DefaultOutboxTimeout), Shards: d.Shards,
+			// A subscriber's sink is a tool: its requests go through the
+			// connector, under the tools' egress policy and credentials.
+			Connector: connector, Validator: connector, Clock: d.Clock, Jitter: d.Jitter,
+			WatchNamespaces: c.WatchNamespaces,
+			Budget:          budget, Timeout: cmp.Or(c.OutboxTimeout, DefaultOutboxTimeout), Shards: d.Shards,
 			MaxConcurrentReconciles: c.MaxConcurrentReconciles, ErrorBackoff: errorBackoff,
 		}),
 		Tools: newToolReconcilers(ToolReconciler{

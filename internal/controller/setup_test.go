@@ -120,7 +120,7 @@ func TestBuildWiresDeps(t *testing.T) {
 		if got := r.jitter()(time.Minute); got != 7*time.Second {
 			t.Errorf("outbox jitter of %s: got %v, want the Deps' 7s", r.kind.name, got)
 		}
-		if r.Budget != outbox.DefaultBudget || r.Timeout != DefaultOutboxTimeout || r.Sender == nil || r.Clock != d.Clock {
+		if r.Budget != outbox.DefaultBudget || r.Timeout != DefaultOutboxTimeout || r.Connector == nil || r.Validator == nil || r.Clock != d.Clock {
 			t.Errorf("the relay of %s misses a part: %+v", r.kind.name, r)
 		}
 	}

@@ -46,6 +46,10 @@ type Request struct {
 	// written; an error stops it there, and the request never left. The
 	// operation reconciler checks its claim so.
 	Fence func() error
+	// Headers are sent with the request, under the tool's own headers,
+	// which win on a clash: the outbox relay sends an event's CloudEvents
+	// attributes so. Names are canonical; values hold no secrets.
+	Headers map[string]string
 }
 
 // ValidateVerdict is a tool's answer to a dry run.

@@ -209,18 +209,18 @@ var DefaultBudget = Budget{MaxAttempts: 12, InitialBackoff: 2 * time.Second, Max
 
 // Answer is what one delivery came to.
 type Answer struct {
-	// HTTPStatus is the subscriber's answer, zero if none arrived.
+	// Delivered: the sink took the event (its tool's classification of the
+	// answer is a success).
+	Delivered bool
+	// Final: no later delivery can do better, so none is tried. The
+	// request never left and never will while the sink stays as declared
+	// (the egress policy refused its address), or the sink's tool
+	// classifies the answer as a permanent failure.
+	Final bool
+	// HTTPStatus is the sink's answer, zero if none arrived.
 	HTTPStatus int32
-	// Refused marks a delivery that never left and never will while the
-	// subscriber's address stays what it is: the egress policy refused it.
-	Refused bool
 	// Message says what happened; it holds no secrets.
 	Message string
-}
-
-// Acknowledged reports whether the subscriber took the event.
-func (a Answer) Acknowledged() bool {
-	return a.HTTPStatus >= 200 && a.HTTPStatus < 300
 }
 
 // After is entry after a delivery that came to a, at now. failed reports
@@ -236,11 +236,11 @@ func After(e v1.OutboxEntry, b Budget, now time.Time, jitter func(time.Duration)
 	e.Message = capMessage(a.Message)
 	e.NextAttemptTime = nil
 	switch {
-	case a.Acknowledged():
+	case a.Delivered:
 		e.State = v1.DeliveryDelivered
 		e.DeliveredTime = &t
 		return e, false
-	case a.Refused || e.Attempts >= b.MaxAttempts:
+	case a.Final || e.Attempts >= b.MaxAttempts:
 		e.State = v1.DeliveryFailed
 		return e, true
 	default:

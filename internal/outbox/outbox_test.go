@@ -48,7 +48,10 @@ func oldID(state v1.OperationState, sub string) string {
 	return "0b8f6c1e-1111-2222-3333-444455556666/" + string(state) + "/" + sub
 }
 
-var subs = []v1.Subscriber{{Name: "audit", URL: "http://a.example/"}, {Name: "billing", URL: "http://b.example/"}}
+var subs = []v1.Subscriber{
+	{Name: "audit", ToolRef: v1.SinkToolReference{Name: "audit-log"}, Operation: "events.publish"},
+	{Name: "billing", ToolRef: v1.SinkToolReference{Kind: v1.ToolKindClusterTool, Name: "billing"}, Operation: "events.publish"},
+}
 
 func pending(sub string, state v1.OperationState) v1.OutboxEntry {
 	return v1.OutboxEntry{Subscriber: sub, EventID: EventID(charge, state, sub),
@@ -284,7 +287,7 @@ func TestAfter(t *testing.T) {
 		"Acknowledged": {
 			reason: "A 2xx delivers the entry",
 			entry:  pending("audit", v1.StateCommitted),
-			answer: Answer{HTTPStatus: 202, Message: "Delivered (HTTP 202)"},
+			answer: Answer{Delivered: true, HTTPStatus: 202, Message: "Delivered (HTTP 202)"},
 			want: v1.OutboxEntry{Subscriber: "audit", EventID: EventID(charge, v1.StateCommitted, "audit"),
 				Type: "dev.once.operation.committed", State: v1.DeliveryDelivered, Attempts: 1,
 				LastAttemptTime: at(0), DeliveredTime: at(0), HTTPStatus: 202, Message: "Delivered (HTTP 202)"},
@@ -324,19 +327,28 @@ func TestAfter(t *testing.T) {
 				LastAttemptTime: at(0), HTTPStatus: 500, Message: "Subscriber answered HTTP 500"},
 			wantFailed: true,
 		},
-		"Refused": {
+		"Final": {
 			reason: "A delivery the egress policy refuses never leaves and never will: failed at once",
 			entry:  pending("audit", v1.StateCommitted),
-			answer: Answer{Refused: true, Message: "Delivery never left: egress refused"},
+			answer: Answer{Final: true, Message: "Delivery never left: egress refused"},
 			want: v1.OutboxEntry{Subscriber: "audit", EventID: EventID(charge, v1.StateCommitted, "audit"),
 				Type: "dev.once.operation.committed", State: v1.DeliveryFailed, Attempts: 1,
 				LastAttemptTime: at(0), Message: "Delivery never left: egress refused"},
 			wantFailed: true,
 		},
+		"SuccessStatusNotDelivered": {
+			reason: "A 2xx the sink's tool does not call a success (a page in front of it) is tried again",
+			entry:  pending("audit", v1.StateCommitted),
+			answer: Answer{HTTPStatus: 200, Message: "a 200 answer that is not the tool's"},
+			want: v1.OutboxEntry{Subscriber: "audit", EventID: EventID(charge, v1.StateCommitted, "audit"),
+				Type: "dev.once.operation.committed", State: v1.DeliveryPending, Attempts: 1,
+				LastAttemptTime: at(0), NextAttemptTime: at(3 * time.Second), HTTPStatus: 200,
+				Message: "a 200 answer that is not the tool's"},
+		},
 		"LongMessage": {
 			reason: "The message is capped to what the API accepts",
 			entry:  pending("audit", v1.StateCommitted),
-			answer: Answer{HTTPStatus: 200, Message: strings.Repeat("x", 600)},
+			answer: Answer{Delivered: true, HTTPStatus: 200, Message: strings.Repeat("x", 600)},
 			want: v1.OutboxEntry{Subscriber: "audit", EventID: EventID(charge, v1.StateCommitted, "audit"),
 				Type: "dev.once.operation.committed", State: v1.DeliveryDelivered, Attempts: 1,
 				LastAttemptTime: at(0), DeliveredTime: at(0), HTTPStatus: 200,

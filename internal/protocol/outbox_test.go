@@ -42,7 +42,7 @@ func subscribedIn(scope Scope, names ...string) Env {
 	e := env()
 	e.RecordName = scope.RecordName()
 	for _, n := range names {
-		e.Subscribers = append(e.Subscribers, v1.Subscriber{Name: n, URL: "http://" + n + ".example/"})
+		e.Subscribers = append(e.Subscribers, v1.Subscriber{Name: n, ToolRef: v1.SinkToolReference{Name: n}, Operation: "events.deliver"})
 	}
 	return e
 }

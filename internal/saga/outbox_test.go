@@ -70,7 +70,7 @@ func outboxOf(st v1.SagaStatus) []string {
 // TestOutbox: a saga's outcome and its announcements are one checkpoint;
 // nothing before the outcome is announced, NeedsReview included.
 func TestOutbox(t *testing.T) {
-	audit := []v1.Subscriber{{Name: "audit", URL: "http://audit.example/events"}}
+	audit := []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: "audit"}, Operation: "events.deliver"}}
 	cases := map[string]struct {
 		reason string
 		subs   []v1.Subscriber

@@ -169,7 +169,9 @@ func TestSameSaga(t *testing.T) {
 			got: stored(func(s *v1.Saga) { s.Spec.Inputs = &runtime.RawExtension{Raw: []byte(`{"order":"o-2"}`)} }),
 			msg: "the saga x differs from this request in inputs"},
 		"Subscribers": {reason: "subscribers told of the outcome", want: request(),
-			got: stored(func(s *v1.Saga) { s.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "https://a.example"}} }),
+			got: stored(func(s *v1.Saga) {
+				s.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: "audit"}, Operation: "events.deliver"}}
+			}),
 			msg: "the saga x differs from this request in subscribers"},
 		"ManyFields": {reason: "a long list of differences is cut short", want: request(),
 			got: stored(charge(func(st *v1.SagaStep) {

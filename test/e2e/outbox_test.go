@@ -47,13 +47,36 @@ import (
 // outboxOps is how many operations the outbox proof runs.
 const outboxOps = 50
 
-// subscribedOpYAML is opYAML with the sandbox sink named sink as the
+// sinkToolYAML declares the sandbox sink named sink as a Tool of that
+// name: its operation events.deliver posts the event there. The sink
+// answers an empty body, so the operation's success has none.
+func sinkToolYAML(sink string) string {
+	return fmt.Sprintf(`apiVersion: effects.once.dev/v1alpha1
+kind: Tool
+metadata:
+  name: %s
+spec:
+  http:
+    url: %s
+  idempotency:
+    mode: Native
+  timeout: 2s
+  operations:
+  - name: events.deliver
+    path: /sink/%s
+    response:
+      format: None
+`, sink, sb.URL, sink)
+}
+
+// subscribedOpYAML is opYAML with the sink tool named sink as the
 // operation's subscriber.
 func subscribedOpYAML(name, tool, params, sink string) string {
 	return opYAML(name, tool, "", params) + fmt.Sprintf(`  subscribers:
   - name: audit
-    url: %s/sink/%s
-`, sb.URL, sink)
+    toolRef: {name: %s}
+    operation: events.deliver
+`, sink)
 }
 
 // outboxRecord is what the proof reads of one operation.
@@ -85,6 +108,7 @@ var _ = Describe("The outbox under kill -9", func() {
 		ns := newNamespace("outbox-kill")
 		sink := ns
 		apply(ns, toolYAML("pay", "Native"))
+		apply(ns, sinkToolYAML(sink))
 
 		By("running a manager that dies right after its first delivery, before recording it")
 		first := startManager(ns, manager{holder: "deliver-then-die",

@@ -438,7 +438,7 @@ var modelImmutableFields = []struct {
 		o.Spec.RetryPolicy.MaxBackoff = &metav1.Duration{Duration: 10 * time.Minute}
 	}},
 	{"spec.subscribers", func(o *v1.SideEffectOperation) {
-		o.Spec.Subscribers = append(o.Spec.Subscribers, v1.Subscriber{Name: "billing", URL: "https://billing.example/events"})
+		o.Spec.Subscribers = append(o.Spec.Subscribers, v1.Subscriber{Name: "billing", ToolRef: v1.SinkToolReference{Name: "billing"}, Operation: "events.deliver"})
 	}},
 	{"spec.subscribers (removed)", func(o *v1.SideEffectOperation) { o.Spec.Subscribers = nil }},
 }
@@ -670,7 +670,7 @@ func modelOperation(ns, name string) *v1.SideEffectOperation {
 				InitialBackoff: &metav1.Duration{Duration: time.Second},
 				MaxBackoff:     &metav1.Duration{Duration: 5 * time.Minute},
 			},
-			Subscribers: []v1.Subscriber{{Name: "audit", URL: "https://audit.example/events"}},
+			Subscribers: []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: "audit"}, Operation: "events.deliver"}},
 		},
 	}
 }

@@ -299,8 +299,13 @@ func sortedEffects(ledger []*Effect, ref string) []*Effect {
 	return out
 }
 
-// sinkHost is the subscribers' address.
-const sinkHost = "hooks.sim"
+// sinkHost is the subscribers' address, sinkTool the Tool that declares it
+// and opDeliver its operation.
+const (
+	sinkHost  = "hooks.sim"
+	sinkTool  = "hooks"
+	opDeliver = "events.deliver"
+)
 
 // Delivery is one announcement a subscriber received.
 type Delivery struct {

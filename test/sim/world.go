@@ -279,6 +279,7 @@ func NewWorld(opts Options) *World {
 		w.tools[t.Name] = t
 		must(w.server.Create(toolCR(t)))
 	}
+	must(w.server.Create(sinkCR()))
 	for _, op := range workload(opts.Lies) {
 		w.manifests = append(w.manifests, op)
 	}
@@ -334,6 +335,17 @@ func toolCR(t *SimTool) *v1.Tool {
 	return &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: t.Name}, Spec: spec}
 }
 
+// sinkCR is the subscribers' sink as its Tool declares it: a Native tool,
+// whose idempotency key is the event's id.
+func sinkCR() *v1.Tool {
+	return &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: sinkTool}, Spec: v1.ToolSpec{
+		HTTP:        v1.HTTPBackend{URL: "http://" + sinkHost},
+		Timeout:     &metav1.Duration{Duration: 30 * time.Second},
+		Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative},
+		Operations:  []v1.ToolOperation{{Name: opDeliver, Path: "/events"}},
+	}}
+}
+
 // workload is what the people apply: operations on each tool, keyed by
 // name and by shared keys (a duplicate, and a key reused with other
 // parameters).
@@ -351,7 +363,7 @@ func workload(lies bool) []*v1.SideEffectOperation {
 		return o
 	}
 	audited := func(o *v1.SideEffectOperation) *v1.SideEffectOperation {
-		o.Spec.Subscribers = []v1.Subscriber{{Name: "audit", URL: "http://" + sinkHost + "/events"}}
+		o.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: sinkTool}, Operation: opDeliver}}
 		return o
 	}
 	// Some go when they are done, as what the MCP gateway, the ingress and

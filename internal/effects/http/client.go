@@ -452,6 +452,9 @@ func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answe
 	if len(body) > 0 {
 		hr.GetBody = nil
 	}
+	for name, v := range req.Headers {
+		hr.Header.Set(name, v)
+	}
 	maps.Copy(hr.Header, o.header)
 	maps.Copy(hr.Header, headers)
 	hr.Header.Set(cmp.Or(c.spec.Idempotency.Header, v1.DefaultIdempotencyHeader), req.Key)

@@ -448,3 +448,29 @@ func (f faultHeader) RoundTrip(r *nethttp.Request) (*nethttp.Response, error) {
 	r.Header.Set(sandbox.HeaderFault, f.fault)
 	return f.next.RoundTrip(r)
 }
+
+// TestRequestHeaders: the headers a request brings (the outbox's CloudEvents
+// attributes) are sent, and never replace the tool's own credentials nor
+// its idempotency key.
+func TestRequestHeaders(t *testing.T) {
+	var seen atomic.Value
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		seen.Store(r.Header.Clone())
+		w.WriteHeader(nethttp.StatusAccepted)
+	}))
+	defer srv.Close()
+	c := newClient(t, toolSpec(srv.URL, v1.IdempotencyNative), nil)
+	c.headers.Set("Authorization", "Bearer s3cr3t")
+	c.Execute(context.Background(), effects.Request{Operation: "charge.create", Key: "event-1",
+		Parameters: []byte(`{}`), Timeout: time.Second, Headers: map[string]string{
+			"Ce-Id": "event-1", "Ce-Specversion": "1.0",
+			"Authorization": "Bearer forged", "Idempotency-Key": "other",
+		}})
+	h := seen.Load().(nethttp.Header)
+	if h.Get("Ce-Id") != "event-1" || h.Get("Ce-Specversion") != "1.0" {
+		t.Errorf("the request's headers must be sent: %v", h)
+	}
+	if h.Get("Authorization") != "Bearer s3cr3t" || h.Get("Idempotency-Key") != "event-1" {
+		t.Errorf("the tool's credentials and the request's key win over the request's headers: %v", h)
+	}
+}
