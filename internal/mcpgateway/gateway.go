@@ -384,8 +384,9 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	if err != nil {
 		return toolError(codeInvalidArguments, err.Error(), nil), nil
 	}
-	if key == "" {
-		return toolError(codeKeyRequired, missingKey(req.Params.Name), nil), nil
+	key, answer := g.callKey(ctx, c, ns, ref, operation, key, params, req.Params.Name)
+	if answer != nil {
+		return answer, nil
 	}
 	scoped := ScopedKey(c.user, key)
 	r := g.operationRequest(ns, ref, operation, scoped, params, c.user)

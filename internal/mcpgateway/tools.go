@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
@@ -113,8 +114,21 @@ func Description(ref v1.ToolReference, spec *v1.ToolSpec, op *v1.ToolOperation) 
 	if method == "" {
 		method = "POST"
 	}
+	rule := keyRule
+	if op.DerivedKey != nil {
+		rule = derivedRule(op.DerivedKey.Window.Duration)
+	}
 	return fmt.Sprintf("Operation %s of %s %s (%s %s), made effectively once by Once. %s %s",
-		op.Name, ref.EffectiveKind(), ref.Name, method, op.Path, guarantees[spec.Idempotency.Mode], keyRule)
+		op.Name, ref.EffectiveKind(), ref.Name, method, op.Path, guarantees[spec.Idempotency.Mode], rule)
+}
+
+// derivedRule is what the description of an operation that derives its
+// keys tells the agent instead of keyRule.
+func derivedRule(window time.Duration) string {
+	return fmt.Sprintf("This operation needs no idempotencyKey: Once derives the key from your arguments, and ignores "+
+		"one you send. Calls with the same arguments within %s of the first are one request: a retry gets the first "+
+		"call's result and makes no second effect, and so would a second request with the same arguments within "+
+		"that time. For a second request, change an argument that tells it apart (a reference, a date).", window)
 }
 
 // properties is the JSON Schema keyword of an object's properties.
@@ -142,6 +156,12 @@ func InputSchema(op *v1.ToolOperation) (map[string]any, error) {
 		"description": "Names this request. Send the same key when you retry it; a new request needs a new key.",
 	}
 	schema[properties] = props
+	if op.DerivedKey != nil {
+		// Optional and ignored: the arguments name the request.
+		props[KeyArgument] = map[string]any{"type": "string", "maxLength": MaxKeyLength,
+			"description": "Not needed: this operation derives its key from the other arguments, and ignores this one."}
+		return schema, nil
+	}
 	required, _ := schema["required"].([]any)
 	has := false
 	for _, r := range required {

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -167,5 +168,88 @@ func TestAnswerOf(t *testing.T) {
 				t.Errorf("a failure that does not prove no effect is told as one (I11): %q", text)
 			}
 		})
+	}
+}
+
+func TestDerivedKey(t *testing.T) {
+	a, err := DerivedKey(json.RawMessage(`{"order": "4711", "amount": 42}`), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		params json.RawMessage
+		slot   int64
+		same   bool
+	}{
+		"KeysInAnotherOrder": {params: json.RawMessage(`{"amount": 42, "order": "4711"}`), slot: 7, same: true},
+		"OtherSpacing":       {params: json.RawMessage(`{ "amount":42,"order":"4711" }`), slot: 7, same: true},
+		"AnotherArgument":    {params: json.RawMessage(`{"order": "4712", "amount": 42}`), slot: 7},
+		"AnotherSlot":        {params: json.RawMessage(`{"order": "4711", "amount": 42}`), slot: 8},
+		"AnArgumentMore":     {params: json.RawMessage(`{"order": "4711", "amount": 42, "note": ""}`), slot: 7},
+		"ANumberAsAString":   {params: json.RawMessage(`{"order": "4711", "amount": "42"}`), slot: 7},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			b, err := DerivedKey(tc.params, tc.slot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (a == b) != tc.same {
+				t.Errorf("DerivedKey: %q and %q; want same=%v", a, b, tc.same)
+			}
+			if len(ScopedKey(strings.Repeat("u", 253), b)) > 253 {
+				t.Errorf("the scoped key of %q is longer than an operation's key may be", b)
+			}
+		})
+	}
+	if _, err := DerivedKey(json.RawMessage(`{"order": `), 1); err == nil {
+		t.Error("arguments that are not JSON got a key")
+	}
+}
+
+func TestDerivedSlot(t *testing.T) {
+	const w = 10 * time.Minute
+	base := time.Unix(0, 0).Add(1000 * w) // the start of slot 1000
+	at := func(d time.Duration) time.Time { return base.Add(d) }
+	cases := map[string]struct {
+		reason string
+		now    time.Time
+		// firstUse is the first use of slot 999's key, if any.
+		firstUse *time.Time
+		want     int64
+	}{
+		"Fresh": {reason: "no earlier key: the current slot's", now: at(time.Minute), want: 1000},
+		"RetryAcrossTheBoundary": {reason: "first used 8 minutes before the slot began, retried 1 minute after: one window",
+			now: at(time.Minute), firstUse: new(at(-8 * time.Minute)), want: 999},
+		"WindowOver": {reason: "first used 8 minutes before the slot began, called 3 minutes after: a new window",
+			now: at(3 * time.Minute), firstUse: new(at(-8 * time.Minute)), want: 1000},
+		"ExactlyAWindow": {reason: "a window after the first use is the next window's",
+			now: at(2 * time.Minute), firstUse: new(at(-8 * time.Minute)), want: 1000},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			asked := []int64{}
+			got, err := derivedSlot(tc.now, w, func(slot int64) (time.Time, bool, error) {
+				asked = append(asked, slot)
+				if slot == 999 && tc.firstUse != nil {
+					return *tc.firstUse, true, nil
+				}
+				return time.Time{}, false, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("%s: slot %d, want %d", tc.reason, got, tc.want)
+			}
+			if len(asked) != 1 || asked[0] != 999 {
+				t.Errorf("%s: asked about slots %v, want only the previous one", tc.reason, asked)
+			}
+		})
+	}
+	if _, err := derivedSlot(base, w, func(int64) (time.Time, bool, error) {
+		return time.Time{}, false, errors.New("forbidden")
+	}); err == nil {
+		t.Error("a first use that cannot be read must refuse the call: the key may be in use")
 	}
 }

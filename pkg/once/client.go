@@ -354,6 +354,36 @@ func (c *Client) Recorded(ctx context.Context, req Request) (res Result, ok bool
 	return res, true, err
 }
 
+// FirstUsed reports when req's key was first used, and false when it was
+// not (or its use is forgotten): the creation of req's operation, or, once
+// the operation is gone, of its scope's record, which is made when the
+// operation is first worked on and kept at least for the outcome's
+// retention after it ends. A record this client may not read is an error:
+// the key may be in use.
+func (c *Client) FirstUsed(ctx context.Context, req Request) (time.Time, bool, error) {
+	if err := check(req); err != nil {
+		return time.Time{}, false, err
+	}
+	want := newOperation(req)
+	op := &v1.SideEffectOperation{}
+	err := c.get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: want.Name}, op)
+	if err == nil {
+		return op.CreationTimestamp.Time, true, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return time.Time{}, false, err
+	}
+	rec := &v1.IdempotencyRecord{}
+	err = c.get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: protocol.OperationScope(want).RecordName()}, rec)
+	switch {
+	case err == nil:
+		return rec.CreationTimestamp.Time, true, nil
+	case apierrors.IsNotFound(err):
+		return time.Time{}, false, nil
+	}
+	return time.Time{}, false, err
+}
+
 // check refuses a request Do cannot make.
 func check(req Request) error {
 	if req.Key == "" {
