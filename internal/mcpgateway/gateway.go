@@ -371,7 +371,7 @@ func refOf(t v1.GenericTool) v1.ToolReference {
 // callTool makes or finds the operation of a call by caller c in
 // namespace ns, and answers its outcome.
 func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *caller, ns string) (
-	*mcp.CallToolResult, error) {
+	mcp.Result, error) {
 	if req.Params.Name == SagaToolName {
 		return g.callSaga(ctx, req, c, ns)
 	}
@@ -393,9 +393,20 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	oc := once.New(c.kube)
 	// A retry goes straight to its operation: the tool may have changed or
 	// gone since, and the operation's outcome is the answer all the same.
-	found, err := c.operationExists(ctx, ns, once.ObjectName(ref, operation, scoped))
+	name := once.ObjectName(ref, operation, scoped)
+	found, err := c.operationExists(ctx, ns, name)
 	if err != nil {
 		return errorAnswer(err), nil
+	}
+	// The host's user may have answered this call's question.
+	declined := false
+	if found {
+		switch err := decideOperation(ctx, c, ns, name, req); {
+		case errors.Is(err, errDeclined):
+			declined = true
+		case err != nil:
+			return decisionRefused(err), nil
+		}
 	}
 	if !found {
 		if answer := g.refusal(ctx, c, ref, ns, operation, params, req.Params.Name); answer != nil {
@@ -418,7 +429,10 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	g.cfg.Logger.Info("tools/call", "tool", req.Params.Name, "user", c.user, "namespace", ns,
 		"operation", once.ObjectName(ref, operation, r.Key))
 	res, err := oc.Do(ctx, r)
-	return Answer(res, err), nil
+	if ask := g.askResolution(ctx, req, c, ns, err, declined); ask != nil {
+		return ask, nil
+	}
+	return withDecline(Answer(res, err), declined), nil
 }
 
 // operationRequest is the request a tools/call by user makes: kept an hour
@@ -568,6 +582,7 @@ func Answer(res once.Result, err error) *mcp.CallToolResult {
 const (
 	fieldNamespace  = "namespace"
 	fieldOperation  = "operation"
+	fieldSaga       = "saga"
 	fieldState      = "state"
 	fieldExternalID = "externalObjectID"
 	fieldReplayed   = "replayed"
@@ -626,7 +641,7 @@ func errorAnswer(err error) *mcp.CallToolResult {
 	case errors.As(err, &approval):
 		return toolError(codeWaitingForApproval, fmt.Sprintf("saga %s waits for a person to approve step %s (%s). "+
 			"Call this tool again later with the same idempotency key and arguments to get the outcome",
-			approval.Name, approval.Step, approval.Message), map[string]any{"saga": approval.Name, "step": approval.Step})
+			approval.Name, approval.Step, approval.Message), map[string]any{fieldSaga: approval.Name, "step": approval.Step})
 	case errors.As(err, &pending):
 		return toolError(codePending, fmt.Sprintf("%s %s is still running (state %s%s); it goes on without you. "+
 			"Call this tool again with the same idempotency key and arguments to get its outcome",
@@ -642,7 +657,7 @@ func errorAnswer(err error) *mcp.CallToolResult {
 
 func kind(k string) string {
 	if k == "" {
-		return "operation"
+		return fieldOperation
 	}
 	return k
 }

@@ -20,10 +20,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/pkg/once"
@@ -103,7 +105,7 @@ type sagaArguments struct {
 // callSaga makes or finds the saga of a call by caller c in namespace ns,
 // and answers its outcome.
 func (g *Gateway) callSaga(ctx context.Context, req *mcp.CallToolRequest, c *caller, ns string) (
-	*mcp.CallToolResult, error) {
+	mcp.Result, error) {
 	key, params, err := SplitArguments(req.Params.Arguments, req.Params.Meta)
 	if err != nil {
 		return toolError(codeInvalidArguments, err.Error(), nil), nil
@@ -138,15 +140,27 @@ func (g *Gateway) callSaga(ctx context.Context, req *mcp.CallToolRequest, c *cal
 		TTLSecondsAfterFinished: g.cfg.TTLSecondsAfterFinished,
 	}
 	g.cfg.Logger.Info("tools/call", "tool", SagaToolName, "user", c.user, "namespace", ns, "saga", once.SagaName(r.Key))
+	// The host's user may have answered this call's question.
+	declined := false
+	switch err := decideSaga(ctx, c, ns, once.SagaName(r.Key), req); {
+	case errors.Is(err, errDeclined):
+		declined = true
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return decisionRefused(err), nil
+	}
 	res, err := once.New(c.kube).DoSaga(ctx, r)
+	if ask := g.askApproval(ctx, req, c, ns, err, declined); ask != nil {
+		return ask, nil
+	}
 	if err != nil {
-		return errorAnswer(err), nil
+		return withDecline(errorAnswer(err), declined), nil
 	}
 	steps := []map[string]any{}
 	for _, st := range res.Steps {
 		steps = append(steps, map[string]any{"name": st.Name, fieldState: string(st.State), fieldOperation: st.Operation,
 			fieldExternalID: st.ExternalObjectID})
 	}
-	return structuredAnswer(map[string]any{fieldNamespace: res.Namespace, "saga": res.Name, fieldState: string(res.State),
+	return structuredAnswer(map[string]any{fieldNamespace: res.Namespace, fieldSaga: res.Name, fieldState: string(res.State),
 		fieldReplayed: res.Found, "steps": steps}), nil
 }

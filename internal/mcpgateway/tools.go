@@ -131,8 +131,21 @@ func derivedRule(window time.Duration) string {
 		"that time. For a second request, change an argument that tells it apart (a reference, a date).", window)
 }
 
-// properties is the JSON Schema keyword of an object's properties.
-const properties = "properties"
+// JSON Schema keywords: an object's properties, a value's type.
+const (
+	properties = "properties"
+	schemaType = "type"
+)
+
+// stringSchema is the JSON Schema of a string of minLength (none if 0) to
+// maxLength characters.
+func stringSchema(minLength, maxLength int) map[string]any {
+	s := map[string]any{schemaType: "string", "maxLength": maxLength}
+	if minLength > 0 {
+		s["minLength"] = minLength
+	}
+	return s
+}
 
 // InputSchema is the operation's parametersSchema with the idempotencyKey
 // property added and required. An operation without a schema takes any
@@ -144,22 +157,20 @@ func InputSchema(op *v1.ToolOperation) (map[string]any, error) {
 			return nil, fmt.Errorf("the parametersSchema of %s is not a JSON object: %w", op.Name, err)
 		}
 	}
-	schema["type"] = "object"
+	schema[schemaType] = "object"
 	props, _ := schema[properties].(map[string]any)
 	if props == nil {
 		props = map[string]any{}
 	}
-	props[KeyArgument] = map[string]any{
-		"type":        "string",
-		"minLength":   1,
-		"maxLength":   MaxKeyLength,
-		"description": "Names this request. Send the same key when you retry it; a new request needs a new key.",
-	}
+	key := stringSchema(1, MaxKeyLength)
+	key["description"] = "Names this request. Send the same key when you retry it; a new request needs a new key."
+	props[KeyArgument] = key
 	schema[properties] = props
 	if op.DerivedKey != nil {
 		// Optional and ignored: the arguments name the request.
-		props[KeyArgument] = map[string]any{"type": "string", "maxLength": MaxKeyLength,
-			"description": "Not needed: this operation derives its key from the other arguments, and ignores this one."}
+		key := stringSchema(0, MaxKeyLength)
+		key["description"] = "Not needed: this operation derives its key from the other arguments, and ignores this one."
+		props[KeyArgument] = key
 		return schema, nil
 	}
 	required, _ := schema["required"].([]any)

@@ -253,3 +253,18 @@ func TestDerivedSlot(t *testing.T) {
 		t.Error("a first use that cannot be read must refuse the call: the key may be in use")
 	}
 }
+
+// TestDecisionState: the state an input request carries reads back as
+// written, and anything else is refused.
+func TestDecisionState(t *testing.T) {
+	st := decisionState{Kind: "operation", Name: "payments-charge-create-1", UID: "u-1", RequestHash: "sha256:ab"}
+	got, err := decodeState(st.encode())
+	if err != nil || got != st {
+		t.Errorf("decodeState(encode(%+v)) = %+v, %v", st, got, err)
+	}
+	for _, raw := range []string{"", "not base64!", "eyJ"} {
+		if _, err := decodeState(raw); err == nil {
+			t.Errorf("decodeState(%q) took a state this gateway did not write", raw)
+		}
+	}
+}

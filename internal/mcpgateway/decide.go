@@ -1,0 +1,331 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package mcpgateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/review"
+	"github.com/once-dev/once/pkg/once"
+)
+
+// The host's user decides (multi round-trip requests, protocol 2026-07-28).
+//
+// A call whose operation waits for a person (an operation in NeedsReview,
+// a saga step waiting for approval) is answered, on a session that speaks
+// 2026-07-28 over HTTP, with an input request: a form the host shows its
+// user. The host calls again with the user's answer and the request state;
+// the gateway writes the decision on the object as the caller, through the
+// code path of kubectl once resolve and approve (internal/review), so the
+// API server's RBAC decides whether the caller may, and Once's admission
+// policy records who wrote it; then the call waits for the outcome as any
+// call does. The request state is not trusted: the object is the one the
+// call's own arguments name, and the state only binds the answer to the
+// incarnation of the object (its UID) and, for an operation, to its
+// request hash, which the decision is then recorded against.
+//
+// A decline records nothing and answers as today, saying that the user
+// declined; a cancel, or no answer, records nothing and answers as today.
+// Older protocol versions and stdio get today's answers only.
+
+// decisionInput is the id of the gateway's one input request.
+const decisionInput = "once.dev/decision"
+
+// minInputProtocol is the first protocol version with input requests.
+const minInputProtocol = "2026-07-28"
+
+// decisionState is what an input request binds its answer to.
+type decisionState struct {
+	// Kind is fieldOperation or fieldSaga.
+	Kind string `json:"k"`
+	Name string `json:"n"`
+	UID  string `json:"u"`
+	// RequestHash is an operation's; Step a saga's step.
+	RequestHash string `json:"h,omitempty"`
+	Step        string `json:"s,omitempty"`
+}
+
+func (s decisionState) encode() string {
+	b, _ := json.Marshal(s)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeState(raw string) (decisionState, error) {
+	var s decisionState
+	b, err := base64.RawURLEncoding.DecodeString(raw)
+	if err == nil {
+		err = json.Unmarshal(b, &s)
+	}
+	if err != nil {
+		return s, errors.New("the request state is not one this gateway wrote")
+	}
+	return s, nil
+}
+
+// asksUser reports whether the call's session can carry an input request:
+// HTTP (not stdio, which keeps today's answers), protocol 2026-07-28 or
+// later, and a client that said it shows forms (the elicitation
+// capability).
+func (g *Gateway) asksUser(req *mcp.CallToolRequest) bool {
+	if g.self != nil || req.Session == nil {
+		return false
+	}
+	p := req.Session.InitializeParams()
+	return p != nil && p.ProtocolVersion >= minInputProtocol && p.Capabilities != nil &&
+		p.Capabilities.Elicitation != nil
+}
+
+// inputRequired is a result that asks for input: the SDK marks results
+// that its own tool handlers return, and the gateway answers calls in a
+// middleware, so it marks its own.
+type inputRequired struct{ *mcp.CallToolResult }
+
+func (r inputRequired) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.CallToolResult)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["resultType"] = json.RawMessage(`"input_required"`)
+	return json.Marshal(m)
+}
+
+// resolutionChoices are what the user may answer about an operation in
+// NeedsReview, and the resolution each writes.
+var resolutionChoices = map[string]v1.ResolutionAction{
+	"happened":              v1.ResolutionMarkCommitted,
+	"did not happen: retry": v1.ResolutionRetry,
+	"do not do it":          v1.ResolutionFail,
+}
+
+// askResolution asks the host's user to decide an operation in
+// NeedsReview.
+func askResolution(op *v1.SideEffectOperation, why string) mcp.Result {
+	st := decisionState{Kind: fieldOperation, Name: op.Name, UID: string(op.UID), RequestHash: op.Status.RequestHash}
+	return inputRequired{&mcp.CallToolResult{RequestState: st.encode(), InputRequests: mcp.InputRequestMap{
+		decisionInput: &mcp.ElicitParams{
+			Message: fmt.Sprintf("Once cannot tell whether %s happened at the tool: %s. Check the tool, then say "+
+				"what happened; Once records your answer on the operation and acts on it.", op.Name, why),
+			RequestedSchema: form(map[string]any{
+				"decision":      choice("What happened", "happened", "did not happen: retry", "do not do it"),
+				fieldExternalID: text("The effect's id at the tool, if it happened and you know it", 0, 253),
+				fieldReason:     text("Why", 1, 1024),
+			}, "decision", fieldReason),
+		}}}}
+}
+
+// askApproval asks the host's user to approve a saga's step.
+func askApproval(s *v1.Saga, step, why string) mcp.Result {
+	st := decisionState{Kind: fieldSaga, Name: s.Name, UID: string(s.UID), Step: step}
+	return inputRequired{&mcp.CallToolResult{RequestState: st.encode(), InputRequests: mcp.InputRequestMap{
+		decisionInput: &mcp.ElicitParams{
+			Message: fmt.Sprintf("Saga %s waits for approval of step %s: %s. Approve it to let the saga run it.",
+				s.Name, step, why),
+			RequestedSchema: form(map[string]any{
+				"approve":   map[string]any{schemaType: "boolean", formTitle: "Approve step " + step},
+				fieldReason: text("Why", 1, 1024),
+			}, "approve", fieldReason),
+		}}}}
+}
+
+// form is the JSON Schema of a form: an object of the properties, those
+// named required.
+func form(props map[string]any, required ...string) map[string]any {
+	return map[string]any{schemaType: "object", properties: props, "required": required}
+}
+
+// text is a form's string field of minLength (none if 0) to maxLength
+// characters.
+func text(title string, minLength, maxLength int) map[string]any {
+	f := stringSchema(minLength, maxLength)
+	f[formTitle] = title
+	return f
+}
+
+// formTitle is the JSON Schema keyword a form shows as a field's label.
+const formTitle = "title"
+
+// choice is a form's field whose value is one of values.
+func choice(title string, values ...string) map[string]any {
+	return map[string]any{schemaType: "string", formTitle: title, "enum": values}
+}
+
+// answered is what the user answered to the gateway's input request, if
+// the call carries an answer: the action (accept, decline, cancel) and the
+// form's content.
+func answered(req *mcp.CallToolRequest) (action string, content map[string]any, state string, ok bool) {
+	r, found := req.Params.InputResponses[decisionInput]
+	if !found || req.Params.RequestState == "" {
+		return "", nil, "", false
+	}
+	er, isElicit := r.(*mcp.ElicitResult)
+	if !isElicit {
+		return "", nil, "", false
+	}
+	return er.Action, er.Content, req.Params.RequestState, true
+}
+
+// errDeclined: the user declined to decide.
+var errDeclined = errors.New("the user declined to decide")
+
+// decideOperation writes the user's answer on the operation named, as the
+// caller. It returns errDeclined for a decline, nil when there is nothing
+// to write (a cancel, an answer to another object).
+func decideOperation(ctx context.Context, c *caller, ns, name string, req *mcp.CallToolRequest) error {
+	action, content, raw, ok := answered(req)
+	if !ok || action == "cancel" {
+		return nil
+	}
+	if action == "decline" {
+		return errDeclined
+	}
+	st, err := decodeState(raw)
+	if err != nil {
+		return err
+	}
+	op := &v1.SideEffectOperation{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, op); err != nil {
+		return fmt.Errorf("reading %s to record the decision: %w", name, err)
+	}
+	if st.Kind != fieldOperation || st.Name != name || types.UID(st.UID) != op.UID || st.RequestHash != op.Status.RequestHash {
+		return fmt.Errorf("the answer was asked about another request than %s's; nothing was recorded", name)
+	}
+	if review.CanResolve(op) != nil {
+		// Decided meanwhile (this answer sent twice, or a person with
+		// kubectl once): the outcome answers the call.
+		return nil
+	}
+	decision, _ := content["decision"].(string)
+	act, known := resolutionChoices[decision]
+	reason, _ := content[fieldReason].(string)
+	if !known || reason == "" {
+		return fmt.Errorf("the answer names no decision and reason Once knows (%q); nothing was recorded", decision)
+	}
+	r := v1.Resolution{Action: act, By: "mcp:" + c.user, Reason: reason}
+	if id, _ := content[fieldExternalID].(string); act == v1.ResolutionMarkCommitted {
+		r.ExternalObjectID = id
+	}
+	if old := op.Spec.Resolution; old != nil && old.Action == r.Action && old.ExternalObjectID == r.ExternalObjectID &&
+		old.By == r.By && old.Reason == r.Reason && op.Status.ReviewGeneration < op.Generation {
+		// This answer, written by this call's earlier try: Once applies
+		// it on its next pass.
+		return nil
+	}
+	return review.ResolveOperation(ctx, c.kube, op, r)
+}
+
+// decideSaga writes the user's approval of the step the saga waits on, as
+// the caller. A refusal to approve is a decline.
+func decideSaga(ctx context.Context, c *caller, ns, name string, req *mcp.CallToolRequest) error {
+	action, content, raw, ok := answered(req)
+	if !ok || action == "cancel" {
+		return nil
+	}
+	if approve, _ := content["approve"].(bool); action == "decline" || !approve {
+		return errDeclined
+	}
+	st, err := decodeState(raw)
+	if err != nil {
+		return err
+	}
+	s := &v1.Saga{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		return fmt.Errorf("reading saga %s to record the approval: %w", name, err)
+	}
+	if st.Kind != fieldSaga || st.Name != name || types.UID(st.UID) != s.UID {
+		return fmt.Errorf("the answer was asked about another saga than %s; nothing was recorded", name)
+	}
+	if review.CanApprove(s, st.Step) != nil {
+		// Approved meanwhile, or the saga moved on: its outcome answers.
+		return nil
+	}
+	reason, _ := content[fieldReason].(string)
+	a := v1.SagaApproval{Step: st.Step, By: "mcp:" + c.user}
+	if reason != "" {
+		a.Reason = reason
+	}
+	return review.ApproveStep(ctx, c.kube, s, a)
+}
+
+// decisionRefused is the answer to a call whose decision could not be
+// recorded: RBAC refused the caller, or the object moved on.
+func decisionRefused(err error) *mcp.CallToolResult {
+	if apierrors.IsForbidden(err) {
+		return toolError(codeForbidden, "you may not decide this: "+err.Error()+"; nothing was recorded", nil)
+	}
+	return toolError(codeNeedsReview, "the decision was not recorded: "+err.Error(), nil)
+}
+
+// askResolution is the input request to answer a call whose operation
+// waits for a person, when the host's user can be asked and was not yet in
+// this call; nil otherwise.
+func (g *Gateway) askResolution(ctx context.Context, req *mcp.CallToolRequest, c *caller, ns string, err error,
+	declined bool) mcp.Result {
+	var nr *once.NeedsReviewError
+	if declined || !errors.As(err, &nr) || nr.Kind == once.KindSaga || !g.asksUser(req) {
+		return nil
+	}
+	if _, _, _, ok := answered(req); ok {
+		return nil
+	}
+	op := &v1.SideEffectOperation{}
+	if c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: nr.Name}, op) != nil || op.Status.State != v1.StateNeedsReview {
+		return nil
+	}
+	return askResolution(op, nr.Message)
+}
+
+// askApproval is askResolution for a saga's step waiting for approval.
+func (g *Gateway) askApproval(ctx context.Context, req *mcp.CallToolRequest, c *caller, ns string, err error,
+	declined bool) mcp.Result {
+	var wa *once.WaitingForApprovalError
+	if declined || !errors.As(err, &wa) || !g.asksUser(req) {
+		return nil
+	}
+	if _, _, _, ok := answered(req); ok {
+		return nil
+	}
+	s := &v1.Saga{}
+	if c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: wa.Name}, s) != nil {
+		return nil
+	}
+	return askApproval(s, wa.Step, wa.Message)
+}
+
+// withDecline adds to an answer that the host's user declined to decide.
+func withDecline(r *mcp.CallToolResult, declined bool) *mcp.CallToolResult {
+	if !declined || !r.IsError || len(r.Content) == 0 {
+		return r
+	}
+	if t, ok := r.Content[0].(*mcp.TextContent); ok {
+		t.Text += ". The user declined to decide: nothing was recorded, and a person must decide (kubectl once)"
+	}
+	return r
+}

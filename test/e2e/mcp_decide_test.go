@@ -1,0 +1,207 @@
+//go:build e2e
+
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/once-dev/once/test/harness"
+	"github.com/once-dev/once/test/sandbox"
+)
+
+// host is an MCP client that shows the gateway's forms to a user, as a
+// host with the elicitation capability does; answer plays the user.
+type host struct {
+	session *mcp.ClientSession
+	mu      sync.Mutex
+	asked   []string
+}
+
+func connectHost(url, token string, answer func(*mcp.ElicitParams) *mcp.ElicitResult) *host {
+	GinkgoHelper()
+	h := &host{}
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-host", Version: "v0.0.1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			h.mu.Lock()
+			h.asked = append(h.asked, req.Params.Message)
+			h.mu.Unlock()
+			return answer(req.Params), nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url,
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token}}}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { _ = s.Close() })
+	h.session = s
+	return h
+}
+
+func (h *host) call(tool string, args map[string]any) *mcp.CallToolResult {
+	GinkgoHelper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r, err := h.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	Expect(err).NotTo(HaveOccurred())
+	return r
+}
+
+func (h *host) questions() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.asked...)
+}
+
+// resolverRBAC lets a service account decide operations and approve sagas
+// in the namespace, as kubectl once resolve and approve need.
+func resolverRBAC(sa string) string {
+	return fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: %[1]s-decides
+rules:
+- apiGroups: [effects.once.dev]
+  resources: [sideeffectoperations, sagas]
+  verbs: [create, get, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: %[1]s-decides
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: %[1]s-decides
+subjects:
+- kind: ServiceAccount
+  name: %[1]s
+`, sa)
+}
+
+var _ = Describe("The host's user decides through the protocol", func() {
+	const tool = "payments__charge.create"
+
+	It("records an operation's resolution as the caller, refuses a caller without the right, and says a decline", func() {
+		ns := newNamespace("mcp-decide")
+		startManager(ns, manager{holder: "mcp-decide"})
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 1})
+		apply(ns, mcpToolYAML("payments", "10s"))
+		apply(ns, agentRBAC("agent"))
+		apply(ns, agentRBAC("resolver"))
+		apply(ns, resolverRBAC("resolver"))
+		addr, err := harness.FreeAddr()
+		Expect(err).NotTo(HaveOccurred())
+		_, url := startGateway(ns, addr, "gateway")
+		agentToken, resolverToken := serviceAccountToken(ns, "agent"), serviceAccountToken(ns, "resolver")
+		args := map[string]any{"amount": 700, "currency": "eur", "idempotencyKey": "payout-12"}
+
+		By("a caller without the right to resolve: its user is asked, the write is refused, nothing is recorded")
+		// The user looks the charge up at the tool: the newest is the one
+		// asked about, as each request below runs alone.
+		happened := func(*mcp.ElicitParams) *mcp.ElicitResult {
+			effects := effectsFor(ns)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "happened",
+				"externalObjectID": effects[len(effects)-1].ID, "reason": "the charge is in the tool's dashboard"}}
+		}
+		a := connectHost(url, agentToken, happened)
+		r := a.call(tool, args)
+		show("a tools/call whose user may not decide", r)
+		Expect(r.IsError).To(BeTrue())
+		Expect(text(r)).To(HavePrefix("Forbidden: you may not decide this"))
+		Expect(a.questions()).To(HaveLen(1))
+		Expect(a.questions()[0]).To(ContainSubstring("cannot tell whether"))
+		name := mcpOperations(ns)[0]
+		Expect(jsonpath(ns, "seo/"+name, "{.status.state}")).To(Equal("NeedsReview"))
+		Expect(jsonpath(ns, "seo/"+name, "{.spec.resolution}")).To(BeEmpty())
+
+		By("a caller with the right whose user declines: nothing recorded, and the answer says so")
+		d := connectHost(url, resolverToken, func(*mcp.ElicitParams) *mcp.ElicitResult {
+			return &mcp.ElicitResult{Action: "decline"}
+		})
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 1})
+		r = d.call(tool, map[string]any{"amount": 800, "currency": "eur", "idempotencyKey": "payout-13"})
+		show("a tools/call whose user declined", r)
+		Expect(text(r)).To(HavePrefix("NeedsReview: "))
+		Expect(text(r)).To(ContainSubstring("The user declined to decide"))
+		Expect(d.questions()).To(HaveLen(1))
+		declined := structured(r)["operation"].(string)
+		Expect(jsonpath(ns, "seo/"+declined, "{.spec.resolution}")).To(BeEmpty())
+		Expect(effectsFor(ns)).To(HaveLen(2), "the declined call's own effect, undecided")
+
+		By("a caller with the right whose user answers: the resolution recorded as the caller, the outcome answered")
+		res := connectHost(url, resolverToken, happened)
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 1})
+		r = res.call(tool, map[string]any{"amount": 900, "currency": "eur", "idempotencyKey": "payout-14"})
+		show("a tools/call whose user decided", r)
+		Expect(r.IsError).To(BeFalse(), text(r))
+		Expect(res.questions()).To(HaveLen(1))
+		sc := structured(r)
+		Expect(sc["state"]).To(Equal("Committed"))
+		decided := sc["operation"].(string)
+		Expect(jsonpath(ns, "seo/"+decided, "{.status.resolution.action}")).To(Equal("MarkCommitted"))
+		Expect(jsonpath(ns, "seo/"+decided, "{.status.resolution.fromState}")).To(Equal("NeedsReview"))
+		Expect(jsonpath(ns, "seo/"+decided, "{.status.resolution.user}")).To(Equal("system:serviceaccount:" + ns + ":resolver"))
+		Expect(jsonpath(ns, "seo/"+decided, "{.status.resolution.by}")).To(Equal("mcp:system:serviceaccount:" + ns + ":resolver"))
+		Expect(jsonpath(ns, "seo/"+decided, "{.status.resolution.reason}")).To(Equal("the charge is in the tool's dashboard"))
+		Expect(sc["externalObjectID"]).To(Equal(effectsFor(ns)[2].ID), "the effect the user named")
+		AddReportEntry("an operation decided through the protocol, as recorded", kubectl("", "get", "-n", ns, "seo", decided,
+			"-o", "jsonpath={.status.requestHash}{\"\\n\"}{.status.resolution}"), ReportEntryVisibilityAlways)
+		Expect(effectsFor(ns)).To(HaveLen(3), "one effect per request; the decision made none")
+	})
+
+	It("asks the host's user to approve a saga's step, and runs it once approved", func() {
+		ns := newNamespace("mcp-approve")
+		startManager(ns, manager{holder: "mcp-approve"})
+		apply(ns, mcpToolYAML("payments", "10s"))
+		apply(ns, agentRBAC("approver"))
+		apply(ns, resolverRBAC("approver"))
+		addr, err := harness.FreeAddr()
+		Expect(err).NotTo(HaveOccurred())
+		_, url := startGateway(ns, addr, "gateway")
+		h := connectHost(url, serviceAccountToken(ns, "approver"), func(p *mcp.ElicitParams) *mcp.ElicitResult {
+			Expect(effectsFor(ns)).To(BeEmpty(), "nothing runs before the approval")
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true, "reason": "within budget"}}
+		})
+		args := map[string]any{"idempotencyKey": "payout-run-1", "steps": []any{
+			map[string]any{"name": "pay", "toolRef": map[string]any{"name": "payments"}, "operation": "charge.create",
+				"parameters": map[string]any{"amount": 100, "currency": "eur"}, "requiresApproval": true, "irreversible": true},
+		}}
+		r := h.call("once.saga.run", args)
+		show("a saga's tools/call approved through the protocol", r)
+		Expect(r.IsError).To(BeFalse(), text(r))
+		Expect(structured(r)["state"]).To(Equal("Committed"))
+		Expect(h.questions()).To(HaveLen(1))
+		Expect(h.questions()[0]).To(ContainSubstring("waits for approval of step pay"))
+		saga := structured(r)["saga"].(string)
+		Expect(jsonpath(ns, "saga/"+saga, "{.spec.approvals[0].user}")).To(Equal("system:serviceaccount:" + ns + ":approver"))
+		Expect(jsonpath(ns, "saga/"+saga, "{.spec.approvals[0].reason}")).To(Equal("within budget"))
+		AddReportEntry("a saga step approved through the protocol, as recorded", kubectl("", "get", "-n", ns, "saga", saga,
+			"-o", "jsonpath={.spec.approvals}"), ReportEntryVisibilityAlways)
+		Expect(effectsFor(ns)).To(HaveLen(1))
+	})
+})
