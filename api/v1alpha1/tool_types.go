@@ -371,6 +371,13 @@ type ToolOperation struct {
 	// +optional
 	Response ResponseMapping `json:"response,omitempty"`
 
+	// sink marks the operation as a receiver of outcomes: operations and
+	// sagas may name it in spec.subscribers, and the outbox relay calls it
+	// with each announcement, the event's data as its parameters. The relay
+	// calls no operation that is not marked so.
+	// +optional
+	Sink bool `json:"sink,omitempty"`
+
 	// derivedKey makes the MCP gateway derive a call's idempotency key from
 	// the caller, the tool, the operation and the call's canonical
 	// arguments, whatever key the caller sends: calls by one caller with the
@@ -386,11 +393,12 @@ type ToolOperation struct {
 // DerivedKey is an operation's rule for keys derived from the arguments.
 type DerivedKey struct {
 	// window is how long, from the first call, calls with the same arguments
-	// are that call's retries. At least one second and at most 24h: no
-	// longer than the outcome is kept (spec.retention of the operations the
-	// gateway makes, 24h by default), which the gateway checks too.
+	// are that call's retries (two seconds more, for clocks). At least 10s
+	// and at most 24h: no longer than the outcome is kept (spec.retention of
+	// the operations the gateway makes, 24h by default), which the gateway
+	// checks too.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="window must be between 1s and 24h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="window must be between 10s and 24h"
 	Window metav1.Duration `json:"window"`
 }
 

@@ -242,22 +242,42 @@ func (r *OutboxReconciler) send(ctx context.Context, namespace string, sub v1.Su
 		return outbox.Answer{Final: true, Message: "Subscriber " + sub.Name +
 			" names no sink (toolRef and operation); a url is no longer delivered to"}
 	}
+	// One bound for the whole delivery: reading the sink's tool and its
+	// Secrets, and the request.
+	ctx, cancel := context.WithTimeout(ctx, max(r.Timeout, time.Second))
+	defer cancel()
 	ref := sub.ToolRef.Tool()
 	tool, reason, msg, err := usableTool(ctx, r.Client, r.Validator, r.WatchNamespaces, ref, namespace, sub.Operation)
 	switch {
 	case err != nil:
-		return outbox.Answer{Message: "The sink cannot be read: " + err.Error()}
+		logf.FromContext(ctx).Error(err, "Reading a subscriber's sink", "subscriber", sub.Name, "tool", ref.Name)
+		return outbox.Answer{Message: fmt.Sprintf("The sink %s %s cannot be read now", ref.Kind, ref.Name)}
 	case reason != "":
 		return outbox.Answer{Message: "The sink cannot be used: " + msg}
+	}
+	spec := tool.GetSpec()
+	if !spec.Operation(sub.Operation).Sink {
+		// A Tool's other operations are effects of their own, made under
+		// the protocol: the relay never calls them.
+		return outbox.Answer{Final: true, Message: fmt.Sprintf("Operation %s of %s %s is not a sink: only an operation "+
+			"marked sink: true receives announcements", sub.Operation, ref.Kind, ref.Name)}
 	}
 	headers, body, err := cloudevent.Binary(ev)
 	if err != nil {
 		return outbox.Answer{Final: true, Message: err.Error()}
 	}
+	if err := r.Validator.CheckParameters(spec, sub.Operation, body); err != nil {
+		// The sink's schema does not take Once's events: no delivery
+		// would change that.
+		return outbox.Answer{Final: true, Message: fmt.Sprintf("The event does not fit the parametersSchema of "+
+			"operation %s of %s %s: %v", sub.Operation, ref.Kind, ref.Name, err)}
+	}
 	cl, err := r.Connector.Connect(ctx, tool)
 	if err != nil {
-		// Names the missing Secret or key, never a value.
-		return outbox.Answer{Message: "The sink's credentials cannot be read: " + err.Error()}
+		logf.FromContext(ctx).Error(err, "Reading a subscriber's sink's credentials", "subscriber", sub.Name,
+			"tool", ref.Name)
+		return outbox.Answer{Message: fmt.Sprintf("The credentials of the sink %s %s cannot be read now; its "+
+			"Ready condition says why", ref.Kind, ref.Name)}
 	}
 	res := cl.Execute(ctx, effects.Request{
 		Operation: sub.Operation, Key: ev.ID, Parameters: body, Headers: headers,

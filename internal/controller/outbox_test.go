@@ -48,7 +48,7 @@ const opDeliver = "events.deliver"
 // so the operation's success has none.
 func sinkTool(ns, sink string, mutate ...func(*v1.ToolSpec)) *v1.Tool {
 	return newTool(ns, sink, v1.IdempotencyNative, append([]func(*v1.ToolSpec){func(s *v1.ToolSpec) {
-		s.Operations = []v1.ToolOperation{{Name: opDeliver, Path: "/sink/" + sink,
+		s.Operations = []v1.ToolOperation{{Name: opDeliver, Path: "/sink/" + sink, Sink: true,
 			Response: v1.ResponseMapping{Format: v1.FormatNone}}}
 	}}, mutate...)...)
 }
@@ -196,7 +196,7 @@ var _ = Describe("Outbox", func() {
 	It("never dials a sink whose address the egress policy refuses, and fails it when the budget is spent", func() {
 		newTool(ns, "metadata", v1.IdempotencyNative, func(s *v1.ToolSpec) {
 			s.HTTP.URL = "http://169.254.169.254"
-			s.Operations = []v1.ToolOperation{{Name: opDeliver, Path: "/latest"}}
+			s.Operations = []v1.ToolOperation{{Name: opDeliver, Path: "/latest", Sink: true}}
 		})
 		op := newOp(ns, "charge", "pay", map[string]any{"amount": 13})
 		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: "metadata"}, Operation: opDeliver}}
@@ -231,7 +231,7 @@ var _ = Describe("Outbox", func() {
 		newTool(ns, "receiver", v1.IdempotencyNative, func(s *v1.ToolSpec) {
 			s.HTTP.URL = srv.URL
 			s.HTTP.Auth = &v1.HTTPAuth{Bearer: &v1.SecretKeySelector{Name: "sink-token", Key: "token"}}
-			s.Operations = []v1.ToolOperation{{Name: opDeliver, Path: "/hooks/once"}}
+			s.Operations = []v1.ToolOperation{{Name: opDeliver, Path: "/hooks/once", Sink: true}}
 		})
 		op := newOp(ns, "charge", "pay", map[string]any{"amount": 17})
 		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: "receiver"}, Operation: opDeliver}}
@@ -250,6 +250,29 @@ var _ = Describe("Outbox", func() {
 		Expect(describe(get(ns, "charge"))).NotTo(ContainSubstring("s3cret-sink-token"))
 	})
 
+	It("calls no operation of a tool that is not marked a sink", func() {
+		// The namespace's payments tool has an effect of its own: naming
+		// it as a subscriber must not make the relay charge, outside the
+		// protocol, with the event as parameters.
+		all := func() int {
+			effects, err := ledger.Effects(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			return len(effects)
+		}
+		before := all()
+		op := newOp(ns, "charge", "pay", map[string]any{"amount": 19})
+		op.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: "pay"},
+			Operation: "charge.create"}}
+		create(op)
+		e := settledEntry(ns, "charge").Status.Outbox[0]
+		Expect(e.State).To(Equal(v1.DeliveryFailed))
+		Expect(e.Attempts).To(BeEquivalentTo(1))
+		Expect(e.Message).To(ContainSubstring("is not a sink"))
+		// A relay's call is keyed by the event's id, not the namespace:
+		// every effect counts.
+		Expect(all()-before).To(Equal(1), "the operation's own charge, and no other")
+	})
+
 	It("delivers nothing to a ClusterTool that does not serve the namespace", func() {
 		sink := ns + "-cluster"
 		ct := &v1.ClusterTool{ObjectMeta: metav1.ObjectMeta{Name: sink}, Spec: v1.ClusterToolSpec{
@@ -257,7 +280,7 @@ var _ = Describe("Outbox", func() {
 			ToolSpec: v1.ToolSpec{
 				HTTP:        v1.HTTPBackend{URL: toolURL},
 				Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative},
-				Operations: []v1.ToolOperation{{Name: opDeliver, Path: "/sink/" + sink,
+				Operations: []v1.ToolOperation{{Name: opDeliver, Path: "/sink/" + sink, Sink: true,
 					Response: v1.ResponseMapping{Format: v1.FormatNone}}},
 			}}}
 		Expect(k8sClient.Create(ctx, ct)).To(Succeed())

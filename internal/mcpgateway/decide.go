@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -238,7 +239,47 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, req *mcp.C
 		// it on its next pass.
 		return nil
 	}
-	return review.ResolveOperation(ctx, c.kube, op, r)
+	if err := review.ResolveOperation(ctx, c.kube, op, r); err != nil {
+		return err
+	}
+	// The manager applies the resolution on its next pass: until then the
+	// operation still reads NeedsReview, which would answer the call.
+	return waitFor(ctx, c, client.ObjectKey{Namespace: ns, Name: name}, &v1.SideEffectOperation{},
+		func(o *v1.SideEffectOperation) bool {
+			return o.Status.State != v1.StateNeedsReview ||
+				(o.Status.Resolution != nil && o.Status.Resolution.Generation >= op.Generation)
+		})
+}
+
+// decisionWait bounds the wait for the manager to apply a decision; the
+// call's own deadline bounds it too. A call past it answers what the
+// object says then, and the same call again answers the outcome.
+const decisionWait = 30 * time.Second
+
+// waitFor reads the object until applied says the manager applied a
+// decision, the bound passes or ctx ends; only an error of the API server
+// other than a passing bound is returned.
+func waitFor[T client.Object](ctx context.Context, c *caller, key client.ObjectKey, obj T, applied func(T) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, decisionWait)
+	defer cancel()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := c.kube.Get(ctx, key, obj); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if applied(obj) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
 
 // decideSaga writes the user's approval of the step the saga waits on, as
@@ -271,7 +312,21 @@ func decideSaga(ctx context.Context, c *caller, ns, name string, req *mcp.CallTo
 	if reason != "" {
 		a.Reason = reason
 	}
-	return review.ApproveStep(ctx, c.kube, s, a)
+	if err := review.ApproveStep(ctx, c.kube, s, a); err != nil {
+		return err
+	}
+	// As for a resolution: the saga waits until the manager applies it.
+	return waitFor(ctx, c, client.ObjectKey{Namespace: ns, Name: name}, &v1.Saga{}, func(s *v1.Saga) bool {
+		if s.Status.State.IsTerminal() {
+			return true
+		}
+		for _, ss := range s.Status.Steps {
+			if ss.Name == st.Step {
+				return ss.Approval != nil
+			}
+		}
+		return false
+	})
 }
 
 // decisionRefused is the answer to a call whose decision could not be

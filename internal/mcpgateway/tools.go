@@ -128,7 +128,8 @@ func derivedRule(window time.Duration) string {
 	return fmt.Sprintf("This operation needs no idempotencyKey: Once derives the key from your arguments, and ignores "+
 		"one you send. Calls with the same arguments within %s of the first are one request: a retry gets the first "+
 		"call's result and makes no second effect, and so would a second request with the same arguments within "+
-		"that time. For a second request, change an argument that tells it apart (a reference, a date).", window)
+		"that time. For a second request, change an argument that tells it apart (a reference, a date); send "+
+		"large numbers as strings.", window)
 }
 
 // JSON Schema keywords: an object's properties, a value's type.

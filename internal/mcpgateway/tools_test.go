@@ -214,36 +214,40 @@ func TestDerivedSlot(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		now    time.Time
-		// firstUse is the first use of slot 999's key, if any.
-		firstUse *time.Time
+		// firstUse is when each slot's key was first used, as read back.
+		firstUse map[int64]time.Time
 		want     int64
 	}{
-		"Fresh": {reason: "no earlier key: the current slot's", now: at(time.Minute), want: 1000},
+		"Fresh": {reason: "no key around: the current slot's", now: at(time.Minute), want: 1000},
 		"RetryAcrossTheBoundary": {reason: "first used 8 minutes before the slot began, retried 1 minute after: one window",
-			now: at(time.Minute), firstUse: new(at(-8 * time.Minute)), want: 999},
+			now: at(time.Minute), firstUse: map[int64]time.Time{999: at(-8 * time.Minute)}, want: 999},
+		"RetryInTheSameSlot": {reason: "first used and retried in one slot",
+			now: at(9 * time.Minute), firstUse: map[int64]time.Time{1000: at(time.Minute)}, want: 1000},
 		"WindowOver": {reason: "first used 8 minutes before the slot began, called 3 minutes after: a new window",
-			now: at(3 * time.Minute), firstUse: new(at(-8 * time.Minute)), want: 1000},
-		"ExactlyAWindow": {reason: "a window after the first use is the next window's",
-			now: at(2 * time.Minute), firstUse: new(at(-8 * time.Minute)), want: 1000},
+			now: at(3 * time.Minute), firstUse: map[int64]time.Time{999: at(-8 * time.Minute)}, want: 1000},
+		"WithinTheMargin": {reason: "a window and a second after the first use, as read back to the second: the same",
+			now: at(2*time.Minute + time.Second), firstUse: map[int64]time.Time{999: at(-8 * time.Minute)}, want: 999},
+		"PastTheMargin": {reason: "a window and the margin after the first use: a new window",
+			now: at(2*time.Minute + derivedMargin), firstUse: map[int64]time.Time{999: at(-8 * time.Minute)}, want: 1000},
+		"AReplicaAhead": {reason: "the first call reached a replica whose clock is past the boundary; the retry, one behind it",
+			now: at(-50 * time.Millisecond), firstUse: map[int64]time.Time{1000: at(100 * time.Millisecond)}, want: 1000},
+		"TheOldestThatHolds": {reason: "a key still in its window, and a newer one made since by a call that missed it: the oldest",
+			now: at(time.Minute), firstUse: map[int64]time.Time{999: at(-5 * time.Minute), 1000: at(30 * time.Second)},
+			want: 999},
+		"OnlyAnOldOne": {reason: "the previous window's key, two slots back, is over",
+			now: at(time.Minute), firstUse: map[int64]time.Time{998: at(-15 * time.Minute)}, want: 1000},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			asked := []int64{}
 			got, err := derivedSlot(tc.now, w, func(slot int64) (time.Time, bool, error) {
-				asked = append(asked, slot)
-				if slot == 999 && tc.firstUse != nil {
-					return *tc.firstUse, true, nil
-				}
-				return time.Time{}, false, nil
+				f, ok := tc.firstUse[slot]
+				return f, ok, nil
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got != tc.want {
 				t.Errorf("%s: slot %d, want %d", tc.reason, got, tc.want)
-			}
-			if len(asked) != 1 || asked[0] != 999 {
-				t.Errorf("%s: asked about slots %v, want only the previous one", tc.reason, asked)
 			}
 		})
 	}

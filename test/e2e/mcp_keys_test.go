@@ -126,6 +126,19 @@ var _ = Describe("Keys derived from the arguments", func() {
 		Expect(effectsFor(ns)).To(HaveLen(1))
 		Expect(mcpOperations(ns)).To(HaveLen(1))
 
+		By("its operation gone (as its TTL would take it), a retry with a fresh key: the record answers")
+		kubectl("", "delete", "-n", ns, "seo", sc["operation"].(string), "--wait=true")
+		args["idempotencyKey"] = "charge-d04e"
+		again, err = a.call(tool, args)
+		Expect(err).NotTo(HaveOccurred())
+		show("a retry with a fresh key after the operation went", again)
+		Expect(again.IsError).To(BeFalse(), text(again))
+		Expect(structured(again)["replayed"]).To(BeTrue())
+		Expect(structured(again)["externalObjectID"]).To(Equal(sc["externalObjectID"]))
+		Expect(mcpOperations(ns)).To(BeEmpty(), "answered from the record, nothing made")
+		Expect(effectsFor(ns)).To(HaveLen(1))
+		delete(args, "idempotencyKey")
+
 		By("other arguments: another request, another effect")
 		other, err := a.call(tool, map[string]any{"amount": 4300, "currency": "eur"})
 		Expect(err).NotTo(HaveOccurred())
@@ -134,7 +147,8 @@ var _ = Describe("Keys derived from the arguments", func() {
 		Expect(effectsFor(ns)).To(HaveLen(2))
 
 		By("the same arguments once the window from the first call is over: a new request")
-		time.Sleep(time.Until(after.Add(window + time.Second)))
+		// The window and its two seconds' margin for clocks.
+		time.Sleep(time.Until(after.Add(window + 3*time.Second)))
 		later, err := a.call(tool, args)
 		Expect(err).NotTo(HaveOccurred())
 		show("the same arguments after the window", later)
@@ -143,8 +157,9 @@ var _ = Describe("Keys derived from the arguments", func() {
 		Expect(structured(later)["externalObjectID"]).NotTo(Equal(sc["externalObjectID"]))
 		Expect(effectsFor(ns)).To(HaveLen(3))
 		AddReportEntry("derived keys: effects at the tool", fmt.Sprintf(
-			"%d effects for 5 calls (a first call, its retry with a fresh key, its retry without a key, other "+
-				"arguments, the same arguments after the %s window)", len(effectsFor(ns)), window),
+			"%d effects for 6 calls (a first call, its retry with a fresh key, its retry without a key, a retry "+
+				"with a fresh key after its operation went, other arguments, the same arguments after the %s window)",
+			len(effectsFor(ns)), window),
 			ReportEntryVisibilityAlways)
 	})
 })

@@ -64,6 +64,7 @@ spec:
   operations:
   - name: events.deliver
     path: /sink/%s
+    sink: true
     response:
       format: None
 `, sink, sb.URL, sink)

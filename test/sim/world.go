@@ -342,7 +342,7 @@ func sinkCR() *v1.Tool {
 		HTTP:        v1.HTTPBackend{URL: "http://" + sinkHost},
 		Timeout:     &metav1.Duration{Duration: 30 * time.Second},
 		Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative},
-		Operations:  []v1.ToolOperation{{Name: opDeliver, Path: "/events"}},
+		Operations:  []v1.ToolOperation{{Name: opDeliver, Path: "/events", Sink: true}},
 	}}
 }
 
