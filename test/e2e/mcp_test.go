@@ -103,11 +103,22 @@ func serviceAccountToken(ns, sa string) string {
 	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h"))
 }
 
-// startGateway runs bin/once-mcp on addr for namespace ns, and stops it
-// when the test ends if it still runs.
+// gatewayToken creates a service account and returns a token of it meant
+// for the gateway (TokenRequest with the gateway's audience), as a person
+// would hand to an agent.
+func gatewayToken(ns, sa string) string {
+	GinkgoHelper()
+	kubectl("", "create", "serviceaccount", sa, "-n", ns)
+	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h", "--audience=once-mcp"))
+}
+
+// startGateway runs bin/once-mcp on addr for namespace ns, as its own
+// ServiceAccount with the rights of config/mcp-gateway, and stops it when
+// the test ends if it still runs.
 func startGateway(ns, addr, logName string) (*harness.Process, string) {
 	GinkgoHelper()
-	p, url, err := cp.StartGateway(addr, logFile(ns+"-"+logName), "--namespace", ns, "--call-timeout=150s")
+	p, url, err := cp.StartGateway(addr, logFile(ns+"-"+logName), "--namespace", ns, "--call-timeout=150s",
+		"--kubeconfig", gatewayKubeconfig())
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { p.Stop(10 * time.Second) })
 	return p, url
@@ -214,7 +225,7 @@ var _ = Describe("The MCP gateway", func() {
 		startManager(ns, manager{holder: "mcp-call"})
 		apply(ns, mcpToolYAML("payments", "10s"))
 		apply(ns, agentRBAC("agent"))
-		token := serviceAccountToken(ns, "agent")
+		token := gatewayToken(ns, "agent")
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		_, url := startGateway(ns, addr, "gateway")
@@ -301,7 +312,7 @@ var _ = Describe("The MCP gateway", func() {
 
 		By("scoping keys to the caller: another agent's same key is another request")
 		kubectl("", "create", "rolebinding", "agent-2", "-n", ns, "--role=agent", "--serviceaccount="+ns+":agent-2")
-		b := connectAgent(url, serviceAccountToken(ns, "agent-2"))
+		b := connectAgent(url, gatewayToken(ns, "agent-2"))
 		r, err = b.call(tool, map[string]any{"amount": 200, "currency": "eur", "idempotencyKey": "order-4711"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(r.IsError).To(BeFalse(), text(r))
@@ -317,7 +328,7 @@ var _ = Describe("The MCP gateway", func() {
 		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDelayBeforeCommit + "=4s", Count: 1})
 		apply(ns, mcpToolYAML("payments", "20s"))
 		apply(ns, agentRBAC("agent"))
-		token := serviceAccountToken(ns, "agent")
+		token := gatewayToken(ns, "agent")
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		gw, url := startGateway(ns, addr, "gateway-1")
@@ -366,7 +377,7 @@ var _ = Describe("The MCP gateway", func() {
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		_, url := startGateway(ns, addr, "gateway")
-		a := connectAgent(url, serviceAccountToken(ns, "agent"))
+		a := connectAgent(url, gatewayToken(ns, "agent"))
 		args := map[string]any{"amount": 500, "currency": "eur", "idempotencyKey": "payout-9"}
 
 		By("calling a tool that commits and drops the answer: a person must decide")
@@ -417,7 +428,7 @@ rules:
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		_, url := startGateway(ns, addr, "gateway")
-		a := connectAgent(url, serviceAccountToken(ns, "agent"))
+		a := connectAgent(url, gatewayToken(ns, "agent"))
 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -477,7 +488,7 @@ rules:
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		_, url := startGateway(ns, addr, "gateway")
-		a := connectAgent(url, serviceAccountToken(ns, "stranger"))
+		a := connectAgent(url, gatewayToken(ns, "stranger"))
 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -490,7 +501,7 @@ rules:
 		apply(other, mcpToolYAML("payments", "10s"))
 		apply(other, agentRBAC("agent"))
 		kubectl("", "create", "rolebinding", "visitor", "-n", other, "--role=agent", "--serviceaccount="+ns+":visitor")
-		visitor := serviceAccountToken(ns, "visitor")
+		visitor := gatewayToken(ns, "visitor")
 		Eventually(func() []string {
 			l, err := connectAgentIn(url, visitor, other).session.ListTools(ctx, nil)
 			if err != nil {
