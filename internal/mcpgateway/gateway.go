@@ -52,8 +52,9 @@ const NamespaceHeader = "Once-Namespace"
 type Config struct {
 	// REST is the API server to talk to, with the gateway's credentials.
 	// Over HTTP the gateway reviews callers' tokens with them and acts for
-	// each caller by impersonation (config/mcp-gateway grants both). Over
-	// stdio, its credentials are the caller's.
+	// each caller by impersonation (config/mcp-gateway grants both); the
+	// ingress (MountIngress) passes its senders' tokens on, with only its
+	// address and CA. Over stdio, its credentials are the caller's.
 	REST *rest.Config
 	// Audience is the audience an HTTP caller's token must be meant for
 	// (DefaultAudience by default).
