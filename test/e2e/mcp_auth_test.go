@@ -255,12 +255,33 @@ var _ = Describe("The MCP gateway's authorization", Ordered, func() {
 		}
 	})
 
+	It("finds that the API server's OIDC authenticator ignores a TokenReview's audiences, as docs/mcp.md says", func() {
+		token := issuer.mint("agent-app", gatewayAudience, 10*time.Minute)
+		review := func(audiences string) map[string]any {
+			out := kubectl(fmt.Sprintf(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview",`+
+				`"spec":{"token":%q,"audiences":%s}}`, token, audiences), "create", "-o", "json", "-f", "-")
+			var r map[string]any
+			Expect(json.Unmarshal([]byte(out), &r)).To(Succeed())
+			return r["status"].(map[string]any)
+		}
+		// The token's aud is the gateway's, and the JWT authenticator takes
+		// that audience; the review for it is refused all the same, since
+		// the authenticator answers only for the API server's audiences.
+		Expect(review(`["` + gatewayAudience + `"]`)).NotTo(HaveKeyWithValue("authenticated", true))
+		Expect(review(`[]`)).To(And(HaveKeyWithValue("authenticated", true),
+			HaveKeyWithValue("user", HaveKeyWithValue("username", oidcUserPrefix+"agent-app"))))
+	})
+
 	It("lets a host of the official TypeScript SDK connect through OAuth: 401, discovery, a token, a call", func() {
 		issuer.register("agent-app", "e2e-secret")
 		kubectl("", "create", "rolebinding", "agent-app", "-n", ns, "--role=agent", "--user="+oidcUserPrefix+"agent-app")
 		caFile := filepath.Join(workDir, "node-ca.pem")
 		Expect(os.WriteFile(caFile, ca.PEM, 0o600)).To(Succeed())
 		issuedBefore := issuer.Issued.Load()
+		// An issuer's token is reviewed twice (for the gateway's audience,
+		// refused by the audience-agnostic authenticator, then without
+		// audiences, its aud claim deciding), then its verdict is kept.
+		reviewsBefore := tokenReviews()
 		effectsBefore := len(effectsFor(ns))
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -298,6 +319,7 @@ var _ = Describe("The MCP gateway's authorization", Ordered, func() {
 		Expect(urls).To(ContainElement(HavePrefix("GET " + issuer.URL + "/.well-known/")))
 		Expect(urls).To(ContainElement("POST " + issuer.URL + "/token 200"))
 		Expect(issuer.Issued.Load() - issuedBefore).To(Equal(int64(1)))
+		Expect(tokenReviews() - reviewsBefore).To(Equal(2))
 		_, _ = fmt.Fprintf(GinkgoWriter, "The TypeScript SDK negotiated protocol version %s\n", got.ProtocolVersion)
 		Expect(got.ProtocolVersion).NotTo(BeEmpty())
 		Expect(got.Tools).To(ContainElement(tool))
