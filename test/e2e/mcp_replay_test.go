@@ -64,7 +64,7 @@ var _ = Describe("The MCP gateway after a call's operation went", func() {
 		apply(ns, mcpToolYAML("payments", "10s"))
 		apply(ns, agentRBAC("agent"))
 		apply(ns, recordReaderRBAC("agent"))
-		token := gatewayToken(ns, "agent")
+		token := serviceAccountToken(ns, "agent")
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		p, url, err := cp.StartGateway(addr, logFile(ns+"-gateway"), "--namespace", ns, "--call-timeout=150s",

@@ -96,20 +96,21 @@ subjects:
 }
 
 // serviceAccountToken creates a service account and returns a token of
-// it (TokenRequest), as a person would hand to an agent.
+// it meant for the MCP gateway (TokenRequest with the gateway's audience),
+// as a person would hand to an agent.
 func serviceAccountToken(ns, sa string) string {
 	GinkgoHelper()
 	kubectl("", "create", "serviceaccount", sa, "-n", ns)
-	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h"))
+	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h", "--audience=once-mcp"))
 }
 
-// gatewayToken creates a service account and returns a token of it meant
-// for the gateway (TokenRequest with the gateway's audience), as a person
-// would hand to an agent.
-func gatewayToken(ns, sa string) string {
+// apiServerToken creates a service account and returns a token of it for
+// the API server (TokenRequest with its default audience), as an ingress
+// sender sends.
+func apiServerToken(ns, sa string) string {
 	GinkgoHelper()
 	kubectl("", "create", "serviceaccount", sa, "-n", ns)
-	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h", "--audience=once-mcp"))
+	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h"))
 }
 
 // startGateway runs bin/once-mcp on addr for namespace ns, as its own
@@ -225,7 +226,7 @@ var _ = Describe("The MCP gateway", func() {
 		startManager(ns, manager{holder: "mcp-call"})
 		apply(ns, mcpToolYAML("payments", "10s"))
 		apply(ns, agentRBAC("agent"))
-		token := gatewayToken(ns, "agent")
+		token := serviceAccountToken(ns, "agent")
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		_, url := startGateway(ns, addr, "gateway")
@@ -312,7 +313,7 @@ var _ = Describe("The MCP gateway", func() {
 
 		By("scoping keys to the caller: another agent's same key is another request")
 		kubectl("", "create", "rolebinding", "agent-2", "-n", ns, "--role=agent", "--serviceaccount="+ns+":agent-2")
-		b := connectAgent(url, gatewayToken(ns, "agent-2"))
+		b := connectAgent(url, serviceAccountToken(ns, "agent-2"))
 		r, err = b.call(tool, map[string]any{"amount": 200, "currency": "eur", "idempotencyKey": "order-4711"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(r.IsError).To(BeFalse(), text(r))
@@ -328,7 +329,7 @@ var _ = Describe("The MCP gateway", func() {
 		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDelayBeforeCommit + "=4s", Count: 1})
 		apply(ns, mcpToolYAML("payments", "20s"))
 		apply(ns, agentRBAC("agent"))
-		token := gatewayToken(ns, "agent")
+		token := serviceAccountToken(ns, "agent")
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		gw, url := startGateway(ns, addr, "gateway-1")
@@ -377,7 +378,7 @@ var _ = Describe("The MCP gateway", func() {
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		_, url := startGateway(ns, addr, "gateway")
-		a := connectAgent(url, gatewayToken(ns, "agent"))
+		a := connectAgent(url, serviceAccountToken(ns, "agent"))
 		args := map[string]any{"amount": 500, "currency": "eur", "idempotencyKey": "payout-9"}
 
 		By("calling a tool that commits and drops the answer: a person must decide")
@@ -428,7 +429,7 @@ rules:
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		_, url := startGateway(ns, addr, "gateway")
-		a := connectAgent(url, gatewayToken(ns, "agent"))
+		a := connectAgent(url, serviceAccountToken(ns, "agent"))
 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -488,7 +489,7 @@ rules:
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		_, url := startGateway(ns, addr, "gateway")
-		a := connectAgent(url, gatewayToken(ns, "stranger"))
+		a := connectAgent(url, serviceAccountToken(ns, "stranger"))
 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -501,7 +502,7 @@ rules:
 		apply(other, mcpToolYAML("payments", "10s"))
 		apply(other, agentRBAC("agent"))
 		kubectl("", "create", "rolebinding", "visitor", "-n", other, "--role=agent", "--serviceaccount="+ns+":visitor")
-		visitor := gatewayToken(ns, "visitor")
+		visitor := serviceAccountToken(ns, "visitor")
 		Eventually(func() []string {
 			l, err := connectAgentIn(url, visitor, other).session.ListTools(ctx, nil)
 			if err != nil {
