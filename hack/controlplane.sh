@@ -18,6 +18,9 @@
 #                                    one control plane per folder, each on its own free
 #                                    ports, so several can run side by side
 #   ONCE_CONTROLPLANE_START_TIMEOUT  seconds start waits for readiness (default 120)
+#   ONCE_CONTROLPLANE_AUTHENTICATION_CONFIG
+#                                    kube-apiserver's --authentication-config (a file:
+#                                    the JWT issuers it trusts, docs/mcp.md)
 #   ONCE_CONTROLPLANE_CONTROLLERS    kube-controller-manager's --controllers (default
 #                                    garbage-collector-controller,namespace-controller);
 #                                    set but empty: no kube-controller-manager, so owner
@@ -224,7 +227,7 @@ do_stop() {
 }
 
 cmd_start() {
-  local state pid bins b tmpbin launcher rc deadline controllers
+  local state pid bins b tmpbin launcher rc deadline args
   lock
   state=$(plane_state)
   case $state in
@@ -258,16 +261,19 @@ cmd_start() {
   printf '%s\n' "$bins" >"$assetsfile"
   : >"$logfile"
   info "starting a control plane in $dir (log: $logfile)"
-  controllers=()
+  args=()
   if [[ -n ${ONCE_CONTROLPLANE_CONTROLLERS+set} ]]; then
-    controllers=(--controllers "$ONCE_CONTROLPLANE_CONTROLLERS")
+    args=(--controllers "$ONCE_CONTROLPLANE_CONTROLLERS")
+  fi
+  if [[ -n ${ONCE_CONTROLPLANE_AUTHENTICATION_CONFIG:-} ]]; then
+    args+=(--authentication-config "$(realpath -- "$ONCE_CONTROLPLANE_AUTHENTICATION_CONFIG")")
   fi
   setsid -w "$root/bin/controlplane" \
     --assets "$bins" \
     --crds "$root/config/crd/bases" \
     --dir "$dir" \
     --kubeconfig "$kubeconfig" \
-    "${controllers[@]}" \
+    "${args[@]}" \
     </dev/null >>"$logfile" 2>&1 9>&- &
   launcher=$!
 

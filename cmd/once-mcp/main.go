@@ -19,7 +19,8 @@ limitations under the License.
 // tools/call into a SideEffectOperation bound to the caller's idempotency
 // key. See docs/mcp.md.
 //
-//	once-mcp --listen 127.0.0.1:8090 --namespace shop   # streamable HTTP at /mcp
+//	once-mcp --listen :8443 --tls-cert-file tls.crt --tls-key-file tls.key --namespace shop   # HTTPS at /mcp
+//	once-mcp --listen 127.0.0.1:8090 --insecure-http --namespace shop   # plain HTTP, on loopback only
 //	once-mcp --stdio --namespace shop                   # one client on stdin/stdout
 package main
 
@@ -69,7 +70,9 @@ func main() {
 
 func run() error {
 	listen := flag.String("listen", "",
-		"serve MCP over streamable HTTP at http://ADDR/mcp; callers authenticate with their own Kubernetes bearer token")
+		"serve MCP over streamable HTTP at https://ADDR/mcp; callers authenticate with a bearer token meant for --audience")
+	var web webFlags
+	web.register()
 	stdio := flag.Bool("stdio", false, "serve one MCP client over stdin and stdout, as the kubeconfig's user")
 	namespace := flag.String("namespace", "", "namespace of the operations; by default the kubeconfig context's "+
 		"(an HTTP caller may choose another with the Once-Namespace header)")
@@ -106,8 +109,16 @@ func run() error {
 			return err
 		}
 	}
+	var l net.Listener
+	if *listen != "" {
+		if l, err = web.listen(*listen); err != nil {
+			return err
+		}
+		defer func() { _ = l.Close() }()
+	}
 	g, err := mcpgateway.New(mcpgateway.Config{
 		REST: cfg, Namespace: *namespace, CallTimeout: *callTimeout, Logger: logger,
+		Audience: web.audience, ResourceURL: web.resourceURL(l), AuthorizationServers: web.authorizationServers,
 		MaxCalls: *maxCalls, MaxCallsPerCaller: *maxCallsPerCaller,
 		TTLSecondsAfterFinished: new(int32(*ttl)), Retention: *retention,
 	})
@@ -131,10 +142,6 @@ func run() error {
 	if *stdio {
 		return g.RunStdio(ctx)
 	}
-	l, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -142,8 +149,8 @@ func run() error {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	fmt.Fprintf(os.Stderr, "once-mcp listening on http://%s/mcp\n", l.Addr())
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+	fmt.Fprintf(os.Stderr, "once-mcp listening on %s://%s/mcp\n", web.scheme(), l.Addr())
+	if err := web.serve(srv, l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

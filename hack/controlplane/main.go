@@ -103,6 +103,7 @@ const (
 
 type options struct {
 	assets       string
+	authnConfig  string
 	controllers  string
 	crds         string
 	dir          string
@@ -117,6 +118,8 @@ func main() {
 	fs := flag.NewFlagSet(filepath.Base(os.Args[0]), flag.ExitOnError)
 	fs.StringVar(&opts.assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"),
 		"folder with the kube-apiserver, kube-controller-manager, etcd and kubectl binaries (default $KUBEBUILDER_ASSETS)")
+	fs.StringVar(&opts.authnConfig, "authentication-config", "",
+		"kube-apiserver's --authentication-config: a structured AuthenticationConfiguration (JWT issuers it trusts)")
 	fs.StringVar(&opts.controllers, "controllers", defaultControllers,
 		`kube-controller-manager's --controllers ("" starts no kube-controller-manager)`)
 	fs.StringVar(&opts.crds, "crds", filepath.Join("config", "crd", "bases"),
@@ -334,6 +337,9 @@ func newEnvironment(opts options, etcdDir, certsDir string) *envtest.Environment
 		ControlPlaneStopTimeout:  stopTimeout,
 	}
 	apiserver.EnforceOwnerReferences(env.ControlPlane.APIServer)
+	if opts.authnConfig != "" {
+		env.ControlPlane.APIServer.Configure().Set("authentication-config", opts.authnConfig)
+	}
 	if opts.crds != "" {
 		env.CRDDirectoryPaths = []string{opts.crds}
 		env.ErrorIfCRDPathMissing = true

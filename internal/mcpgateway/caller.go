@@ -63,6 +63,7 @@ var mapper = func() meta.RESTMapper {
 	add(v1.GroupVersion, "ClusterTool", meta.RESTScopeRoot)
 	add(corev1.SchemeGroupVersion, "Namespace", meta.RESTScopeRoot)
 	add(authenticationv1.SchemeGroupVersion, "SelfSubjectReview", meta.RESTScopeRoot)
+	add(authenticationv1.SchemeGroupVersion, "TokenReview", meta.RESTScopeRoot)
 	add(authorizationv1.SchemeGroupVersion, "SelfSubjectAccessReview", meta.RESTScopeRoot)
 	return m
 }()

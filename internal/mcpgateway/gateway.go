@@ -50,10 +50,22 @@ const NamespaceHeader = "Once-Namespace"
 
 // Config shapes a Gateway.
 type Config struct {
-	// REST is the API server to talk to. Over HTTP only its address and CA
-	// are used: each caller's own bearer token replaces its credentials.
-	// Over stdio, its credentials are the caller's.
+	// REST is the API server to talk to, with the gateway's credentials.
+	// Over HTTP the gateway reviews callers' tokens with them and acts for
+	// each caller by impersonation (config/mcp-gateway grants both); the
+	// ingress (MountIngress) passes its senders' tokens on, with only its
+	// address and CA. Over stdio, its credentials are the caller's.
 	REST *rest.Config
+	// Audience is the audience an HTTP caller's token must be meant for
+	// (DefaultAudience by default).
+	Audience string
+	// ResourceURL is the gateway's MCP endpoint as its clients reach it,
+	// the resource of its protected-resource metadata (RFC 9728). Empty: no
+	// metadata is served.
+	ResourceURL string
+	// AuthorizationServers are the issuers (OIDC) whose tokens for Audience
+	// the API server accepts, named in the protected-resource metadata.
+	AuthorizationServers []string
 	// Namespace is where operations are made, unless an HTTP caller asks
 	// for another with the Once-Namespace header.
 	Namespace string
@@ -87,6 +99,7 @@ type Config struct {
 type Gateway struct {
 	cfg     Config
 	callers *callers
+	auth    *authenticator
 	schemas *httpeffects.Compiler
 	server  *mcp.Server
 	mux     *http.ServeMux
@@ -131,8 +144,14 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Audience = cmp.Or(cfg.Audience, DefaultAudience)
+	reviewer, err := client.New(cfg.REST, client.Options{Scheme: Scheme, Mapper: mapper})
+	if err != nil {
+		return nil, fmt.Errorf("mcpgateway: %w", err)
+	}
 	g := &Gateway{cfg: cfg, callers: &callers{base: cfg.REST, ttl: time.Minute}, schemas: compiler,
-		limit: &limiter{total: cfg.MaxCalls, perCaller: cfg.MaxCallsPerCaller}}
+		limit: &limiter{total: cfg.MaxCalls, perCaller: cfg.MaxCallsPerCaller},
+		auth:  &authenticator{reviewer: reviewer, base: cfg.REST, audience: cfg.Audience, now: time.Now}}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "once-mcp", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Each tool here has a side effect that Once makes effectively once. Give every call an " +
 			"idempotencyKey that names the request, and retry a call that timed out or failed with the same key: " +
@@ -145,8 +164,15 @@ func New(cfg Config) (*Gateway, error) {
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
 		// A caller that hangs up ends its call's wait (for the protocol
 		// versions where the POST is the whole call).
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.SDKLogger, PropagateRequestCancellation: true})
-	g.mux.Handle("/mcp", requireBearer(streamable))
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.SDKLogger, PropagateRequestCancellation: true,
+			MaxRequestBodyBytes: MaxRequestBodyBytes})
+	// The token is checked before anything reads the body.
+	g.mux.Handle("/mcp", g.requireToken(streamable))
+	if cfg.ResourceURL != "" {
+		if err := g.mountMetadata(); err != nil {
+			return nil, err
+		}
+	}
 	g.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return g, nil
 }
@@ -197,8 +223,13 @@ func (h minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
 
+// MaxRequestBodyBytes bounds the body of an MCP request, read only after
+// its token is accepted: a call's parameters are at most
+// v1.MaxParametersBytes, a saga's steps a few of them.
+const MaxRequestBodyBytes = 1 << 20
+
 // requireBearer answers 401 to a request without a bearer token, before
-// MCP sees it.
+// the ingress sees it.
 func requireBearer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if bearer(r.Header) == "" {
@@ -218,7 +249,7 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case *mcp.ListToolsRequest:
 			return g.listTools(ctx, r)
 		case *mcp.CallToolRequest:
-			c, ns, err := g.callerOf(ctx, r.Extra)
+			c, ns, err := g.callerOf(r.Extra)
 			if err != nil {
 				return nil, err
 			}
@@ -234,16 +265,17 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // callerOf is the caller of a request, and the namespace it works in.
-func (g *Gateway) callerOf(ctx context.Context, extra *mcp.RequestExtra) (*caller, string, error) {
+func (g *Gateway) callerOf(extra *mcp.RequestExtra) (*caller, string, error) {
 	if extra == nil || extra.Header == nil {
 		if g.self == nil {
 			return nil, "", errUnauthenticated
 		}
 		return g.self, g.cfg.Namespace, nil
 	}
-	c, err := g.callers.forToken(ctx, bearer(extra.Header))
-	if err != nil {
-		return nil, "", err
+	// requireToken accepted the token and named its caller.
+	c := callerFromToken(extra.TokenInfo)
+	if c == nil {
+		return nil, "", errUnauthenticated
 	}
 	ns := extra.Header.Get(NamespaceHeader)
 	if ns == "" {
@@ -257,7 +289,7 @@ func (g *Gateway) callerOf(ctx context.Context, extra *mcp.RequestExtra) (*calle
 // ClusterTool it may not list, or whose definition is not valid, is left
 // out, and so is a ClusterTool that does not serve the namespace.
 func (g *Gateway) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
-	c, ns, err := g.callerOf(ctx, req.Extra)
+	c, ns, err := g.callerOf(req.Extra)
 	if err != nil {
 		return nil, err
 	}

@@ -96,18 +96,30 @@ subjects:
 }
 
 // serviceAccountToken creates a service account and returns a token of
-// it (TokenRequest), as a person would hand to an agent.
+// it meant for the MCP gateway (TokenRequest with the gateway's audience),
+// as a person would hand to an agent.
 func serviceAccountToken(ns, sa string) string {
+	GinkgoHelper()
+	kubectl("", "create", "serviceaccount", sa, "-n", ns)
+	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h", "--audience=once-mcp"))
+}
+
+// apiServerToken creates a service account and returns a token of it for
+// the API server (TokenRequest with its default audience), as an ingress
+// sender sends.
+func apiServerToken(ns, sa string) string {
 	GinkgoHelper()
 	kubectl("", "create", "serviceaccount", sa, "-n", ns)
 	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h"))
 }
 
-// startGateway runs bin/once-mcp on addr for namespace ns, and stops it
-// when the test ends if it still runs.
+// startGateway runs bin/once-mcp on addr for namespace ns, as its own
+// ServiceAccount with the rights of config/mcp-gateway, and stops it when
+// the test ends if it still runs.
 func startGateway(ns, addr, logName string) (*harness.Process, string) {
 	GinkgoHelper()
-	p, url, err := cp.StartGateway(addr, logFile(ns+"-"+logName), "--namespace", ns, "--call-timeout=150s")
+	p, url, err := cp.StartGateway(addr, logFile(ns+"-"+logName), "--namespace", ns, "--call-timeout=150s",
+		"--kubeconfig", gatewayKubeconfig())
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { p.Stop(10 * time.Second) })
 	return p, url

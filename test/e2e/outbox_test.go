@@ -218,8 +218,8 @@ var _ = Describe("The ingress of the gateway", func() {
 		startManager(ns, manager{holder: "ingress"})
 		apply(ns, toolYAML("pay", "Native"))
 		apply(ns, agentRBAC("sender"))
-		token := serviceAccountToken(ns, "sender")
-		stranger := serviceAccountToken(ns, "stranger")
+		token := apiServerToken(ns, "sender")
+		stranger := apiServerToken(ns, "stranger")
 
 		routes := filepath.Join(GinkgoT().TempDir(), "routes.yaml")
 		Expect(os.WriteFile(routes, []byte(fmt.Sprintf(`routes:

@@ -55,6 +55,10 @@ var (
 	ledgerPath  string
 	// ledger reads the sandbox's ledger and sets its faults.
 	ledger *sandbox.Client
+	// ca signs the certificates of the OIDC issuer and of HTTPS gateways.
+	ca *testCA
+	// issuer is the OIDC issuer the control plane's API server trusts.
+	issuer *oidcIssuer
 )
 
 func TestE2E(t *testing.T) {
@@ -79,9 +83,18 @@ var _ = BeforeSuite(func() {
 	Expect(os.MkdirAll(logDir, 0o755)).To(Succeed())
 	_, _ = fmt.Fprintf(GinkgoWriter, "State and logs: %s\n", workDir)
 
+	By("starting an OIDC issuer, which the control plane's API server trusts for the MCP gateway's audience")
+	ca, err = newTestCA(workDir)
+	Expect(err).NotTo(HaveOccurred())
+	issuer, err = startIssuer(ca, workDir)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(issuer.Close)
+	authnConfig, err := issuer.authenticationConfig(ca, workDir)
+	Expect(err).NotTo(HaveOccurred())
+
 	By("starting a control plane of the suite's own (never .local/controlplane)")
 	cpDir := filepath.Join(workDir, "controlplane")
-	cp, err = harness.StartControlPlane(root, cpDir)
+	cp, err = harness.StartControlPlaneWith(root, cpDir, harness.ControlPlaneOptions{AuthenticationConfig: authnConfig})
 	if err != nil {
 		// Stop what a failed start may have left running.
 		_ = (&harness.ControlPlane{Root: root, Dir: cpDir}).Stop()

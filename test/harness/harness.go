@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -67,11 +68,27 @@ type ControlPlane struct {
 // StartControlPlane starts a control plane in dir (building its binaries
 // if this machine has none yet).
 func StartControlPlane(root, dir string) (*ControlPlane, error) {
+	return StartControlPlaneWith(root, dir, ControlPlaneOptions{})
+}
+
+// ControlPlaneOptions shape a control plane.
+type ControlPlaneOptions struct {
+	// AuthenticationConfig is kube-apiserver's --authentication-config, if
+	// any: the JWT issuers it trusts.
+	AuthenticationConfig string
+}
+
+// StartControlPlaneWith starts a control plane in dir as o says.
+func StartControlPlaneWith(root, dir string, o ControlPlaneOptions) (*ControlPlane, error) {
 	assets, err := Assets(root)
 	if err != nil {
 		return nil, err
 	}
-	out, err := run(root, []string{"ONCE_CONTROLPLANE_DIR=" + dir}, controlPlaneScript(root), "start")
+	env := []string{"ONCE_CONTROLPLANE_DIR=" + dir}
+	if o.AuthenticationConfig != "" {
+		env = append(env, "ONCE_CONTROLPLANE_AUTHENTICATION_CONFIG="+o.AuthenticationConfig)
+	}
+	out, err := run(root, env, controlPlaneScript(root), "start")
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -213,8 +230,12 @@ func StartSandbox(root, addr, ledgerPath, logPath string, args ...string) (*Sand
 
 // StartGateway runs the MCP gateway (bin/once-mcp) against the control
 // plane on addr (127.0.0.1:0 for any port), with extra flags, and returns
-// it with the URL of its MCP endpoint once it listens.
+// it with the URL of its MCP endpoint once it listens. It serves plain HTTP
+// on loopback unless args give it a certificate.
 func (c *ControlPlane) StartGateway(addr, logPath string, args ...string) (*Process, string, error) {
+	if !slices.Contains(args, "--tls-cert-file") {
+		args = append([]string{"--insecure-http"}, args...)
+	}
 	args = append([]string{"--listen", addr, "--kubeconfig", c.Kubeconfig}, args...)
 	p, err := start(filepath.Join(c.Root, "bin", "once-mcp"), args, nil, logPath)
 	if err != nil {

@@ -1,0 +1,116 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/once-dev/once/internal/mcpgateway"
+)
+
+// webFlags are the flags of the gateway as an OAuth 2.1 protected resource
+// over HTTPS (docs/mcp.md, "Identity and RBAC").
+type webFlags struct {
+	certFile, keyFile    string
+	insecureHTTP         bool
+	audience             string
+	publicURL            string
+	authorizationServers []string
+}
+
+func (w *webFlags) register() {
+	flag.StringVar(&w.certFile, "tls-cert-file", "", "the certificate (PEM, with its chain) the gateway serves HTTPS with")
+	flag.StringVar(&w.keyFile, "tls-key-file", "", "the private key (PEM) of --tls-cert-file")
+	flag.BoolVar(&w.insecureHTTP, "insecure-http", false, "serve plain HTTP instead of HTTPS; only on a loopback "+
+		"address (the MCP authorization spec requires HTTPS except for localhost)")
+	flag.StringVar(&w.audience, "audience", mcpgateway.DefaultAudience,
+		"the audience a caller's token must be meant for (checked by a TokenReview)")
+	flag.StringVar(&w.publicURL, "public-url", "", "the gateway's MCP endpoint as clients reach it, the resource "+
+		"of its protected-resource metadata; by default https://ADDR/mcp of --listen")
+	flag.Func("authorization-server", "the URL of an OIDC issuer the API server trusts for --audience, named "+
+		"in the protected-resource metadata (repeat for several)", func(s string) error {
+		w.authorizationServers = append(w.authorizationServers, s)
+		return nil
+	})
+}
+
+func (w *webFlags) scheme() string {
+	if w.insecureHTTP {
+		return "http"
+	}
+	return "https"
+}
+
+// listen opens addr, after checking that the flags make a safe server: TLS,
+// or plain HTTP on loopback when asked for.
+func (w *webFlags) listen(addr string) (net.Listener, error) {
+	switch {
+	case w.insecureHTTP && (w.certFile != "" || w.keyFile != ""):
+		return nil, errors.New("give either --insecure-http or --tls-cert-file and --tls-key-file, not both")
+	case w.insecureHTTP && !loopback(addr):
+		return nil, fmt.Errorf("--insecure-http serves only on a loopback address, not %s: the MCP authorization "+
+			"spec requires HTTPS except for localhost, since bearer tokens cross the connection", addr)
+	case !w.insecureHTTP && (w.certFile == "" || w.keyFile == ""):
+		return nil, errors.New("--listen serves HTTPS: give --tls-cert-file and --tls-key-file " +
+			"(or --insecure-http on a loopback address)")
+	}
+	if !w.insecureHTTP {
+		// Fail now on a certificate that cannot be served, not on the first
+		// connection.
+		if _, err := tls.LoadX509KeyPair(w.certFile, w.keyFile); err != nil {
+			return nil, fmt.Errorf("loading the TLS certificate: %w", err)
+		}
+	}
+	return net.Listen("tcp", addr)
+}
+
+// serve serves srv on l, over TLS unless plain HTTP was asked for.
+func (w *webFlags) serve(srv *http.Server, l net.Listener) error {
+	if w.insecureHTTP {
+		return srv.Serve(l)
+	}
+	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	return srv.ServeTLS(l, w.certFile, w.keyFile)
+}
+
+// resourceURL is --public-url, or the MCP endpoint at the address l
+// listens on.
+func (w *webFlags) resourceURL(l net.Listener) string {
+	if w.publicURL != "" || l == nil {
+		return strings.TrimSuffix(w.publicURL, "/")
+	}
+	return fmt.Sprintf("%s://%s/mcp", w.scheme(), l.Addr())
+}
+
+// loopback reports whether addr's host is a loopback address or localhost.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,57 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestListenRefusesPlainHTTPOffLoopback: plain HTTP only when asked for,
+// on a loopback address; otherwise a certificate is required.
+func TestListenRefusesPlainHTTPOffLoopback(t *testing.T) {
+	cases := map[string]struct {
+		flags webFlags
+		addr  string
+		err   string
+	}{
+		"LoopbackV4":    {flags: webFlags{insecureHTTP: true}, addr: "127.0.0.1:0"},
+		"LoopbackV6":    {flags: webFlags{insecureHTTP: true}, addr: "[::1]:0"},
+		"Localhost":     {flags: webFlags{insecureHTTP: true}, addr: "localhost:0"},
+		"AllAddresses":  {flags: webFlags{insecureHTTP: true}, addr: ":0", err: "only on a loopback address"},
+		"Unspecified":   {flags: webFlags{insecureHTTP: true}, addr: "0.0.0.0:0", err: "only on a loopback address"},
+		"NoCertificate": {addr: "127.0.0.1:0", err: "give --tls-cert-file and --tls-key-file"},
+		"Both": {flags: webFlags{insecureHTTP: true, certFile: "c", keyFile: "k"}, addr: "127.0.0.1:0",
+			err: "not both"},
+		"UnreadableCertificate": {flags: webFlags{certFile: "/nonexistent.crt", keyFile: "/nonexistent.key"},
+			addr: "127.0.0.1:0", err: "loading the TLS certificate"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			l, err := tc.flags.listen(tc.addr)
+			if l != nil {
+				_ = l.Close()
+			}
+			if tc.err == "" && err != nil {
+				t.Fatalf("want no error, got %v", err)
+			}
+			if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("want an error about %q, got %v", tc.err, err)
+			}
+		})
+	}
+}

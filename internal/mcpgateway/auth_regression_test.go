@@ -1,0 +1,171 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package mcpgateway
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// reviewStub stands for the API server's review endpoints, as slow as a
+// loaded one (300 ms an answer): it accepts the token "good" as alice and
+// refuses every other, and counts the reviews it answers. The gateway's
+// work against a real API server is tested end to end
+// (test/e2e/mcp_auth_test.go); this stub only lets the two findings below
+// be reproduced without one.
+type reviewStub struct {
+	reviews atomic.Int64
+}
+
+func (s *reviewStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var review struct {
+		APIVersion string         `json:"apiVersion"`
+		Kind       string         `json:"kind"`
+		Spec       map[string]any `json:"spec"`
+		Status     map[string]any `json:"status"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/tokenreviews"):
+		s.reviews.Add(1)
+		time.Sleep(300 * time.Millisecond)
+		ok := review.Spec["token"] == "good"
+		review.Status = map[string]any{"authenticated": ok, "audiences": review.Spec["audiences"]}
+		if ok {
+			review.Status["user"] = map[string]any{"username": "alice"}
+		}
+	case strings.HasSuffix(r.URL.Path, "/selfsubjectreviews"):
+		s.reviews.Add(1)
+		time.Sleep(300 * time.Millisecond)
+		review.Status = map[string]any{"userInfo": map[string]any{"username": "alice"}}
+	default:
+		review.Status = map[string]any{"allowed": false}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(review)
+}
+
+func stubbedGateway(t *testing.T) (*httptest.Server, *reviewStub) {
+	t.Helper()
+	stub := &reviewStub{}
+	api := httptest.NewServer(stub)
+	t.Cleanup(api.Close)
+	// The stub speaks JSON only.
+	cfg := &rest.Config{Host: api.URL, QPS: 1000, Burst: 1000, ContentConfig: rest.ContentConfig{ContentType: "application/json",
+		AcceptContentTypes: "application/json"}}
+	g, err := New(Config{REST: cfg, Namespace: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	return srv, stub
+}
+
+// TestTokenCheckedBeforeTheBody: a request with a bad token and a body
+// that never ends, as a hostile caller sends, is answered 401 at once; the
+// gateway once read up to 4 MiB of body before it looked at the token.
+func TestTokenCheckedBeforeTheBody(t *testing.T) {
+	srv, _ := stubbedGateway(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	chunk := `{"jsonrpc":"2.0",`
+	if _, err := fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer bad\r\n"+
+		"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(chunk), chunk); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer within 5 s to a bad token whose body never ends: %v", err)
+	}
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("status %d, want 401", resp.StatusCode)
+	}
+}
+
+// TestOneReviewPerToken: many requests at once with one token the gateway
+// has not seen make one review; it once made one per request.
+func TestOneReviewPerToken(t *testing.T) {
+	srv, stub := stubbedGateway(t)
+	const n = 20
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp",
+				strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
+			req.Header.Set("Authorization", "Bearer good")
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	if got := stub.reviews.Load(); got != 1 {
+		t.Errorf("%d concurrent requests with one new token made %d reviews, want 1", n, got)
+	}
+}
+
+// TestInvalidTokenIs401: a token the API server refuses is answered HTTP
+// 401 with a Bearer challenge that says invalid_token, so that a host knows
+// to get a new one; it was once answered HTTP 200 with a JSON-RPC error.
+func TestInvalidTokenIs401(t *testing.T) {
+	srv, _ := stubbedGateway(t)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
+	req.Header.Set("Authorization", "Bearer expired")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized ||
+		!strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+		t.Errorf("answered %d with WWW-Authenticate %q, want 401 with error=\"invalid_token\"", resp.StatusCode,
+			resp.Header.Get("WWW-Authenticate"))
+	}
+}

@@ -1,0 +1,92 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package mcpgateway
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/rest"
+)
+
+func TestUnverifiedClaims(t *testing.T) {
+	jwt := func(payload string) string {
+		return "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".c2ln"
+	}
+	cases := map[string]struct {
+		reason string
+		token  string
+		want   claims
+	}{
+		"Opaque":    {reason: "a token that is no JWT says nothing", token: "abc123"},
+		"NotBase64": {reason: "a payload that does not decode says nothing", token: "a.%%%.c"},
+		"NotJSON":   {reason: "a payload that is not JSON says nothing", token: jwt("aud")},
+		"OneAudience": {reason: "aud may be one string", token: jwt(`{"aud":"once-mcp","exp":1700000000}`),
+			want: claims{Audiences: []string{"once-mcp"}, Expiry: time.Unix(1700000000, 0)}},
+		"Audiences": {reason: "or a list", token: jwt(`{"aud":["a","once-mcp"]}`),
+			want: claims{Audiences: []string{"a", "once-mcp"}}},
+		"NoExpiry": {reason: "a zero or missing exp is no expiry", token: jwt(`{"aud":"a","exp":0}`),
+			want: claims{Audiences: []string{"a"}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, unverifiedClaims(tc.token)); diff != "" {
+				t.Errorf("%s: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestChallenge: a request without a token, or with one the gateway
+// does not take, is answered 401 with a challenge naming the metadata; an
+// HTTP/1 connection closes after it, so that net/http does not read the
+// body first.
+func TestChallenge(t *testing.T) {
+	g, err := New(Config{REST: &rest.Config{Host: "https://127.0.0.1:1"}, ResourceURL: "https://mcp.example/agents/mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		code string
+		want http.Header
+	}{
+		"Missing": {want: http.Header{
+			"Www-Authenticate": {`Bearer resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/agents/mcp"`},
+			"Connection":       {"close"}}},
+		"Invalid": {code: "invalid_token", want: http.Header{
+			"Www-Authenticate": {`Bearer error="invalid_token", resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/agents/mcp"`},
+			"Connection":       {"close"}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			g.challenge(w, httptest.NewRequest(http.MethodPost, "/mcp", nil), tc.code, "no")
+			if w.Code != http.StatusUnauthorized {
+				t.Errorf("status %d, want 401", w.Code)
+			}
+			got := http.Header{"Www-Authenticate": w.Header().Values("WWW-Authenticate"),
+				"Connection": w.Header().Values("Connection")}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("-want, +got:\n%s", diff)
+			}
+		})
+	}
+}

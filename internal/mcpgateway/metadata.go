@@ -1,0 +1,70 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package mcpgateway
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+// MetadataPath is where the gateway serves its OAuth 2.0 protected-resource
+// metadata (RFC 9728); the same document is also served at MetadataPath
+// followed by the path of the resource (/.well-known/oauth-protected-resource/mcp),
+// where RFC 9728 and the MCP authorization spec look for a resource with a
+// path.
+const MetadataPath = "/.well-known/oauth-protected-resource"
+
+// metadataURL is the absolute URL of the gateway's protected-resource
+// metadata, for its resource with a path.
+func (g *Gateway) metadataURL() string {
+	u, err := url.Parse(g.cfg.ResourceURL)
+	if err != nil {
+		return ""
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: MetadataPath + strings.TrimSuffix(u.Path, "/")}).String()
+}
+
+// mountMetadata serves the protected-resource metadata: the resource is
+// the gateway's public URL, the authorization servers the OIDC issuers the
+// API server trusts for the gateway's audience, and a token goes in the
+// Authorization header. The gateway is no authorization server of its own.
+func (g *Gateway) mountMetadata() error {
+	u, err := url.Parse(g.cfg.ResourceURL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("mcpgateway: the resource URL %q is not an absolute http(s) URL", g.cfg.ResourceURL)
+	}
+	for _, as := range g.cfg.AuthorizationServers {
+		if a, err := url.Parse(as); err != nil || a.Scheme != "https" || a.Host == "" {
+			return fmt.Errorf("mcpgateway: the authorization server %q is not an https URL", as)
+		}
+	}
+	h := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource:               g.cfg.ResourceURL,
+		AuthorizationServers:   g.cfg.AuthorizationServers,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "Once MCP gateway",
+	})
+	g.mux.Handle(MetadataPath, h)
+	if p := strings.TrimSuffix(u.Path, "/"); p != "" {
+		g.mux.Handle(MetadataPath+p, h)
+	}
+	return nil
+}
