@@ -142,11 +142,14 @@ func New(cfg Config) (*Gateway, error) {
 	})
 	g.server.AddReceivingMiddleware(g.middleware)
 	g.mux = http.NewServeMux()
-	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
-		// A caller that hangs up ends its call's wait (for the protocol
-		// versions where the POST is the whole call).
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.SDKLogger, PropagateRequestCancellation: true})
-	g.mux.Handle("/mcp", requireBearer(streamable))
+	// A caller that hangs up ends its call's wait (for the protocol
+	// versions where the POST is the whole call). How a call is answered
+	// decides how soon its client learns that the gateway died: keepalive.go.
+	opts := mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.SDKLogger, PropagateRequestCancellation: true}
+	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &opts)
+	opts.JSONResponse = true
+	single := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &opts)
+	g.mux.Handle("/mcp", requireBearer(responseMode(stream, single)))
 	g.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return g, nil
 }
@@ -483,22 +486,6 @@ func (g *Gateway) usableTool(ctx context.Context, c *caller, ref v1.ToolReferenc
 			ref.Name, ns), nil)
 	}
 	return tool, nil
-}
-
-// progressNotifier sends a progress notification for every change that
-// Do or DoSaga reports, when the client asked for progress.
-func progressNotifier(ctx context.Context, req *mcp.CallToolRequest) func(once.Progress) {
-	token := req.Params.GetProgressToken()
-	if token == nil || req.Session == nil {
-		return nil
-	}
-	n := 0
-	return func(p once.Progress) {
-		n++
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token, Progress: float64(n), Message: progressMessage(p),
-		})
-	}
 }
 
 // progressMessage says where an operation or a saga is.
