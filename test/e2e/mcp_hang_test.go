@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -325,9 +326,13 @@ var _ = Describe("An MCP client whose gateway dies mid-call", func() {
 
 			By("the gateway dying: " + death)
 			died := time.Now()
-			if death == "kill" {
+			switch death {
+			case "kill":
 				gw1.Kill()
-			} else {
+			case "freeze":
+				Expect(syscall.Kill(gw1.Pid(), syscall.SIGSTOP)).To(Succeed())
+				DeferCleanup(func() { _ = syscall.Kill(gw1.Pid(), syscall.SIGCONT) })
+			default:
 				proxy.Partition()
 			}
 			var o callOutcome
@@ -366,6 +371,7 @@ var _ = Describe("An MCP client whose gateway dies mid-call", func() {
 
 			By("counting the tool's effects: exactly one")
 			effects := effectsFor(ns)
+			AddReportEntry(fmt.Sprintf("%s client (%s), %s: the tool's effects", client, settings, death), len(effects))
 			Expect(effects).To(HaveLen(1))
 			Expect(sc["externalObjectID"]).To(Equal(effects[0].ID))
 			Expect(mcpOperations(ns)).To(Equal([]string{op}))
@@ -378,5 +384,10 @@ var _ = Describe("An MCP client whose gateway dies mid-call", func() {
 		Entry("the Go SDK's client with its defaults; the gateway killed", "go", defaults, "kill"),
 		Entry("the Go SDK's client with an idle timeout; the gateway killed", "go", idleTimeout, "kill"),
 		Entry("the Go SDK's client with an idle timeout; the network to the gateway lost", "go", idleTimeout, "partition"),
+		// SIGSTOP: the process frozen (a paused container or VM, a node
+		// that stopped scheduling it) while its kernel keeps the
+		// connections open.
+		Entry("the TypeScript SDK's client with an idle timeout; the gateway frozen (SIGSTOP)", "ts", idleTimeout, "freeze"),
+		Entry("the Go SDK's client with an idle timeout; the gateway frozen (SIGSTOP)", "go", idleTimeout, "freeze"),
 	)
 })
