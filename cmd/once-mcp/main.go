@@ -38,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/yaml"
@@ -98,8 +99,11 @@ func run() error {
 	if (*listen == "") == !*stdio {
 		return errors.New("give exactly one of --listen ADDR and --stdio")
 	}
-	// Logs go to stderr: over stdio, stdout is the protocol's.
+	// Logs go to stderr: over stdio, stdout is the protocol's. The clients
+	// of controller-runtime log there too, rather than complain after 30 s
+	// that no logger was set.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("reading the kubeconfig: %w", err)

@@ -161,13 +161,16 @@ func New(cfg Config) (*Gateway, error) {
 	})
 	g.server.AddReceivingMiddleware(g.middleware)
 	g.mux = http.NewServeMux()
-	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
-		// A caller that hangs up ends its call's wait (for the protocol
-		// versions where the POST is the whole call).
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.SDKLogger, PropagateRequestCancellation: true,
-			MaxRequestBodyBytes: MaxRequestBodyBytes})
+	// A caller that hangs up ends its call's wait (for the protocol
+	// versions where the POST is the whole call). How a call is answered
+	// decides how soon its client learns that the gateway died: keepalive.go.
+	opts := mcp.StreamableHTTPOptions{Stateless: true, Logger: cfg.SDKLogger, PropagateRequestCancellation: true,
+		MaxRequestBodyBytes: MaxRequestBodyBytes}
+	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &opts)
+	opts.JSONResponse = true
+	single := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &opts)
 	// The token is checked before anything reads the body.
-	g.mux.Handle("/mcp", g.requireToken(streamable))
+	g.mux.Handle("/mcp", g.requireToken(responseMode(stream, single)))
 	if cfg.ResourceURL != "" {
 		if err := g.mountMetadata(); err != nil {
 			return nil, err
@@ -530,22 +533,6 @@ func (g *Gateway) usableTool(ctx context.Context, c *caller, ref v1.ToolReferenc
 			ref.Name, ns), nil)
 	}
 	return tool, nil
-}
-
-// progressNotifier sends a progress notification for every change that
-// Do or DoSaga reports, when the client asked for progress.
-func progressNotifier(ctx context.Context, req *mcp.CallToolRequest) func(once.Progress) {
-	token := req.Params.GetProgressToken()
-	if token == nil || req.Session == nil {
-		return nil
-	}
-	n := 0
-	return func(p once.Progress) {
-		n++
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token, Progress: float64(n), Message: progressMessage(p),
-		})
-	}
 }
 
 // progressMessage says where an operation or a saga is.
