@@ -75,7 +75,7 @@ func TestResponseModeKeepsTheBody(t *testing.T) {
 		"Progress":   {method: http.MethodPost, body: `{"id":1,"params":{"_meta":{"progressToken":1}}}`, want: "stream"},
 		"NoProgress": {method: http.MethodPost, body: `{"id":1,"params":{}}`, want: "single"},
 		"Large": {method: http.MethodPost, body: `{"id":1,"params":{"_meta":{"progressToken":1},"x":"` +
-			strings.Repeat("a", 1<<20) + `"}}`, want: "stream"},
+			strings.Repeat("a", MaxRequestBodyBytes-100) + `"}}`, want: "stream"},
 		"Get": {method: http.MethodGet, want: "stream"},
 	}
 	for name, tc := range cases {
