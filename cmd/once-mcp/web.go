@@ -73,6 +73,9 @@ func (w *webFlags) listen(addr string) (net.Listener, error) {
 	case !w.insecureHTTP && (w.certFile == "" || w.keyFile == ""):
 		return nil, errors.New("--listen serves HTTPS: give --tls-cert-file and --tls-key-file " +
 			"(or --insecure-http on a loopback address)")
+	case w.publicURL == "" && unspecifiedHost(addr):
+		return nil, fmt.Errorf("give --public-url, the MCP endpoint as hosts reach it: the protected-resource "+
+			"metadata names it, hosts check that it is the URL they use, and %s is no address a host uses", addr)
 	}
 	if !w.insecureHTTP {
 		// Fail now on a certificate that cannot be served, not on the first
@@ -100,6 +103,17 @@ func (w *webFlags) resourceURL(l net.Listener) string {
 		return strings.TrimSuffix(w.publicURL, "/")
 	}
 	return fmt.Sprintf("%s://%s/mcp", w.scheme(), l.Addr())
+}
+
+// unspecifiedHost reports whether addr listens on every address (":8443",
+// "0.0.0.0:8443", "[::]:8443").
+func unspecifiedHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
 // loopback reports whether addr's host is a loopback address or localhost.

@@ -39,6 +39,12 @@ func TestListenRefusesPlainHTTPOffLoopback(t *testing.T) {
 			err: "not both"},
 		"UnreadableCertificate": {flags: webFlags{certFile: "/nonexistent.crt", keyFile: "/nonexistent.key"},
 			addr: "127.0.0.1:0", err: "loading the TLS certificate"},
+		// Hosts check that the metadata's resource is the URL they used:
+		// "https://[::]:8443/mcp" is none.
+		"EveryAddressWithoutPublicURL": {flags: webFlags{certFile: "c", keyFile: "k"}, addr: ":8443",
+			err: "give --public-url"},
+		"UnspecifiedWithoutPublicURL": {flags: webFlags{certFile: "c", keyFile: "k"}, addr: "[::]:8443",
+			err: "give --public-url"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -73,7 +73,10 @@ type authenticator struct {
 	// extend with impersonation.
 	base     *rest.Config
 	audience string
-	now      func() time.Time
+	// issuers are the authorization servers whose JWTs may be reviewed
+	// again without audiences (Config.AuthorizationServers).
+	issuers []string
+	now     func() time.Time
 
 	flight singleflight.Group
 
@@ -182,7 +185,10 @@ func (a *authenticator) review(ctx context.Context, token string) (verdict, erro
 		return verdict{}, fmt.Errorf("asking the API server about the token (TokenReview): %w", err)
 	}
 	ok := tr.Status.Authenticated && slices.Contains(tr.Status.Audiences, a.audience)
-	if !ok && slices.Contains(claims.Audiences, a.audience) {
+	// Only a JWT of an issuer the gateway names as its authorization
+	// server: the claim is that issuer's, and no other authenticator's
+	// answer (a webhook's, which ignores audiences too) stands in for it.
+	if !ok && slices.Contains(claims.Audiences, a.audience) && slices.Contains(a.issuers, claims.Issuer) {
 		tr = &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 		if err := a.reviewer.Create(ctx, tr); err != nil {
 			return verdict{}, fmt.Errorf("asking the API server about the token (TokenReview): %w", err)
@@ -212,7 +218,12 @@ func (a *authenticator) review(ctx context.Context, token string) (verdict, erro
 func (a *authenticator) impersonating(u authenticationv1.UserInfo) (*caller, error) {
 	cfg := rest.CopyConfig(a.base)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: u.Username}
-	if !strings.HasPrefix(u.Username, "system:serviceaccount:") {
+	// A ServiceAccount as the API server's ServiceAccount authenticator
+	// names one: a user of another authenticator whose name only looks so
+	// keeps its own groups, and gains none.
+	serviceAccount := strings.HasPrefix(u.Username, "system:serviceaccount:") &&
+		slices.Contains(u.Groups, "system:serviceaccounts")
+	if !serviceAccount {
 		cfg.Impersonate.UID = u.UID
 		cfg.Impersonate.Groups = slices.DeleteFunc(slices.Clone(u.Groups), func(g string) bool {
 			return g == "system:authenticated" // added by the API server to every impersonated user
@@ -234,6 +245,7 @@ func (a *authenticator) impersonating(u authenticationv1.UserInfo) (*caller, err
 // claims are what a JWT says of itself, unverified: only read after the
 // API server accepted the token, or to decide whether to ask it.
 type claims struct {
+	Issuer    string
 	Audiences []string
 	Expiry    time.Time
 }
@@ -250,13 +262,14 @@ func unverifiedClaims(token string) claims {
 		return claims{}
 	}
 	var raw struct {
+		Iss string          `json:"iss"`
 		Aud json.RawMessage `json:"aud"`
 		Exp *json.Number    `json:"exp"`
 	}
 	if json.Unmarshal(b, &raw) != nil {
 		return claims{}
 	}
-	var c claims
+	c := claims{Issuer: raw.Iss}
 	var one string
 	if json.Unmarshal(raw.Aud, &one) == nil {
 		c.Audiences = []string{one}

@@ -166,9 +166,15 @@ func bearer(h http.Header) string {
 // canCreate asks the API server whether the caller may create resource
 // (sideeffectoperations, sagas) in namespace.
 func (c *caller) canCreate(ctx context.Context, namespace, resource string) (bool, error) {
+	return c.may(ctx, namespace, "create", resource)
+}
+
+// may asks the API server whether the caller may verb resource (of Once's
+// group) in namespace.
+func (c *caller) may(ctx context.Context, namespace, verb, resource string) (bool, error) {
 	r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: "create", Group: v1.GroupVersion.Group, Resource: resource,
+			Namespace: namespace, Verb: verb, Group: v1.GroupVersion.Group, Resource: resource,
 		},
 	}}
 	if err := c.kube.Create(ctx, r); err != nil {

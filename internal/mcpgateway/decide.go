@@ -26,11 +26,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/review"
+	sagacore "github.com/once-dev/once/internal/saga"
+	"github.com/once-dev/once/internal/text"
 	"github.com/once-dev/once/pkg/once"
 )
 
@@ -132,14 +136,25 @@ func askResolution(op *v1.SideEffectOperation, why string) mcp.Result {
 	st := decisionState{Kind: fieldOperation, Name: op.Name, UID: string(op.UID), RequestHash: op.Status.RequestHash}
 	return inputRequired{&mcp.CallToolResult{RequestState: st.encode(), InputRequests: mcp.InputRequestMap{
 		decisionInput: &mcp.ElicitParams{
-			Message: fmt.Sprintf("Once cannot tell whether %s happened at the tool: %s. Check the tool, then say "+
-				"what happened; Once records your answer on the operation and acts on it.", op.Name, why),
+			Message: fmt.Sprintf("Once cannot tell whether %s of %s %s, with %s, happened at the tool (operation "+
+				"%s): %s. Check the tool, then say what happened; Once records your answer on the operation and "+
+				"acts on it.", op.Spec.Operation, op.Spec.ToolRef.EffectiveKind(), op.Spec.ToolRef.Name,
+				summary(op), op.Name, why),
 			RequestedSchema: form(map[string]any{
 				"decision":      choice("What happened", "happened", "did not happen: retry", "do not do it"),
-				fieldExternalID: text("The effect's id at the tool, if it happened and you know it", 0, 253),
-				fieldReason:     text("Why", 1, 1024),
+				fieldExternalID: textField("The effect's id at the tool, if it happened and you know it", 0, 253),
+				fieldReason:     textField("Why", 1, 1024),
 			}, "decision", fieldReason),
 		}}}}
+}
+
+// summary is an operation's parameters, shortened for a person to tell
+// the request apart.
+func summary(op *v1.SideEffectOperation) string {
+	if op.Spec.Parameters == nil || len(op.Spec.Parameters.Raw) == 0 {
+		return "no parameters"
+	}
+	return text.Shorten(string(op.Spec.Parameters.Raw), 200)
 }
 
 // askApproval asks the host's user to approve a saga's step.
@@ -151,7 +166,7 @@ func askApproval(s *v1.Saga, step, why string) mcp.Result {
 				s.Name, step, why),
 			RequestedSchema: form(map[string]any{
 				"approve":   map[string]any{schemaType: "boolean", formTitle: "Approve step " + step},
-				fieldReason: text("Why", 1, 1024),
+				fieldReason: textField("Why", 1, 1024),
 			}, "approve", fieldReason),
 		}}}}
 }
@@ -162,9 +177,9 @@ func form(props map[string]any, required ...string) map[string]any {
 	return map[string]any{schemaType: "object", properties: props, "required": required}
 }
 
-// text is a form's string field of minLength (none if 0) to maxLength
+// textField is a form's string field of minLength (none if 0) to maxLength
 // characters.
-func text(title string, minLength, maxLength int) map[string]any {
+func textField(title string, minLength, maxLength int) map[string]any {
 	f := stringSchema(minLength, maxLength)
 	f[formTitle] = title
 	return f
@@ -199,7 +214,7 @@ var errDeclined = errors.New("the user declined to decide")
 // decideOperation writes the user's answer on the operation named, as the
 // caller. It returns errDeclined for a decline, nil when there is nothing
 // to write (a cancel, an answer to another object).
-func decideOperation(ctx context.Context, c *caller, ns, name string, req *mcp.CallToolRequest) error {
+func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Request, req *mcp.CallToolRequest) error {
 	action, content, raw, ok := answered(req)
 	if !ok || action == "cancel" {
 		return nil
@@ -215,8 +230,12 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, req *mcp.C
 	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, op); err != nil {
 		return fmt.Errorf("reading %s to record the decision: %w", name, err)
 	}
-	if st.Kind != fieldOperation || st.Name != name || types.UID(st.UID) != op.UID || st.RequestHash != op.Status.RequestHash {
-		return fmt.Errorf("the answer was asked about another request than %s's; nothing was recorded", name)
+	// This call's own request, which the operation holds, and the one the
+	// question was asked about.
+	hash, err := once.RequestHash(r)
+	if err != nil || st.Kind != fieldOperation || st.Name != name || types.UID(st.UID) != op.UID ||
+		st.RequestHash != op.Status.RequestHash || hash != op.Status.RequestHash {
+		return fmt.Errorf("the answer was asked about another request than this call's; nothing was recorded")
 	}
 	if review.CanResolve(op) != nil {
 		// Decided meanwhile (this answer sent twice, or a person with
@@ -229,18 +248,32 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, req *mcp.C
 	if !known || reason == "" {
 		return fmt.Errorf("the answer names no decision and reason Once knows (%q); nothing was recorded", decision)
 	}
-	r := v1.Resolution{Action: act, By: "mcp:" + c.user, Reason: reason}
+	res := v1.Resolution{Action: act, By: "mcp:" + c.user, Reason: reason}
 	if id, _ := content[fieldExternalID].(string); act == v1.ResolutionMarkCommitted {
-		r.ExternalObjectID = id
+		res.ExternalObjectID = id
 	}
-	if old := op.Spec.Resolution; old != nil && old.Action == r.Action && old.ExternalObjectID == r.ExternalObjectID &&
-		old.By == r.By && old.Reason == r.Reason && op.Status.ReviewGeneration < op.Generation {
-		// This answer, written by this call's earlier try: Once applies
-		// it on its next pass.
-		return nil
-	}
-	if err := review.ResolveOperation(ctx, c.kube, op, r); err != nil {
-		return err
+	for again := 0; ; again++ {
+		if old := op.Spec.Resolution; old != nil && old.Action == res.Action && old.ExternalObjectID == res.ExternalObjectID &&
+			old.By == res.By && old.Reason == res.Reason && op.Status.ReviewGeneration < op.Generation {
+			// This answer, written by this call's earlier try: Once
+			// applies it on its next pass.
+			return nil
+		}
+		err := review.ResolveOperation(ctx, c.kube, op, res)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || again > 0 {
+			return err
+		}
+		// Written meanwhile (the same answer sent twice, a person): read
+		// it again and decide once more.
+		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, op); err != nil {
+			return err
+		}
+		if review.CanResolve(op) != nil {
+			return nil
+		}
 	}
 	// The manager applies the resolution on its next pass: until then the
 	// operation still reads NeedsReview, which would answer the call.
@@ -284,9 +317,9 @@ func waitFor[T client.Object](ctx context.Context, c *caller, key client.ObjectK
 
 // decideSaga writes the user's approval of the step the saga waits on, as
 // the caller. A refusal to approve is a decline.
-func decideSaga(ctx context.Context, c *caller, ns, name string, req *mcp.CallToolRequest) error {
+func decideSaga(ctx context.Context, c *caller, ns, name string, req *mcp.CallToolRequest, asks bool) error {
 	action, content, raw, ok := answered(req)
-	if !ok || action == "cancel" {
+	if !asks || !ok || action == "cancel" {
 		return nil
 	}
 	if approve, _ := content["approve"].(bool); action == "decline" || !approve {
@@ -307,13 +340,28 @@ func decideSaga(ctx context.Context, c *caller, ns, name string, req *mcp.CallTo
 		// Approved meanwhile, or the saga moved on: its outcome answers.
 		return nil
 	}
+	if !waitsOn(s, st.Step) {
+		return fmt.Errorf("saga %s does not wait for approval of step %s now; nothing was recorded", name, st.Step)
+	}
 	reason, _ := content[fieldReason].(string)
 	a := v1.SagaApproval{Step: st.Step, By: "mcp:" + c.user}
 	if reason != "" {
 		a.Reason = reason
 	}
 	if err := review.ApproveStep(ctx, c.kube, s, a); err != nil {
-		return err
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		// Written meanwhile: approved already, or tried once more.
+		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+			return err
+		}
+		if review.CanApprove(s, st.Step) != nil {
+			return nil
+		}
+		if err := review.ApproveStep(ctx, c.kube, s, a); err != nil {
+			return err
+		}
 	}
 	// As for a resolution: the saga waits until the manager applies it.
 	return waitFor(ctx, c, client.ObjectKey{Namespace: ns, Name: name}, &v1.Saga{}, func(s *v1.Saga) bool {
@@ -329,13 +377,21 @@ func decideSaga(ctx context.Context, c *caller, ns, name string, req *mcp.CallTo
 	})
 }
 
+// waitsOn reports whether the saga waits for a person's approval of step
+// now, as its status says.
+func waitsOn(s *v1.Saga, step string) bool {
+	stalled := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionStalled)
+	return s.Status.CurrentStep == step && stalled != nil && stalled.Status == metav1.ConditionTrue &&
+		stalled.Reason == sagacore.ReasonWaitingForApproval
+}
+
 // decisionRefused is the answer to a call whose decision could not be
 // recorded: RBAC refused the caller, or the object moved on.
-func decisionRefused(err error) *mcp.CallToolResult {
+func decisionRefused(err error, code string) *mcp.CallToolResult {
 	if apierrors.IsForbidden(err) {
 		return toolError(codeForbidden, "you may not decide this: "+err.Error()+"; nothing was recorded", nil)
 	}
-	return toolError(codeNeedsReview, "the decision was not recorded: "+err.Error(), nil)
+	return toolError(code, "the decision was not recorded: "+err.Error(), nil)
 }
 
 // askResolution is the input request to answer a call whose operation
@@ -348,6 +404,10 @@ func (g *Gateway) askResolution(ctx context.Context, req *mcp.CallToolRequest, c
 		return nil
 	}
 	if _, _, _, ok := answered(req); ok {
+		return nil
+	}
+	if may, err := c.may(ctx, ns, "patch", "sideeffectoperations"); err != nil || !may {
+		// A user who could not record the answer is not asked.
 		return nil
 	}
 	op := &v1.SideEffectOperation{}
@@ -365,6 +425,9 @@ func (g *Gateway) askApproval(ctx context.Context, req *mcp.CallToolRequest, c *
 		return nil
 	}
 	if _, _, _, ok := answered(req); ok {
+		return nil
+	}
+	if may, err := c.may(ctx, ns, "patch", "sagas"); err != nil || !may {
 		return nil
 	}
 	s := &v1.Saga{}

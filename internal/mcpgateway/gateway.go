@@ -151,7 +151,8 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, callers: &callers{base: cfg.REST, ttl: time.Minute}, schemas: compiler,
 		limit: &limiter{total: cfg.MaxCalls, perCaller: cfg.MaxCallsPerCaller},
-		auth:  &authenticator{reviewer: reviewer, base: cfg.REST, audience: cfg.Audience, now: time.Now}}
+		auth: &authenticator{reviewer: reviewer, base: cfg.REST, audience: cfg.Audience,
+			issuers: cfg.AuthorizationServers, now: time.Now}}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "once-mcp", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Each tool here has a side effect that Once makes effectively once. Give every call an " +
 			"idempotencyKey that names the request, and retry a call that timed out or failed with the same key: " +
@@ -433,16 +434,6 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	if err != nil {
 		return errorAnswer(err), nil
 	}
-	// The host's user may have answered this call's question.
-	declined := false
-	if found {
-		switch err := decideOperation(ctx, c, ns, name, req); {
-		case errors.Is(err, errDeclined):
-			declined = true
-		case err != nil:
-			return decisionRefused(err), nil
-		}
-	}
 	if !found {
 		if answer := g.refusal(ctx, c, ref, ns, operation, params, req.Params.Name); answer != nil {
 			// The operation may be gone (its TTL ran out after it ended)
@@ -461,6 +452,17 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
 	defer cancel()
 	r.Progress = progressNotifier(ctx, req)
+	// The host's user may have answered this call's question: within the
+	// call's deadline, with its keep-alives running.
+	declined := false
+	if found && g.asksUser(req) {
+		switch err := decideOperation(ctx, c, ns, name, r, req); {
+		case errors.Is(err, errDeclined):
+			declined = true
+		case err != nil:
+			return decisionRefused(err, codeNeedsReview), nil
+		}
+	}
 	g.cfg.Logger.Info("tools/call", "tool", req.Params.Name, "user", c.user, "namespace", ns,
 		"operation", once.ObjectName(ref, operation, r.Key))
 	res, err := oc.Do(ctx, r)

@@ -384,6 +384,16 @@ func (c *Client) FirstUsed(ctx context.Context, req Request) (time.Time, bool, e
 	return time.Time{}, false, err
 }
 
+// RequestHash is the request hash of req's operation, as its status and
+// its scope's record keep it: what a decision on that operation is bound
+// to.
+func RequestHash(req Request) (string, error) {
+	want := newOperation(req)
+	scope := protocol.OperationScope(want)
+	hash, _, err := protocol.RequestHash(scope.Tool, scope.Operation, raw(want.Spec.Parameters))
+	return hash, err
+}
+
 // check refuses a request Do cannot make.
 func check(req Request) error {
 	if req.Key == "" {

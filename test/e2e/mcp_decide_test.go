@@ -106,7 +106,7 @@ subjects:
 var _ = Describe("The host's user decides through the protocol", func() {
 	const tool = "payments__charge.create"
 
-	It("records an operation's resolution as the caller, refuses a caller without the right, and says a decline", func() {
+	It("records an operation's resolution as the caller, asks no caller without the right, and says a decline", func() {
 		ns := newNamespace("mcp-decide")
 		startManager(ns, manager{holder: "mcp-decide"})
 		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 1})
@@ -120,7 +120,7 @@ var _ = Describe("The host's user decides through the protocol", func() {
 		agentToken, resolverToken := serviceAccountToken(ns, "agent"), serviceAccountToken(ns, "resolver")
 		args := map[string]any{"amount": 700, "currency": "eur", "idempotencyKey": "payout-12"}
 
-		By("a caller without the right to resolve: its user is asked, the write is refused, nothing is recorded")
+		By("a caller without the right to resolve: its user is not asked, nothing is recorded, the answer is as before")
 		// The user looks the charge up at the tool: the newest is the one
 		// asked about, as each request below runs alone.
 		happened := func(*mcp.ElicitParams) *mcp.ElicitResult {
@@ -132,9 +132,8 @@ var _ = Describe("The host's user decides through the protocol", func() {
 		r := a.call(tool, args)
 		show("a tools/call whose user may not decide", r)
 		Expect(r.IsError).To(BeTrue())
-		Expect(text(r)).To(HavePrefix("Forbidden: you may not decide this"))
-		Expect(a.questions()).To(HaveLen(1))
-		Expect(a.questions()[0]).To(ContainSubstring("cannot tell whether"))
+		Expect(text(r)).To(HavePrefix("NeedsReview: "))
+		Expect(a.questions()).To(BeEmpty(), "a user who could not record an answer is not asked")
 		name := mcpOperations(ns)[0]
 		Expect(jsonpath(ns, "seo/"+name, "{.status.state}")).To(Equal("NeedsReview"))
 		Expect(jsonpath(ns, "seo/"+name, "{.spec.resolution}")).To(BeEmpty())
