@@ -89,7 +89,7 @@ var _ = Describe("GitOps health", Ordered, func() {
 		// stays Started. A long claim keeps it so while the test reads.
 		Expect(failpoint.Enable(failpoint.ExecuteAfterClaim, `1*return("abandon")`)).To(Succeed())
 		DeferCleanup(func() { _ = failpoint.Disable(failpoint.ExecuteAfterClaim) })
-		DeferCleanup(startManager(managerOptions{maxClaim: time.Minute}))
+		DeferCleanup(startManager(managerOptions{watch: []string{ns}, maxClaim: time.Minute}))
 		newTool(ns, "payments", v1.IdempotencyNative, func(s *v1.ToolSpec) {
 			s.Timeout = &metav1.Duration{Duration: time.Minute}
 		})
@@ -113,7 +113,7 @@ var _ = Describe("GitOps health", Ordered, func() {
 		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 1})
 		Expect(failpoint.Enable(failpoint.ReconcileAfterClaim, `1*return("abandon")`)).To(Succeed())
 		DeferCleanup(func() { _ = failpoint.Disable(failpoint.ReconcileAfterClaim) })
-		DeferCleanup(startManager(managerOptions{maxClaim: time.Minute}))
+		DeferCleanup(startManager(managerOptions{watch: []string{ns}, maxClaim: time.Minute}))
 		newTool(ns, "payments", v1.IdempotencyNative, func(s *v1.ToolSpec) {
 			s.Timeout = &metav1.Duration{Duration: time.Minute}
 		})

@@ -60,7 +60,14 @@ const (
 	// maxTokens bounds the cache; beyond it, expired entries go first, then
 	// refused ones, then all.
 	maxTokens = 1024
+	// maxReviews bounds the TokenReviews in flight, whatever their tokens:
+	// a flood of distinct made-up tokens is answered 503 beyond it, and
+	// costs the API server no more.
+	maxReviews = 32
 )
+
+// errBusy: too many tokens are being reviewed now.
+var errBusy = errors.New("too many tokens are being checked now")
 
 // authenticator turns bearer tokens into callers: it asks the API server,
 // with the gateway's own credentials, whether a token is valid for the
@@ -79,6 +86,8 @@ type authenticator struct {
 	now     func() time.Time
 
 	flight singleflight.Group
+	// reviews holds a place per TokenReview in flight (maxReviews).
+	reviews chan struct{}
 
 	mu    sync.Mutex
 	known map[[32]byte]verdict
@@ -109,6 +118,12 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (*caller
 		}
 		// One review serves every request waiting for it: none of their
 		// contexts may end it.
+		select {
+		case a.reviews <- struct{}{}:
+			defer func() { <-a.reviews }()
+		default:
+			return verdict{}, errBusy
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
 		v, err := a.review(rctx, token)

@@ -40,6 +40,10 @@ import (
 // be reproduced without one.
 type reviewStub struct {
 	reviews atomic.Int64
+	// hold, when set, keeps every TokenReview waiting until it is closed;
+	// peak is the most in flight at once.
+	hold           chan struct{}
+	inFlight, peak atomic.Int64
 }
 
 func (s *reviewStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -56,6 +60,13 @@ func (s *reviewStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/tokenreviews"):
 		s.reviews.Add(1)
+		now := s.inFlight.Add(1)
+		for p := s.peak.Load(); now > p && !s.peak.CompareAndSwap(p, now); p = s.peak.Load() {
+		}
+		defer s.inFlight.Add(-1)
+		if s.hold != nil {
+			<-s.hold
+		}
 		time.Sleep(300 * time.Millisecond)
 		ok := review.Spec["token"] == "good"
 		review.Status = map[string]any{"authenticated": ok, "audiences": review.Spec["audiences"]}
@@ -167,5 +178,44 @@ func TestInvalidTokenIs401(t *testing.T) {
 		!strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
 		t.Errorf("answered %d with WWW-Authenticate %q, want 401 with error=\"invalid_token\"", resp.StatusCode,
 			resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// TestReviewsAreBounded: made-up tokens, each new, sent at once (a flood
+// that singleflight per token cannot merge) cost the API server at most
+// maxReviews reviews in flight; the rest are answered 503 at once.
+func TestReviewsAreBounded(t *testing.T) {
+	srv, stub := stubbedGateway(t)
+	stub.hold = make(chan struct{})
+	const n = 3 * maxReviews
+	var wg sync.WaitGroup
+	var busy atomic.Int64
+	for i := range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(`{}`))
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer made-up-%d", i))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				busy.Add(1)
+			}
+		})
+	}
+	// The reviews wait: every request beyond the bound is answered now.
+	deadline := time.Now().Add(30 * time.Second)
+	for busy.Load() < n-maxReviews && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stub.hold)
+	wg.Wait()
+	if got := stub.peak.Load(); got > maxReviews {
+		t.Errorf("%d distinct tokens at once had %d reviews in flight, want at most %d", n, got, maxReviews)
+	}
+	if got := busy.Load(); got != n-maxReviews {
+		t.Errorf("%d of %d requests were answered 503, want the %d beyond the bound", got, n, n-maxReviews)
 	}
 }

@@ -152,7 +152,7 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, callers: &callers{base: cfg.REST, ttl: time.Minute}, schemas: compiler,
 		limit: &limiter{total: cfg.MaxCalls, perCaller: cfg.MaxCallsPerCaller},
 		auth: &authenticator{reviewer: reviewer, base: cfg.REST, audience: cfg.Audience,
-			issuers: cfg.AuthorizationServers, now: time.Now}}
+			issuers: cfg.AuthorizationServers, now: time.Now, reviews: make(chan struct{}, maxReviews)}}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "once-mcp", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Each tool here has a side effect that Once makes effectively once. Give every call an " +
 			"idempotencyKey that names the request, and retry a call that timed out or failed with the same key: " +

@@ -20,6 +20,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -201,6 +203,90 @@ var _ = Describe("The host's user decides through the protocol", func() {
 		Expect(jsonpath(ns, "saga/"+saga, "{.spec.approvals[0].reason}")).To(Equal("within budget"))
 		AddReportEntry("a saga step approved through the protocol, as recorded", kubectl("", "get", "-n", ns, "saga", saga,
 			"-o", "jsonpath={.spec.approvals}"), ReportEntryVisibilityAlways)
+		Expect(effectsFor(ns)).To(HaveLen(1))
+	})
+})
+
+var _ = Describe("An answer to the gateway's question", func() {
+	const tool = "payments__charge.create"
+
+	It("records nothing for a forged state, other arguments or a cancel, and once when sent twice", func() {
+		ns := newNamespace("mcp-answer")
+		startManager(ns, manager{holder: "mcp-answer"})
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 1})
+		apply(ns, mcpToolYAML("payments", "10s"))
+		apply(ns, agentRBAC("resolver"))
+		apply(ns, resolverRBAC("resolver"))
+		addr, err := harness.FreeAddr()
+		Expect(err).NotTo(HaveOccurred())
+		_, url := startGateway(ns, addr, "gateway")
+		// A host that shows forms, driving the rounds itself, as a host
+		// whose user answers later would.
+		c := mcp.NewClient(&mcp.Implementation{Name: "e2e-host", Version: "v0.0.1"}, &mcp.ClientOptions{
+			MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return nil, fmt.Errorf("answered by the test")
+			},
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url,
+			HTTPClient: &http.Client{Transport: bearerTransport{token: serviceAccountToken(ns, "resolver")}}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = s.Close() })
+		args := map[string]any{"amount": 300, "currency": "eur", "idempotencyKey": "payout-21"}
+		call := func(args map[string]any, answer *mcp.ElicitResult, state string) *mcp.CallToolResult {
+			GinkgoHelper()
+			p := &mcp.CallToolParams{Name: tool, Arguments: args}
+			if answer != nil {
+				p.InputResponses = mcp.InputResponseMap{"once.dev/decision": answer}
+				p.RequestState = state
+			}
+			r, err := s.CallTool(ctx, p)
+			Expect(err).NotTo(HaveOccurred())
+			return r
+		}
+		happened := func() *mcp.ElicitResult {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "happened",
+				"externalObjectID": effectsFor(ns)[0].ID, "reason": "seen at the tool"}}
+		}
+
+		By("the question, with the state it binds the answer to")
+		r := call(args, nil, "")
+		Expect(r.NeedsInput()).To(BeTrue())
+		Expect(r.InputRequests).To(HaveKey("once.dev/decision"))
+		state := r.RequestState
+		name := mcpOperations(ns)[0]
+		resolution := func() string { return jsonpath(ns, "seo/"+name, "{.spec.resolution}") }
+
+		By("a forged state, naming another incarnation of the operation: nothing recorded")
+		forged, err := json.Marshal(map[string]string{"k": "operation", "n": name, "u": "another-uid",
+			"h": jsonpath(ns, "seo/"+name, "{.status.requestHash}")})
+		Expect(err).NotTo(HaveOccurred())
+		r = call(args, happened(), base64.RawURLEncoding.EncodeToString(forged))
+		show("an answer with a forged state", r)
+		Expect(text(r)).To(ContainSubstring("asked about another request"))
+		Expect(resolution()).To(BeEmpty())
+
+		By("the genuine state on a call with the same key and other arguments: nothing recorded")
+		r = call(map[string]any{"amount": 301, "currency": "eur", "idempotencyKey": "payout-21"}, happened(), state)
+		Expect(text(r)).To(ContainSubstring("asked about another request"))
+		Expect(resolution()).To(BeEmpty())
+
+		By("a cancel: nothing recorded, today's answer")
+		r = call(args, &mcp.ElicitResult{Action: "cancel"}, state)
+		Expect(text(r)).To(HavePrefix("NeedsReview: "))
+		Expect(resolution()).To(BeEmpty())
+
+		By("the answer, sent twice: recorded once, the outcome both times")
+		r = call(args, happened(), state)
+		Expect(r.IsError).To(BeFalse(), text(r))
+		Expect(structured(r)["state"]).To(Equal("Committed"))
+		generation := jsonpath(ns, "seo/"+name, "{.metadata.generation}")
+		r = call(args, happened(), state)
+		Expect(r.IsError).To(BeFalse(), text(r))
+		Expect(structured(r)["state"]).To(Equal("Committed"))
+		Expect(jsonpath(ns, "seo/"+name, "{.metadata.generation}")).To(Equal(generation), "no second write")
 		Expect(effectsFor(ns)).To(HaveLen(1))
 	})
 })
