@@ -19,6 +19,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // MaxParametersBytes is the documented limit on spec.parameters, measured as
@@ -163,6 +164,16 @@ func (r ToolReference) EffectiveKind() ToolKind {
 		return ToolKindTool
 	}
 	return r.Kind
+}
+
+// Object is an empty object of the kind the reference names and the key it
+// is read by, for a reference made in namespace: a Tool there, or a
+// ClusterTool.
+func (r ToolReference) Object(namespace string) (GenericTool, types.NamespacedName) {
+	if r.EffectiveKind() == ToolKindClusterTool {
+		return &ClusterTool{}, types.NamespacedName{Name: r.Name}
+	}
+	return &Tool{}, types.NamespacedName{Namespace: namespace, Name: r.Name}
 }
 
 // RetryPolicy bounds the retries of attempts that provably had no effect

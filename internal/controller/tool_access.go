@@ -43,16 +43,12 @@ import (
 // and its cache would wait for them forever.
 func usableTool(ctx context.Context, c client.Reader, validator ToolValidator, watched []string, ref v1.ToolReference,
 	namespace, operation string) (tool v1.GenericTool, reason, msg string, err error) {
-	tool = &v1.Tool{}
-	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
-	if ref.Kind == v1.ToolKindClusterTool {
-		if len(watched) > 0 {
-			return nil, v1.ReasonToolNotFound, fmt.Sprintf(
-				"ClusterTool %s is not served by a manager that watches only namespaces %s (--watch-namespaces)",
-				ref.Name, strings.Join(watched, ",")), nil
-		}
-		tool, key.Namespace = &v1.ClusterTool{}, ""
+	if ref.Kind == v1.ToolKindClusterTool && len(watched) > 0 {
+		return nil, v1.ReasonToolNotFound, fmt.Sprintf(
+			"ClusterTool %s is not served by a manager that watches only namespaces %s (--watch-namespaces)",
+			ref.Name, strings.Join(watched, ",")), nil
 	}
+	tool, key := ref.Object(namespace)
 	if err := c.Get(ctx, key, tool); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, "", "", err

@@ -420,7 +420,10 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	if err != nil {
 		return toolError(codeInvalidArguments, err.Error(), nil), nil
 	}
-	key, answer := g.callKey(ctx, c, ns, ref, operation, key, params, req.Params.Name)
+	// The tool, read once as the caller: for its rule of keys, and for a
+	// new key's checks.
+	tool, toolErr := readTool(ctx, c, ref, ns)
+	key, answer := g.callKey(ctx, c, ns, ref, operation, key, params, req.Params.Name, tool, toolErr)
 	if answer != nil {
 		return answer, nil
 	}
@@ -435,7 +438,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 		return errorAnswer(err), nil
 	}
 	if !found {
-		if answer := g.refusal(ctx, c, ref, ns, operation, params, req.Params.Name); answer != nil {
+		if answer := g.refusal(ctx, c, ref, ns, operation, params, req.Params.Name, tool, toolErr); answer != nil {
 			// The operation may be gone (its TTL ran out after it ended)
 			// while its scope's record keeps the outcome: that is the
 			// answer, for as long as the record keeps it, even when the
@@ -493,9 +496,8 @@ func (g *Gateway) operationRequest(ns string, ref v1.ToolReference, operation, k
 // cannot be made now: the tool is gone or unusable, or the arguments do
 // not fit its operation's schema; nil when the call can go on.
 func (g *Gateway) refusal(ctx context.Context, c *caller, ref v1.ToolReference, ns, operation string,
-	params json.RawMessage, name string) *mcp.CallToolResult {
-	tool, answer := g.usableTool(ctx, c, ref, ns, operation)
-	if answer != nil {
+	params json.RawMessage, name string, tool v1.GenericTool, toolErr error) *mcp.CallToolResult {
+	if answer := usableTool(ctx, c, ref, ns, operation, tool, toolErr); answer != nil {
 		return answer
 	}
 	if err := g.schemas.CheckParameters(tool.GetSpec(), operation, params); err != nil {
@@ -505,36 +507,39 @@ func (g *Gateway) refusal(ctx context.Context, c *caller, ref v1.ToolReference, 
 	return nil
 }
 
-// usableTool reads the tool a call names, as its caller; a tool error
-// answers a call that cannot go on.
-func (g *Gateway) usableTool(ctx context.Context, c *caller, ref v1.ToolReference, ns, operation string) (
-	v1.GenericTool, *mcp.CallToolResult) {
-	var tool v1.GenericTool = &v1.Tool{}
-	key := client.ObjectKey{Namespace: ns, Name: ref.Name}
-	if ref.Kind == v1.ToolKindClusterTool {
-		tool, key.Namespace = &v1.ClusterTool{}, ""
-	}
+// readTool reads the tool a call names, as its caller.
+func readTool(ctx context.Context, c *caller, ref v1.ToolReference, ns string) (v1.GenericTool, error) {
+	tool, key := ref.Object(ns)
 	if err := c.kube.Get(ctx, key, tool); err != nil {
-		if apierrors.IsForbidden(err) {
-			return nil, toolError(codeForbidden, err.Error(), nil)
-		}
-		if apierrors.IsNotFound(err) {
-			return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s does not exist in namespace %s", ref.Kind, ref.Name, ns), nil)
-		}
-		return nil, toolError(codeAPI, err.Error(), nil)
+		return nil, err
+	}
+	return tool, nil
+}
+
+// usableTool says why a call cannot go on with the tool it names, as
+// readTool read it (or failed to), as a tool error; nil when it can.
+func usableTool(ctx context.Context, c *caller, ref v1.ToolReference, ns, operation string, tool v1.GenericTool,
+	err error) *mcp.CallToolResult {
+	switch {
+	case apierrors.IsForbidden(err):
+		return toolError(codeForbidden, err.Error(), nil)
+	case apierrors.IsNotFound(err):
+		return toolError(codeUnknownTool, fmt.Sprintf("%s %s does not exist in namespace %s", ref.Kind, ref.Name, ns), nil)
+	case err != nil:
+		return toolError(codeAPI, err.Error(), nil)
 	}
 	if tool.GetSpec().Operation(operation) == nil {
-		return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s offers no operation %q", ref.Kind, ref.Name, operation), nil)
+		return toolError(codeUnknownTool, fmt.Sprintf("%s %s offers no operation %q", ref.Kind, ref.Name, operation), nil)
 	}
 	if ready := notReady(tool); ready != nil {
-		return nil, toolError(codeUnknownTool, fmt.Sprintf("%s %s is not usable: %s; nothing was done", ref.Kind, ref.Name,
+		return toolError(codeUnknownTool, fmt.Sprintf("%s %s is not usable: %s; nothing was done", ref.Kind, ref.Name,
 			ready.Message), nil)
 	}
 	if ct, ok := tool.(*v1.ClusterTool); ok && !serves(ct, namespaceLabels(ctx, c, ns)) {
-		return nil, toolError(codeUnknownTool, fmt.Sprintf("ClusterTool %s does not serve namespace %s; nothing was done",
+		return toolError(codeUnknownTool, fmt.Sprintf("ClusterTool %s does not serve namespace %s; nothing was done",
 			ref.Name, ns), nil)
 	}
-	return tool, nil
+	return nil
 }
 
 // progressMessage says where an operation or a saga is.

@@ -27,7 +27,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/protocol"
@@ -116,8 +115,8 @@ func derivedSlot(now time.Time, window time.Duration,
 // whatever became of the tool); an answer instead of a key refuses the
 // call.
 func (g *Gateway) callKey(ctx context.Context, c *caller, ns string, ref v1.ToolReference, operation, key string,
-	params json.RawMessage, name string) (string, *mcp.CallToolResult) {
-	rule, err := derivedKeyRule(ctx, c, ns, ref, operation)
+	params json.RawMessage, name string, tool v1.GenericTool, toolErr error) (string, *mcp.CallToolResult) {
+	rule, err := derivedKeyRule(tool, toolErr, operation)
 	if err != nil {
 		// Reading the rule failed for a while (a timeout, throttling):
 		// guessing it could give a retry another key.
@@ -163,16 +162,10 @@ func (g *Gateway) callKey(ctx context.Context, c *caller, ns string, ref v1.Tool
 	return derived, nil
 }
 
-// derivedKeyRule is the operation's rule for derived keys, nil when it has
-// none, or when the tool does not exist or the caller may not read it.
-func derivedKeyRule(ctx context.Context, c *caller, ns string, ref v1.ToolReference, operation string) (
-	*v1.DerivedKey, error) {
-	var tool v1.GenericTool = &v1.Tool{}
-	key := client.ObjectKey{Namespace: ns, Name: ref.Name}
-	if ref.EffectiveKind() == v1.ToolKindClusterTool {
-		tool, key.Namespace = &v1.ClusterTool{}, ""
-	}
-	err := c.kube.Get(ctx, key, tool)
+// derivedKeyRule is the operation's rule for derived keys, from the tool
+// readTool read: nil when it has none, or when the tool does not exist or
+// the caller may not read it.
+func derivedKeyRule(tool v1.GenericTool, err error, operation string) (*v1.DerivedKey, error) {
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
 		return nil, nil

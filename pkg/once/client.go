@@ -338,7 +338,7 @@ func (c *Client) Recorded(ctx context.Context, req Request) (res Result, ok bool
 	if o == nil || !o.State.IsTerminal() || !time.Now().Before(o.ExpiryTime.Time) {
 		return Result{}, false, nil
 	}
-	hash, _, err := protocol.RequestHash(scope.Tool, scope.Operation, raw(want.Spec.Parameters))
+	hash, err := requestHash(want)
 	if err != nil {
 		// Parameters that cannot be hashed: the operation says why.
 		return Result{}, false, nil
@@ -388,9 +388,13 @@ func (c *Client) FirstUsed(ctx context.Context, req Request) (time.Time, bool, e
 // its scope's record keep it: what a decision on that operation is bound
 // to.
 func RequestHash(req Request) (string, error) {
-	want := newOperation(req)
-	scope := protocol.OperationScope(want)
-	hash, _, err := protocol.RequestHash(scope.Tool, scope.Operation, raw(want.Spec.Parameters))
+	return requestHash(newOperation(req))
+}
+
+// requestHash is the request hash of the operation op would be.
+func requestHash(op *v1.SideEffectOperation) (string, error) {
+	scope := protocol.OperationScope(op)
+	hash, _, err := protocol.RequestHash(scope.Tool, scope.Operation, raw(op.Spec.Parameters))
 	return hash, err
 }
 

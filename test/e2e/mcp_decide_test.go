@@ -82,27 +82,9 @@ func (h *host) questions() []string {
 // resolverRBAC lets a service account decide operations and approve sagas
 // in the namespace, as kubectl once resolve and approve need.
 func resolverRBAC(sa string) string {
-	return fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: %[1]s-decides
-rules:
-- apiGroups: [effects.once.dev]
+	return roleFor(sa, sa+"-decides", `- apiGroups: [effects.once.dev]
   resources: [sideeffectoperations, sagas]
-  verbs: [create, get, patch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: %[1]s-decides
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: %[1]s-decides
-subjects:
-- kind: ServiceAccount
-  name: %[1]s
-`, sa)
+  verbs: [create, get, patch]`)
 }
 
 var _ = Describe("The host's user decides through the protocol", func() {

@@ -38,32 +38,6 @@ func derivedToolYAML(name, window string) string {
 `, window)
 }
 
-// recordReader lets the agent read scope records too: a tool that derives
-// its keys needs it, to find a retry whose operation went.
-func recordReader(sa string) string {
-	return fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: %[1]s-records
-rules:
-- apiGroups: [effects.once.dev]
-  resources: [idempotencyrecords]
-  verbs: [get]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: %[1]s-records
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: %[1]s-records
-subjects:
-- kind: ServiceAccount
-  name: %[1]s
-`, sa)
-}
-
 var _ = Describe("Keys derived from the arguments", func() {
 	const tool = "payments__charge.create"
 
@@ -75,7 +49,9 @@ var _ = Describe("Keys derived from the arguments", func() {
 		const window = 20 * time.Second
 		apply(ns, derivedToolYAML("payments", window.String()))
 		apply(ns, agentRBAC("agent"))
-		apply(ns, recordReader("agent"))
+		// A tool that derives its keys needs the scope records read too, to
+		// find a retry whose operation went.
+		apply(ns, recordReaderRBAC("agent"))
 		token := serviceAccountToken(ns, "agent")
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())

@@ -32,27 +32,9 @@ import (
 // records, as the view role does: what the gateway needs to answer a call
 // whose operation went from its record.
 func recordReaderRBAC(sa string) string {
-	return strings.ReplaceAll(`apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: SA-records
-rules:
-- apiGroups: [effects.once.dev]
+	return roleFor(sa, sa+"-records", `- apiGroups: [effects.once.dev]
   resources: [idempotencyrecords]
-  verbs: [get]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: SA-records
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: SA-records
-subjects:
-- kind: ServiceAccount
-  name: SA
-`, "SA", sa)
+  verbs: [get]`)
 }
 
 var _ = Describe("The MCP gateway after a call's operation went", func() {

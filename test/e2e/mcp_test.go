@@ -69,30 +69,36 @@ spec:
 // operations in a namespace: what an agent needs, and all the gateway uses
 // on its behalf.
 func agentRBAC(sa string) string {
-	return fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: %[1]s
-rules:
-- apiGroups: [effects.once.dev]
+	return roleFor(sa, sa, `- apiGroups: [effects.once.dev]
   resources: [sideeffectoperations]
   verbs: [create, get]
 - apiGroups: [effects.once.dev]
   resources: [tools]
-  verbs: [get, list]
+  verbs: [get, list]`)
+}
+
+// roleFor is a Role named name with rules (YAML list items), bound to the
+// service account sa.
+func roleFor(sa, name, rules string) string {
+	return fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: %[2]s
+rules:
+%[3]s
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
-  name: %[1]s
+  name: %[2]s
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: Role
-  name: %[1]s
+  name: %[2]s
 subjects:
 - kind: ServiceAccount
   name: %[1]s
-`, sa)
+`, sa, name, rules)
 }
 
 // serviceAccountToken creates a service account and returns a token of
