@@ -67,7 +67,7 @@ func (w *webFlags) listen(addr string) (net.Listener, error) {
 	switch {
 	case w.insecureHTTP && (w.certFile != "" || w.keyFile != ""):
 		return nil, errors.New("give either --insecure-http or --tls-cert-file and --tls-key-file, not both")
-	case w.insecureHTTP && !loopback(addr):
+	case w.insecureHTTP && !isLoopback(addr):
 		return nil, fmt.Errorf("--insecure-http serves only on a loopback address, not %s: the MCP authorization "+
 			"spec requires HTTPS except for localhost, since bearer tokens cross the connection", addr)
 	case !w.insecureHTTP && (w.certFile == "" || w.keyFile == ""):
@@ -83,6 +83,11 @@ func (w *webFlags) listen(addr string) (net.Listener, error) {
 		if _, err := tls.LoadX509KeyPair(w.certFile, w.keyFile); err != nil {
 			return nil, fmt.Errorf("loading the TLS certificate: %w", err)
 		}
+	}
+	if w.insecureHTTP {
+		// Listen where the check looked: on the loopback address localhost
+		// resolved to, not on whatever a second lookup gives.
+		addr = loopbackAddr(addr)
 	}
 	return net.Listen("tcp", addr)
 }
@@ -116,15 +121,34 @@ func unspecifiedHost(addr string) bool {
 	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
-// loopback reports whether addr's host is a loopback address or localhost.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
+// lookupHost resolves a host name; a test stands in for the system's.
+var lookupHost = net.LookupHost
+
+// isLoopback reports whether addr's host is a loopback address, or a name
+// (localhost) whose every address is one.
+func isLoopback(addr string) bool {
+	return loopbackAddr(addr) != ""
+}
+
+// loopbackAddr is addr with its host a loopback IP address: the host
+// itself, or the first address of a name whose every address is loopback;
+// "" when the host is not loopback. localhost is a name like any other,
+// which /etc/hosts or a resolver may map anywhere.
+func loopbackAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return ""
 	}
-	if host == "localhost" {
-		return true
+	ips := []string{host}
+	if net.ParseIP(host) == nil {
+		if ips, err = lookupHost(host); err != nil || len(ips) == 0 {
+			return ""
+		}
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	for _, s := range ips {
+		if ip := net.ParseIP(s); ip == nil || !ip.IsLoopback() {
+			return ""
+		}
+	}
+	return net.JoinHostPort(ips[0], port)
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"net"
 	"strings"
 	"testing"
 )
@@ -27,14 +28,21 @@ func TestListenRefusesPlainHTTPOffLoopback(t *testing.T) {
 	cases := map[string]struct {
 		flags webFlags
 		addr  string
+		// hosts, when set, is what every name resolves to.
+		hosts []string
 		err   string
 	}{
-		"LoopbackV4":    {flags: webFlags{insecureHTTP: true}, addr: "127.0.0.1:0"},
-		"LoopbackV6":    {flags: webFlags{insecureHTTP: true}, addr: "[::1]:0"},
-		"Localhost":     {flags: webFlags{insecureHTTP: true}, addr: "localhost:0"},
-		"AllAddresses":  {flags: webFlags{insecureHTTP: true}, addr: ":0", err: "only on a loopback address"},
-		"Unspecified":   {flags: webFlags{insecureHTTP: true}, addr: "0.0.0.0:0", err: "only on a loopback address"},
-		"NoCertificate": {addr: "127.0.0.1:0", err: "give --tls-cert-file and --tls-key-file"},
+		"LoopbackV4": {flags: webFlags{insecureHTTP: true}, addr: "127.0.0.1:0"},
+		"LoopbackV6": {flags: webFlags{insecureHTTP: true}, addr: "[::1]:0"},
+		"Localhost":  {flags: webFlags{insecureHTTP: true}, addr: "localhost:0"},
+		// A resolver (or /etc/hosts) that maps localhost off loopback, as a
+		// misconfigured node or a hostile DNS search path does.
+		"LocalhostElsewhere": {flags: webFlags{insecureHTTP: true}, addr: "localhost:0",
+			hosts: []string{"127.0.0.1", "10.0.0.5"}, err: "only on a loopback address"},
+		"NameOfLoopback": {flags: webFlags{insecureHTTP: true}, addr: "gateway.local:0", hosts: []string{"::1"}},
+		"AllAddresses":   {flags: webFlags{insecureHTTP: true}, addr: ":0", err: "only on a loopback address"},
+		"Unspecified":    {flags: webFlags{insecureHTTP: true}, addr: "0.0.0.0:0", err: "only on a loopback address"},
+		"NoCertificate":  {addr: "127.0.0.1:0", err: "give --tls-cert-file and --tls-key-file"},
 		"Both": {flags: webFlags{insecureHTTP: true, certFile: "c", keyFile: "k"}, addr: "127.0.0.1:0",
 			err: "not both"},
 		"UnreadableCertificate": {flags: webFlags{certFile: "/nonexistent.crt", keyFile: "/nonexistent.key"},
@@ -48,12 +56,19 @@ func TestListenRefusesPlainHTTPOffLoopback(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			if tc.hosts != nil {
+				defer func(l func(string) ([]string, error)) { lookupHost = l }(lookupHost)
+				lookupHost = func(string) ([]string, error) { return tc.hosts, nil }
+			}
 			l, err := tc.flags.listen(tc.addr)
 			if l != nil {
 				_ = l.Close()
 			}
 			if tc.err == "" && err != nil {
 				t.Fatalf("want no error, got %v", err)
+			}
+			if l != nil && tc.flags.insecureHTTP && !l.Addr().(*net.TCPAddr).IP.IsLoopback() {
+				t.Fatalf("plain HTTP listens on %s, off loopback", l.Addr())
 			}
 			if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("want an error about %q, got %v", tc.err, err)

@@ -58,7 +58,7 @@ const (
 	// reviewTimeout bounds one TokenReview.
 	reviewTimeout = 10 * time.Second
 	// maxTokens bounds the cache; beyond it, expired entries go first, then
-	// refused ones, then all.
+	// refused ones, then as few others as make room.
 	maxTokens = 1024
 	// maxReviews bounds the TokenReviews in flight, whatever their tokens:
 	// a flood of distinct made-up tokens is answered 503 beyond it, and
@@ -78,7 +78,9 @@ type authenticator struct {
 	reviewer client.Client
 	// base is the gateway's own configuration, which the callers' clients
 	// extend with impersonation.
-	base     *rest.Config
+	base *rest.Config
+	// audience is the one a token must be meant for; empty, the API
+	// server's own (a token for the API server, as the ingress takes).
 	audience string
 	// issuers are the authorization servers whose JWTs may be reviewed
 	// again without audiences (Config.AuthorizationServers).
@@ -176,8 +178,14 @@ func (a *authenticator) keep(id [32]byte, v verdict) {
 				delete(a.known, k)
 			}
 		}
-		if len(a.known) >= maxTokens {
-			clear(a.known)
+		// Still full of live callers: one of them, drawn by the map's
+		// random order, is asked about again at its next call; the others
+		// keep their verdicts.
+		for k := range a.known {
+			if len(a.known) < maxTokens {
+				break
+			}
+			delete(a.known, k)
 		}
 	}
 	a.known[id] = v
@@ -193,17 +201,18 @@ func (a *authenticator) keep(id [32]byte, v verdict) {
 // server verified, decides (docs/mcp.md, "Identity and RBAC").
 func (a *authenticator) review(ctx context.Context, token string) (verdict, error) {
 	claims := unverifiedClaims(token)
-	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{
-		Token: token, Audiences: []string{a.audience},
-	}}
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
+	if a.audience != "" {
+		tr.Spec.Audiences = []string{a.audience}
+	}
 	if err := a.reviewer.Create(ctx, tr); err != nil {
 		return verdict{}, fmt.Errorf("asking the API server about the token (TokenReview): %w", err)
 	}
-	ok := tr.Status.Authenticated && slices.Contains(tr.Status.Audiences, a.audience)
+	ok := tr.Status.Authenticated && (a.audience == "" || slices.Contains(tr.Status.Audiences, a.audience))
 	// Only a JWT of an issuer the gateway names as its authorization
 	// server: the claim is that issuer's, and no other authenticator's
 	// answer (a webhook's, which ignores audiences too) stands in for it.
-	if !ok && slices.Contains(claims.Audiences, a.audience) && slices.Contains(a.issuers, claims.Issuer) {
+	if !ok && a.audience != "" && slices.Contains(claims.Audiences, a.audience) && slices.Contains(a.issuers, claims.Issuer) {
 		tr = &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 		if err := a.reviewer.Create(ctx, tr); err != nil {
 			return verdict{}, fmt.Errorf("asking the API server about the token (TokenReview): %w", err)

@@ -18,6 +18,7 @@ package mcpgateway
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -30,6 +31,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/ingress"
 )
 
 // reviewStub stands for the API server's review endpoints, as slow as a
@@ -44,9 +48,18 @@ type reviewStub struct {
 	// peak is the most in flight at once.
 	hold           chan struct{}
 	inFlight, peak atomic.Int64
+	// passedOn counts requests that came with the caller's own token as
+	// their credentials; impersonated those made as alice by impersonation.
+	passedOn, impersonated atomic.Int64
 }
 
 func (s *reviewStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") == "Bearer good" {
+		s.passedOn.Add(1)
+	}
+	if r.Header.Get("Impersonate-User") == "alice" {
+		s.impersonated.Add(1)
+	}
 	var review struct {
 		APIVersion string         `json:"apiVersion"`
 		Kind       string         `json:"kind"`
@@ -87,6 +100,12 @@ func (s *reviewStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func stubbedGateway(t *testing.T) (*httptest.Server, *reviewStub) {
 	t.Helper()
+	return stubbedGatewayWith(t, nil)
+}
+
+// stubbedGatewayWith is stubbedGateway serving the ingress's routes too.
+func stubbedGatewayWith(t *testing.T, routes map[string]ingress.Route) (*httptest.Server, *reviewStub) {
+	t.Helper()
 	stub := &reviewStub{}
 	api := httptest.NewServer(stub)
 	t.Cleanup(api.Close)
@@ -96,6 +115,11 @@ func stubbedGateway(t *testing.T) (*httptest.Server, *reviewStub) {
 	g, err := New(Config{REST: cfg, Namespace: "shop"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if routes != nil {
+		if err := g.MountIngress(routes); err != nil {
+			t.Fatal(err)
+		}
 	}
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(srv.Close)
@@ -217,5 +241,73 @@ func TestReviewsAreBounded(t *testing.T) {
 	}
 	if got := busy.Load(); got != n-maxReviews {
 		t.Errorf("%d of %d requests were answered 503, want the %d beyond the bound", got, n, n-maxReviews)
+	}
+}
+
+// TestIngressReviewsSendersTokens: the ingress checks a sender's token as
+// the MCP endpoint checks a caller's: one review for many messages sent at
+// once, a refused token answered 401 and refused again without a second
+// review, and the operation made by impersonation; the sender's token never
+// reaches the API server as credentials. It was once passed on, each
+// message sent at once with a new token asked the API server again, and a
+// refused token was asked about again at each message.
+func TestIngressReviewsSendersTokens(t *testing.T) {
+	srv, stub := stubbedGatewayWith(t, map[string]ingress.Route{
+		"orders": {Namespace: "shop", ToolRef: v1.ToolReference{Name: "payments"}, Operation: "charge"},
+	})
+	send := func(token string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ingress/orders", strings.NewReader(`{"amount":1}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(ingress.HeaderIdempotencyKey, "order-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	const n = 20
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { send("good") })
+	}
+	wg.Wait()
+	if got := stub.reviews.Load(); got != 1 {
+		t.Errorf("%d messages sent at once with one new token made %d reviews, want 1", n, got)
+	}
+	if got := stub.passedOn.Load(); got != 0 {
+		t.Errorf("%d requests reached the API server with the sender's token as credentials, want 0", got)
+	}
+	if stub.impersonated.Load() == 0 {
+		t.Error("no request reached the API server as the sender by impersonation")
+	}
+	for i := range 2 {
+		if got := send("bad"); got != http.StatusUnauthorized {
+			t.Errorf("message %d with a refused token: status %d, want 401", i+1, got)
+		}
+	}
+	if got := stub.reviews.Load(); got != 2 {
+		t.Errorf("after two messages with one refused token, %d reviews in all, want 2 (one per token)", got)
+	}
+}
+
+// TestFullCacheKeepsItsCallers: a cache full of callers whose verdicts
+// hold makes room for one more by forgetting one of them, not all: it once
+// emptied itself, so that every caller's next call asked the API server
+// again at once.
+func TestFullCacheKeepsItsCallers(t *testing.T) {
+	now := time.Now()
+	a := &authenticator{now: func() time.Time { return now }}
+	live := verdict{c: &caller{user: "alice"}, expires: now.Add(time.Minute)}
+	for i := range maxTokens + 1 {
+		a.keep(sha256.Sum256(fmt.Appendf(nil, "token-%d", i)), live)
+	}
+	if got := len(a.known); got != maxTokens {
+		t.Errorf("after %d callers, the cache keeps %d, want %d", maxTokens+1, got, maxTokens)
+	}
+	if _, ok := a.cached(sha256.Sum256(fmt.Appendf(nil, "token-%d", maxTokens))); !ok {
+		t.Error("the newest caller is not kept")
 	}
 }

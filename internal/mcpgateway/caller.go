@@ -18,13 +18,10 @@ package mcpgateway
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -75,64 +72,9 @@ type caller struct {
 	kube client.Client
 }
 
-// callers turns credentials into callers, and keeps them for a while so
-// that each call does not ask the API server who its caller is.
-type callers struct {
-	base *rest.Config
-	ttl  time.Duration
-
-	mu    sync.Mutex
-	known map[[32]byte]cachedCaller
-}
-
-type cachedCaller struct {
-	c       *caller
-	expires time.Time
-}
-
-// maxCachedCallers bounds the cache; beyond it, expired entries go first,
-// then all.
-const maxCachedCallers = 1024
-
 // errUnauthenticated: the request carries no bearer token.
 var errUnauthenticated = errors.New("the request carries no bearer token: send the caller's Kubernetes token " +
 	"as Authorization: Bearer <token>")
-
-// forToken returns the caller a bearer token authenticates: a client of
-// the API server with that token and no other credentials.
-func (cs *callers) forToken(ctx context.Context, token string) (*caller, error) {
-	if token == "" {
-		return nil, errUnauthenticated
-	}
-	id := sha256.Sum256([]byte(token))
-	now := time.Now()
-	cs.mu.Lock()
-	if e, ok := cs.known[id]; ok && now.Before(e.expires) {
-		cs.mu.Unlock()
-		return e.c, nil
-	}
-	cs.mu.Unlock()
-	cfg := rest.AnonymousClientConfig(cs.base)
-	cfg.BearerToken = token
-	c, err := newCaller(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.known == nil || len(cs.known) >= maxCachedCallers {
-		for k, e := range cs.known {
-			if !now.Before(e.expires) {
-				delete(cs.known, k)
-			}
-		}
-		if cs.known == nil || len(cs.known) >= maxCachedCallers {
-			cs.known = map[[32]byte]cachedCaller{}
-		}
-	}
-	cs.known[id] = cachedCaller{c: c, expires: now.Add(cs.ttl)}
-	return c, nil
-}
 
 // newCaller makes a client with cfg and asks the API server whose
 // credentials they are (a SelfSubjectReview, which every authenticated

@@ -51,10 +51,9 @@ const NamespaceHeader = "Once-Namespace"
 // Config shapes a Gateway.
 type Config struct {
 	// REST is the API server to talk to, with the gateway's credentials.
-	// Over HTTP the gateway reviews callers' tokens with them and acts for
-	// each caller by impersonation (config/mcp-gateway grants both); the
-	// ingress (MountIngress) passes its senders' tokens on, with only its
-	// address and CA. Over stdio, its credentials are the caller's.
+	// Over HTTP the gateway reviews callers' and ingress senders' tokens
+	// with them and acts for each by impersonation (config/mcp-gateway
+	// grants both). Over stdio, its credentials are the caller's.
 	REST *rest.Config
 	// Audience is the audience an HTTP caller's token must be meant for
 	// (DefaultAudience by default).
@@ -97,14 +96,15 @@ type Config struct {
 
 // Gateway serves the operations of Tools and ClusterTools as MCP tools.
 type Gateway struct {
-	cfg     Config
-	callers *callers
-	auth    *authenticator
-	schemas *httpeffects.Compiler
-	server  *mcp.Server
-	mux     *http.ServeMux
-	self    *caller // the stdio caller, once known
-	limit   *limiter
+	cfg Config
+	// auth reviews MCP callers' tokens, for the gateway's audience;
+	// senders the ingress's, for the API server's own.
+	auth, senders *authenticator
+	schemas       *httpeffects.Compiler
+	server        *mcp.Server
+	mux           *http.ServeMux
+	self          *caller // the stdio caller, once known
+	limit         *limiter
 }
 
 // MaxCallTimeout bounds Config.CallTimeout: a call that waits longer holds
@@ -149,10 +149,13 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpgateway: %w", err)
 	}
-	g := &Gateway{cfg: cfg, callers: &callers{base: cfg.REST, ttl: time.Minute}, schemas: compiler,
+	// One bound on the TokenReviews in flight, for callers and senders.
+	reviews := make(chan struct{}, maxReviews)
+	g := &Gateway{cfg: cfg, schemas: compiler,
 		limit: &limiter{total: cfg.MaxCalls, perCaller: cfg.MaxCallsPerCaller},
 		auth: &authenticator{reviewer: reviewer, base: cfg.REST, audience: cfg.Audience,
-			issuers: cfg.AuthorizationServers, now: time.Now, reviews: make(chan struct{}, maxReviews)}}
+			issuers: cfg.AuthorizationServers, now: time.Now, reviews: reviews},
+		senders: &authenticator{reviewer: reviewer, base: cfg.REST, now: time.Now, reviews: reviews}}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "once-mcp", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Each tool here has a side effect that Once makes effectively once. Give every call an " +
 			"idempotencyKey that names the request, and retry a call that timed out or failed with the same key: " +
@@ -231,19 +234,6 @@ func (h minLevel) WithGroup(name string) slog.Handler {
 // its token is accepted: a call's parameters are at most
 // v1.MaxParametersBytes, a saga's steps a few of them.
 const MaxRequestBodyBytes = 1 << 20
-
-// requireBearer answers 401 to a request without a bearer token, before
-// the ingress sees it.
-func requireBearer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if bearer(r.Header) == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="once-mcp"`)
-			http.Error(w, errUnauthenticated.Error(), http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
 
 // middleware answers tools/list and tools/call for the caller of each
 // request; everything else is the SDK's.

@@ -18,6 +18,7 @@ package mcpgateway
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -29,30 +30,48 @@ import (
 const IngressPath = "/ingress/"
 
 // MountIngress serves the ingress of messages at IngressPath. A sender
-// authenticates as an MCP caller does, with its own Kubernetes bearer
-// token, and the operation is created as that sender: RBAC decides which
-// routes' namespaces it may post to, and the gateway needs no rights of its
-// own.
+// authenticates with its own Kubernetes bearer token, one the API server
+// accepts for itself (not a token for the MCP endpoint's audience: the
+// ingress is no MCP endpoint). The gateway reviews it as it does an MCP
+// caller's, and makes the operation as the sender by impersonation: RBAC
+// decides which routes' namespaces it may post to.
 func (g *Gateway) MountIngress(routes map[string]ingress.Route) error {
 	if err := (&ingress.Handler{Routes: routes}).Validate(); err != nil {
 		return err
 	}
-	g.Handle(IngressPath, requireBearer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := g.callers.forToken(r.Context(), bearer(r.Header))
-		if err != nil {
-			refuse(w, http.StatusUnauthorized, err.Error())
+	g.Handle(IngressPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := bearer(r.Header)
+		if token == "" {
+			refuse(w, r, http.StatusUnauthorized, errUnauthenticated.Error())
+			return
+		}
+		c, _, err := g.senders.authenticate(r.Context(), token)
+		switch {
+		case errors.Is(err, errInvalidToken):
+			refuse(w, r, http.StatusUnauthorized, "the token is not valid: it is unknown, expired or revoked")
+			return
+		case err != nil:
+			g.cfg.Logger.Error("checking a sender's token", "error", err)
+			refuse(w, r, http.StatusServiceUnavailable, "the gateway cannot check tokens now; try again later")
 			return
 		}
 		h := &ingress.Handler{Client: c.kube, Routes: routes}
 		http.StripPrefix(strings.TrimSuffix(IngressPath, "/"), h).ServeHTTP(w, r)
-	})))
+	}))
 	return nil
 }
 
 // refuse answers a sender the gateway could not authenticate, in the
-// ingress's own shape.
-func refuse(w http.ResponseWriter, status int, msg string) {
+// ingress's own shape, without reading the message.
+func refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	unread(w, r)
+	code := ingress.CodeUnauthenticated
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="once-ingress"`)
+	} else {
+		code = ingress.CodeUnavailable
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(ingress.Answer{Error: "Unauthenticated", Message: msg})
+	_ = json.NewEncoder(w).Encode(ingress.Answer{Error: code, Message: msg})
 }

@@ -157,6 +157,33 @@ var _ = Describe("The host's user decides through the protocol", func() {
 		Expect(effectsFor(ns)).To(HaveLen(3), "one effect per request; the decision made none")
 	})
 
+	It("keeps today's answer for a host on an older protocol version, though it could ask its user", func() {
+		ns := newNamespace("mcp-decide-old")
+		startManager(ns, manager{holder: "mcp-decide-old"})
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 1})
+		apply(ns, mcpToolYAML("payments", "10s"))
+		apply(ns, agentRBAC("resolver"))
+		apply(ns, resolverRBAC("resolver"))
+		addr, err := harness.FreeAddr()
+		Expect(err).NotTo(HaveOccurred())
+		_, url := startGateway(ns, addr, "gateway")
+
+		By("the TypeScript SDK's client (2025-11-25), with the elicitation capability, for a caller who may resolve")
+		var out callOutcome
+		Eventually(tsCall(url, serviceAccountToken(ns, "resolver"), tool,
+			map[string]any{"amount": 700, "currency": "eur", "idempotencyKey": "payout-21"}, elicits),
+			2*time.Minute).Should(Receive(&out))
+		Expect(out.err).To(BeEmpty())
+		Expect(out.asked).To(BeZero(), "input requests are of 2026-07-28; an older version is never asked")
+		Expect(out.result["isError"]).To(BeTrue())
+		content := out.result["content"].([]any)
+		Expect(content[0].(map[string]any)["text"]).To(HavePrefix("NeedsReview: "))
+		name := mcpOperations(ns)[0]
+		Expect(jsonpath(ns, "seo/"+name, "{.status.state}")).To(Equal("NeedsReview"))
+		Expect(jsonpath(ns, "seo/"+name, "{.spec.resolution}")).To(BeEmpty())
+		Expect(effectsFor(ns)).To(HaveLen(1))
+	})
+
 	It("asks the host's user to approve a saga's step, and runs it once approved", func() {
 		ns := newNamespace("mcp-approve")
 		startManager(ns, manager{holder: "mcp-approve"})

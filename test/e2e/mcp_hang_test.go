@@ -135,6 +135,8 @@ type callOutcome struct {
 	at     time.Time
 	err    string
 	result map[string]any
+	// asked counts the questions the gateway put to the host's user.
+	asked int
 }
 
 // hostIdleTimeout is what docs/mcp.md tells a host to set where the
@@ -149,6 +151,9 @@ const (
 	// idleTimeout: progress asked, and the call given up after
 	// hostIdleTimeout without a word, as docs/mcp.md tells a host.
 	idleTimeout = "idle timeout"
+	// elicits: the SDK's defaults, with the elicitation capability; its
+	// user accepts every question with a decision that the effect happened.
+	elicits = "elicitation"
 )
 
 // tsCall runs one tools/call through the official TypeScript SDK's client
@@ -161,6 +166,10 @@ func tsCall(url, token, tool string, args map[string]any, settings string) <-cha
 		// The SDK's own reset of a request's timeout on progress.
 		req["host"] = map[string]any{"progress": true, "timeoutMs": hostIdleTimeout.Milliseconds(),
 			"resetTimeoutOnProgress": true}
+	}
+	if settings == elicits {
+		req["host"] = map[string]any{"elicitation": true, "answer": map[string]any{"decision": "happened",
+			"reason": "the user says so"}}
 	}
 	b, err := json.Marshal(req)
 	Expect(err).NotTo(HaveOccurred())
@@ -176,6 +185,7 @@ func tsCall(url, token, tool string, args map[string]any, settings string) <-cha
 	go func() {
 		s := bufio.NewScanner(out)
 		s.Buffer(make([]byte, 1<<20), 1<<20)
+		asked := 0
 		for s.Scan() {
 			_, _ = fmt.Fprintf(GinkgoWriter, "ts client: %s\n", s.Text())
 			var line struct {
@@ -190,11 +200,13 @@ func tsCall(url, token, tool string, args map[string]any, settings string) <-cha
 			switch line.Event {
 			case "connected":
 				connected <- line.ProtocolVersion
+			case "asked":
+				asked++
 			case "result":
-				done <- callOutcome{at: time.Now(), result: line.Result}
+				done <- callOutcome{at: time.Now(), result: line.Result, asked: asked}
 				return
 			case "error":
-				done <- callOutcome{at: time.Now(), err: line.Message}
+				done <- callOutcome{at: time.Now(), err: line.Message, asked: asked}
 				return
 			}
 		}
