@@ -54,7 +54,7 @@ func run(t *testing.T, name string, args ...string) string {
 // .gitignore must keep every such binary out of git (a 53 MB binary was
 // once committed so).
 func TestBuildOutputsIgnored(t *testing.T) {
-	mains := run(t, "go", "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, "./...")
+	mains := run(t, "go", "list", "-find", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, "./...")
 	module := strings.TrimSpace(run(t, "go", "list", "-m"))
 	n := 0
 	for ip := range strings.FieldsSeq(mains) {
