@@ -228,10 +228,10 @@ func run(o options) error {
 		LeaderElectionID:        "once-manager.once.dev",
 		LeaderElectionNamespace: o.leaderElectionNamespace,
 		// The lease is given up once the manager has stopped, after the
-		// calls in flight are recorded: a standby takes over at once
+		// calls in flight are written: a standby takes over at once
 		// instead of after the lease expires. main returns right after.
 		LeaderElectionReleaseOnCancel: true,
-		// A stopping manager finishes the calls in flight and records
+		// A stopping manager finishes the calls in flight and writes
 		// their answers: a rolling update must not turn a committed call
 		// into an unknown outcome.
 		GracefulShutdownTimeout: &shutdown,

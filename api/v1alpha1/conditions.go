@@ -120,7 +120,7 @@ const (
 	// effect; it will be retried.
 	EventProvenAbsent = "ProvenAbsent"
 	// EventSecondEffect: a tool's answer names an effect other than the one
-	// recorded, or one made while a later attempt was claimed: there may be
+	// the status names, or one made while a later attempt was claimed: there may be
 	// two effects for one key. A warning a person must act on.
 	EventSecondEffect = "SecondEffect"
 )

@@ -65,8 +65,8 @@ type IdempotencyRecordSpec struct {
 	// it over, having been deleted before it ended: whether its attempt took
 	// effect is unknown, so owner must reconcile before it may execute. It
 	// is written in the same write that changes the owner, so a takeover
-	// interrupted before the new owner recorded the unknown outcome is still
-	// known for one.
+	// interrupted before the new owner wrote the unknown outcome in its
+	// status is still known for one.
 	// +optional
 	PreviousOwner *RecordOwner `json:"previousOwner,omitempty"`
 
@@ -189,7 +189,7 @@ type RecordResolution struct {
 	By string `json:"by"`
 
 	// user is the authenticated user who wrote the resolution, as Once's
-	// admission policy recorded it.
+	// admission policy set it.
 	// +optional
 	User string `json:"user,omitempty"`
 

@@ -95,7 +95,7 @@ const (
 	DeliveryFailed DeliveryState = "Failed"
 )
 
-// OutboxEntry is the announcement of an outcome to one subscriber, recorded
+// OutboxEntry is the announcement of an outcome to one subscriber, written
 // in the same status write as the outcome itself, and its delivery.
 type OutboxEntry struct {
 	// subscriber is the name of the spec.subscribers entry.

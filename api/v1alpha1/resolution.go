@@ -19,7 +19,7 @@ package v1alpha1
 import "fmt"
 
 // Attribution names who made the resolution, for messages and events: the
-// person the writer claims (by) and, when Once's admission policy recorded
+// person the writer claims (by) and, when Once's admission policy set
 // a different authenticated user, that user too.
 func (r *Resolution) Attribution() string {
 	if r.User == "" || r.User == r.By {

@@ -151,7 +151,7 @@ type SagaStep struct {
 	// earlier steps: each is a top-level parameter and a CEL expression over
 	// `inputs` and `steps.<name>.result` and `steps.<name>.externalObjectID`
 	// of steps before this one. It overrides a literal parameter of the same
-	// name. Values are computed once, when the step starts, and recorded in
+	// name. Values are computed once, when the step starts, and written in
 	// the step's operation, so the request hash binds what was sent.
 	// +optional
 	// +listType=map
@@ -283,7 +283,7 @@ const (
 	// SagaRetry runs the failed compensation or retryUntilDone step again,
 	// as a new operation with a new key (the failed one had no effect).
 	SagaRetry SagaResolutionAction = "Retry"
-	// SagaMarkCompensated records that the step's effect was undone by
+	// SagaMarkCompensated says that the step's effect was undone by
 	// other means.
 	SagaMarkCompensated SagaResolutionAction = "MarkCompensated"
 )
@@ -337,7 +337,7 @@ const (
 	ValidationDeferred ValidationOutcome = "Deferred"
 )
 
-// StepValidation records a step's validation.
+// StepValidation is a step's validation.
 type StepValidation struct {
 	// outcome of the validation.
 	Outcome ValidationOutcome `json:"outcome"`
@@ -351,7 +351,7 @@ type StepValidation struct {
 	Time metav1.Time `json:"time"`
 }
 
-// AppliedApproval records the approval a step started under.
+// AppliedApproval is the approval a step started under.
 type AppliedApproval struct {
 	// by is the person the approval names.
 	By string `json:"by"`
@@ -477,7 +477,7 @@ type SagaStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 	// outbox holds the announcements of the outcome to spec.subscribers,
-	// recorded in the same write as the outcome, and their delivery.
+	// written in the same write as the outcome, and their delivery.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=4

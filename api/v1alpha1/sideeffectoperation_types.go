@@ -211,13 +211,13 @@ type RetryPolicy struct {
 type ResolutionAction string
 
 const (
-	// ResolutionMarkCommitted records that the effect happened, with the
+	// ResolutionMarkCommitted says that the effect happened, with the
 	// external object id the person found.
 	ResolutionMarkCommitted ResolutionAction = "MarkCommitted"
-	// ResolutionRetry records that the effect provably did not happen, and
+	// ResolutionRetry says that the effect provably did not happen, and
 	// allows one more attempt.
 	ResolutionRetry ResolutionAction = "Retry"
-	// ResolutionFail records that the operation must not be executed.
+	// ResolutionFail says that the operation must not be executed.
 	ResolutionFail ResolutionAction = "Fail"
 )
 
@@ -260,7 +260,7 @@ type Resolution struct {
 type OperationState string
 
 const (
-	// StatePlanned: the intent is recorded, no attempt has been made.
+	// StatePlanned: the intent is written, no attempt has been made.
 	StatePlanned OperationState = "Planned"
 	// StateStarted: an attempt is claimed; the call may be in progress.
 	StateStarted OperationState = "Started"
@@ -323,7 +323,7 @@ const (
 	ErrorConflict ErrorClass = "Conflict"
 )
 
-// Claim is the right to run one attempt, recorded before the call.
+// Claim is the right to run one attempt, written before the call.
 type Claim struct {
 	// holder identifies the worker (manager process) that holds the claim.
 	Holder string `json:"holder"`
@@ -357,9 +357,9 @@ const (
 	// ObservationStaleCall is what a worker that had lost its claim learned
 	// from its call; evidence only, it never overwrites the status.
 	ObservationStaleCall ObservationKind = "StaleCall"
-	// ObservationClaimExpired records a claim whose holder went silent.
+	// ObservationClaimExpired notes a claim whose holder went silent.
 	ObservationClaimExpired ObservationKind = "ClaimExpired"
-	// ObservationResolution records a person's resolution.
+	// ObservationResolution notes a person's resolution.
 	ObservationResolution ObservationKind = "Resolution"
 )
 
@@ -432,7 +432,7 @@ type Transition struct {
 	Step string `json:"step,omitempty"`
 }
 
-// AppliedResolution records the resolution that was applied, and when.
+// AppliedResolution is the resolution that was applied, and when.
 type AppliedResolution struct {
 	Resolution `json:",inline"`
 
@@ -604,7 +604,7 @@ type SideEffectOperationStatus struct {
 	ExpiryTime *metav1.Time `json:"expiryTime,omitempty"`
 
 	// outbox holds the announcements of the outcome to spec.subscribers,
-	// recorded in the same write as the outcome, and their delivery.
+	// written in the same write as the outcome, and their delivery.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=4

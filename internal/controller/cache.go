@@ -161,7 +161,7 @@ func boundParameters(op *v1.SideEffectOperation) {
 	op.Annotations[AnnotationParametersRefused] = string(mark)
 }
 
-// refusedByCache is the refusal the cache recorded for an operation whose
+// refusedByCache is the refusal the cache noted for an operation whose
 // parameters it did not keep (boundParameters), or nil.
 func refusedByCache(op *v1.SideEffectOperation) *protocol.Refusal {
 	mark, ok := op.GetAnnotations()[AnnotationParametersRefused]
@@ -207,14 +207,14 @@ func refusedByCache(op *v1.SideEffectOperation) *protocol.Refusal {
 //   - completionTime, and the Ready condition: when it ended, for the
 //     TTL; the Ready condition's reason and message are also what a saga
 //     reports of its step;
-//   - externalObjectID, resultDigest: what a saga records of its step;
+//   - externalObjectID, resultDigest: what a saga keeps of its step;
 //   - outbox, while an announcement is Pending: the relay's watch and its
 //     first look (it then reads the object past the cache).
 //
 // Whoever needs more reads the operation past the cache, from the API
 // server, at the moment it needs it: the saga, a committed step's result
 // for a later step's parameters (SagaReconciler.readResults); the
-// finalizer, the outcome it copies into the record (release); an
+// finalizer, the outcome it copies into the scope's record (release); an
 // operation with the same scope, its owner's outcome (ownerOf); the relay,
 // the announcement it delivers. No write starts from a cached terminal
 // operation: status writes are made only from an operation that is not

@@ -46,19 +46,19 @@ const DefaultOutboxTimeout = 10 * time.Second
 
 // OutboxReconciler is the relay of the transactional outbox, for one kind
 // of object: it delivers the announcements that a terminal status write
-// recorded (status.outbox entries in Pending), at least once, and records
+// wrote (status.outbox entries in Pending), at least once, and writes
 // each delivery with a write conditional on the object's resourceVersion.
 //
 // It is a controller of its own, with its own workers, so a slow
 // subscriber never holds an operation's worker; it is woken only by
 // objects with a Pending entry, so objects without subscribers cost it
-// nothing. A crash between a delivery and its record redelivers the same
+// nothing. A crash between a delivery and its write redelivers the same
 // event, with the same id: consumers dedupe on it.
 type OutboxReconciler struct {
 	client.Client
 	// APIReader reads past the cache: the relay reads the object it is
 	// about to deliver for from the API server, so that a cache still
-	// behind the relay's own last record does not deliver again.
+	// behind the relay's own last write does not deliver again.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	// Connector makes the client of a subscriber's sink tool, and
@@ -116,12 +116,12 @@ var (
 	}
 )
 
-// Reconcile delivers an object's due announcements and records what came
+// Reconcile delivers an object's due announcements and writes what came
 // of them.
 func (r *OutboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if ctx.Err() != nil {
 		// The manager is stopping: a delivery started now could not be
-		// recorded. The next manager delivers it.
+		// written. The next manager delivers it.
 		return ctrl.Result{}, nil
 	}
 	obj := r.kind.newObject()
@@ -154,7 +154,7 @@ func (r *OutboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	*entries = next
 	if err := r.Status().Update(ctx, obj); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			// Delivered, not recorded: the next pass delivers the same
+			// Delivered, not written: the next pass delivers the same
 			// events again, with the same ids.
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}

@@ -316,7 +316,7 @@ func inputs(s *v1.Saga) []byte {
 }
 
 // create makes the operation of an action, with the parameters computed
-// now recorded in it, so that a restart computes nothing twice: the
+// now written in it, so that a restart computes nothing twice: the
 // operation exists, under its deterministic name, or it does not.
 func (r *SagaReconciler) create(ctx context.Context, s *v1.Saga, params []byte, a saga.Action) (*v1.SideEffectOperation, error) {
 	step := s.Spec.Steps[a.Step]
@@ -367,7 +367,7 @@ func roleEvent(undo bool) string {
 	return "StepStarted"
 }
 
-// validate validates step i and records the outcome in view.Status. It
+// validate validates step i and writes the outcome in view.Status. It
 // returns how long to wait when the tool's answer decided nothing.
 func (r *SagaReconciler) validate(ctx context.Context, s *v1.Saga, plan *saga.Plan,
 	ops map[string]*v1.SideEffectOperation, fresh freshOps, view *saga.View, i int) time.Duration {

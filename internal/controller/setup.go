@@ -94,7 +94,7 @@ const shutdownSlack = 15 * time.Second
 
 // GracefulShutdownTimeout is how long a stopping manager waits for passes
 // in flight: a call runs to the end of its claim at most, then its answer
-// is recorded. The Deployment's terminationGracePeriodSeconds must be at
+// is written. The Deployment's terminationGracePeriodSeconds must be at
 // least this.
 func (c Config) GracefulShutdownTimeout() time.Duration {
 	return c.MaxClaim + c.ClaimGrace + shutdownSlack
@@ -109,7 +109,7 @@ type Deps struct {
 	// APIReader reads past the cache: where a stale view would be wrong,
 	// and for Secrets, which the manager neither watches nor caches.
 	APIReader client.Reader
-	// Recorder records the events of operations and sagas.
+	// Recorder emits the events of operations and sagas.
 	Recorder events.EventRecorder
 	// Clock is what the reconcilers read the time from; a claim's expiry,
 	// its timer and its fence are read on it.

@@ -151,7 +151,7 @@ func (r *SideEffectOperationReconciler) renew(p *pass, op *v1.SideEffectOperatio
 			return next, true
 		}
 		if apierrors.IsNotFound(err) {
-			// The operation was deleted: nobody will record the answer.
+			// The operation was deleted: nobody will write the answer.
 			return op, false
 		}
 		if !apierrors.IsConflict(err) {

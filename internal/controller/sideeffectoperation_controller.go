@@ -64,7 +64,7 @@ type ToolValidator interface {
 
 // SideEffectOperationReconciler drives SideEffectOperations through the
 // idempotency protocol: it loads the operation and its tool, binds the
-// scope, asks the protocol what to do, claims, calls the tool, and records
+// scope, asks the protocol what to do, claims, calls the tool, and writes
 // the outcome with conditional writes.
 type SideEffectOperationReconciler struct {
 	client.Client
@@ -103,7 +103,7 @@ type SideEffectOperationReconciler struct {
 	ErrorBackoff ErrorBackoff
 
 	// pending keeps answers whose write failed for a reason other than a
-	// conflict, so the next pass records them instead of reconciling.
+	// conflict, so the next pass writes them instead of reconciling.
 	pending sync.Map // types.UID → *answer
 }
 
@@ -139,9 +139,9 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 	if settledElsewhere(op) {
 		if _, held := r.pending.Load(op.UID); held {
 			// Another manager moved the operation on while this one could
-			// not write the answer it holds: record it before anything
+			// not write the answer it holds: write it before anything
 			// else, or it is lost (I12).
-			fresh, done, err := r.recordHeldAnswer(ctx, op)
+			fresh, done, err := r.writeHeldAnswer(ctx, op)
 			if done || err != nil {
 				return ctrl.Result{}, err
 			}
@@ -157,7 +157,7 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 	if _, answered := r.pending.Load(op.UID); !answered && !r.Shards.OwnsObject(op) {
 		// Another manager holds the operation's shard (a tool, namespace
 		// or duplicate watch woke it here). An answer this manager still
-		// holds is recorded all the same: otherwise it would be unknown.
+		// holds is written all the same: otherwise it would be unknown.
 		return ctrl.Result{}, nil
 	}
 	if no := refusedByCache(op); no != nil {

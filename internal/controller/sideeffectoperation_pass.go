@@ -46,7 +46,7 @@ const secretRetry = 10 * time.Second
 //   - sideeffectoperation_claim.go: the claim, written first, renewed while
 //     a long call runs, and asked as the call's fence;
 //   - sideeffectoperation_call.go: the call to the tool, and its answer;
-//   - sideeffectoperation_record.go: the answer recorded, fenced on the
+//   - sideeffectoperation_write.go: the answer written, fenced on the
 //     claim, or kept as evidence once the claim moved on; the one status
 //     writer.
 
@@ -55,7 +55,7 @@ const secretRetry = 10 * time.Second
 type pass struct {
 	// ctx is for the pass's calls and writes: it does not end when the
 	// manager stops, so that a call in flight is finished and its answer
-	// recorded within its claim (the manager's graceful shutdown waits).
+	// written within its claim (the manager's graceful shutdown waits).
 	ctx context.Context
 	// stopping ends when the manager stops; only failpoints wait on it.
 	stopping context.Context
@@ -137,7 +137,7 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 	}
 	if res, ok, err := r.loadTool(p); !ok {
 		if a := r.takePending(p); a != nil {
-			return res, r.recordWithoutTool(p, a, err)
+			return res, r.writeAnswerWithoutTool(p, a, err)
 		}
 		return res, err
 	}
@@ -194,7 +194,7 @@ func (r *SideEffectOperationReconciler) limits() protocol.Limits {
 	return protocol.Limits{MaxClaim: r.MaxClaim, ClaimGrace: r.ClaimGrace}
 }
 
-// block records that the operation waits for something outside it, if its
+// block writes that the operation waits for something outside it, if its
 // status does not say so already.
 func (r *SideEffectOperationReconciler) block(p *pass, reason, msg string, retry time.Duration) (reconcile.Result, bool, error) {
 	st := protocol.Blocked(p.st, p.env, reason, msg)
@@ -219,7 +219,7 @@ func (r *SideEffectOperationReconciler) fail(p *pass, class v1.ErrorClass, reaso
 }
 
 // step carries out a decision: a write; or, for a decision that calls the
-// tool, claim → call → record. The claim is written first; the answer's
+// tool, claim → call → write. The claim is written first; the answer's
 // decision is written fenced on that claim. A decision that follows an
 // answer never calls the tool, so a pass makes one call at most.
 func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reconcile.Result, error) {
@@ -232,7 +232,7 @@ func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reco
 		return reconcile.Result{RequeueAfter: d.RequeueAfter}, r.writeStatus(p, d)
 	}
 	// One tool's calls take at most its share of the workers, from the
-	// claim to the answer's record: a pass that finds them all taken looks
+	// claim to the answer's write: a pass that finds them all taken looks
 	// again soon, and claims nothing.
 	leave, ok := r.Bulkhead.Enter(toolIDOf(p.tool))
 	if !ok {
@@ -253,5 +253,5 @@ func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reco
 		return reconcile.Result{}, nil
 	}
 	p.env.Now = r.Clock.Now()
-	return r.record(p, a)
+	return r.writeAnswer(p, a)
 }

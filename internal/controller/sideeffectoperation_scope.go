@@ -286,7 +286,7 @@ func (r *SideEffectOperationReconciler) setFinalizer(p *pass, keep bool) error {
 // release runs when an operation is deleted: its outcome, or the fact that
 // it made an attempt, goes into its scope's record (protocol.AtDeletion),
 // then the finalizer goes and the object with it. A live claim is waited
-// for, so that its answer is recorded first.
+// for, so that its answer is written first.
 func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.SideEffectOperation) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(op, v1.FinalizerRecord) {
 		return ctrl.Result{}, nil
@@ -322,7 +322,7 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 // outcome is kept: otherwise the record would say unknown for an answer in
 // hand. The claim it ran under must still be the record's; once the claim
 // has expired the answer is evidence only. An answer whose tool is not
-// usable is recorded all the same (recordWithoutTool): the tool of an
+// usable is written all the same (writeAnswerWithoutTool): the tool of an
 // operation in a terminating namespace never comes back.
 func (r *SideEffectOperationReconciler) recordPendingAnswer(p *pass) error {
 	a := r.takePending(p)
@@ -333,9 +333,9 @@ func (r *SideEffectOperationReconciler) recordPendingAnswer(p *pass) error {
 		return r.keepEvidence(p, a)
 	}
 	if _, ok, err := r.loadTool(p); !ok {
-		return r.recordWithoutTool(p, a, err)
+		return r.writeAnswerWithoutTool(p, a, err)
 	}
-	_, err := r.record(p, a)
+	_, err := r.writeAnswer(p, a)
 	return err
 }
 

@@ -66,7 +66,7 @@ type ToolReconciler struct {
 // +kubebuilder:rbac:groups=effects.once.dev,resources=tools;clustertools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=effects.once.dev,resources=tools/status;clustertools/status,verbs=update
 
-// Reconcile validates one tool and records the verdict in its conditions.
+// Reconcile validates one tool and writes the verdict in its conditions.
 func (r *ToolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tool := r.newTool()
 	if err := r.Get(ctx, req.NamespacedName, tool); err != nil {

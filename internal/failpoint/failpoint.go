@@ -42,7 +42,7 @@ const (
 	// BindAfterNoRecord: an operation whose key is its own name found no
 	// scope record; it has not claimed.
 	BindAfterNoRecord = "bindAfterNoRecord"
-	// ExecuteAfterClaim: the attempt's claim is recorded; the tool has not
+	// ExecuteAfterClaim: the attempt's claim is written; the tool has not
 	// been called.
 	ExecuteAfterClaim = "executeAfterClaim"
 	// BeforeWrite: a call's request (an attempt's or a re-send's) has its
@@ -50,22 +50,22 @@ const (
 	// bytes leave, where its claim's fence is asked. Meant for "stop".
 	BeforeWrite = "beforeWrite"
 	// ExecuteAfterAnswer: the tool answered the attempt; the answer is not
-	// recorded.
+	// written.
 	ExecuteAfterAnswer = "executeAfterAnswer"
 	// ReconcileAfterClaim: a reconciliation (re-send or lookup) is claimed;
 	// the tool has not been asked.
 	ReconcileAfterClaim = "reconcileAfterClaim"
 	// ReconcileAfterAnswer: the tool answered the reconciliation; the
-	// answer is not recorded.
+	// answer is not written.
 	ReconcileAfterAnswer = "reconcileAfterAnswer"
 	// TakeoverAfterRecord: an operation took over the scope record of a
-	// deleted owner; it has not recorded the inherited unknown outcome.
+	// deleted owner; it has not written the inherited unknown outcome.
 	TakeoverAfterRecord = "takeoverAfterRecord"
-	// OutboxBeforeDeliver: an outcome and its announcements are recorded;
+	// OutboxBeforeDeliver: an outcome and its announcements are written;
 	// the relay has not delivered them.
 	OutboxBeforeDeliver = "outboxBeforeDeliver"
 	// OutboxAfterDeliver: the relay delivered an announcement; the
-	// delivery is not recorded, so it will be delivered again.
+	// delivery is not written, so it will be delivered again.
 	OutboxAfterDeliver = "outboxAfterDeliver"
 )
 

@@ -27,7 +27,7 @@ import (
 )
 
 // Event is one announcement as it is delivered: a CloudEvent's attributes
-// and its JSON data. Every field is derived from the recorded outcome, so
+// and its JSON data. Every field is derived from the outcome in the status, so
 // every delivery of an entry carries the same event.
 type Event struct {
 	// ID is the entry's eventID.
@@ -46,7 +46,7 @@ type Event struct {
 }
 
 // Data is the body of an announcement: the outcome, as the object's status
-// records it. It holds what status holds, so no secrets.
+// holds it. It holds what status holds, so no secrets.
 type Data struct {
 	// Kind is SideEffectOperation or Saga; Namespace and Name the object.
 	Kind      string `json:"kind"`

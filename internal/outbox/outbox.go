@@ -15,14 +15,14 @@ limitations under the License.
 */
 
 // Package outbox is the pure part of Once's transactional outbox: which
-// announcements an outcome records, with which ids, and what a delivery's
+// announcements an outcome makes, with which ids, and what a delivery's
 // answer does to its entry. It has no client and no clock of its own.
 //
-// The entries are recorded by the decision cores (internal/protocol for
+// The entries are written by the decision cores (internal/protocol for
 // operations, internal/saga for sagas) in the same status write as the
-// outcome they announce, so an outcome is never recorded without its
+// outcome they announce, so an outcome is never written without its
 // announcements; the relay (internal/controller) delivers them at least
-// once and records each delivery.
+// once and writes each delivery.
 package outbox
 
 import (

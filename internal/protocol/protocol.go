@@ -318,7 +318,7 @@ func nextStarted(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 	}
 }
 
-// unknown records that the current attempt's outcome is unknown. lastSend
+// unknown marks the current attempt's outcome unknown. lastSend
 // is the latest moment its request could have left: a worker never sends
 // past its claim. In Lookup mode the first question waits until lookupDelay
 // after that, when the attempt can no longer be in flight at the tool nor
@@ -371,7 +371,7 @@ func nextReconciling(st v1.SideEffectOperationStatus, p Policy, env Env) Decisio
 	return reconcile(st, p, env)
 }
 
-// observeExpiredClaim records, as evidence, a claim whose holder went
+// observeExpiredClaim notes, as evidence, a claim whose holder went
 // silent.
 func observeExpiredClaim(st *v1.SideEffectOperationStatus, env Env, c *v1.Claim, msg string) {
 	observe(st, v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationClaimExpired,
@@ -421,7 +421,7 @@ func needsReview(st v1.SideEffectOperationStatus, env Env, msg string) Decision 
 func resolutionPending(st v1.SideEffectOperationStatus, res *v1.Resolution, env Env) bool {
 	since := st.ReviewGeneration
 	if since == 0 {
-		// Recorded before reviewGeneration existed.
+		// Written before reviewGeneration existed.
 		since = st.ObservedGeneration
 	}
 	if st.Resolution != nil {
@@ -462,7 +462,7 @@ func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Poli
 	}
 }
 
-// AfterCall records the answer to an attempt that st claims.
+// AfterCall decides on the answer to an attempt that st claims.
 func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult) Decision {
 	if firstCommit(st, r) {
 		// The status says all there is: the state, the external ids, the
@@ -532,7 +532,7 @@ func effectPossible(st v1.SideEffectOperationStatus, r CallResult) bool {
 	return r.Relayed || st.ErrorClass == v1.ErrorOutcomeUnknown
 }
 
-// AfterResend records the answer to a re-send of an unknown attempt to a
+// AfterResend decides on the answer to a re-send of an unknown attempt to a
 // tool that dedupes natively. A 2xx settles it; a refusal settles it only
 // when the tool marks it as its replay of the first answer: otherwise it
 // answers the re-send (a rotated credential, a moved route), not the
@@ -554,7 +554,7 @@ func AfterResend(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResul
 	}
 }
 
-// AfterLookup records the answer to a lookup of an unknown attempt.
+// AfterLookup decides on the answer to a lookup of an unknown attempt.
 func AfterLookup(st v1.SideEffectOperationStatus, p Policy, env Env, r LookupResult) Decision {
 	observe(&st, LookupObservation(env, st.Attempts, r))
 	switch r.Verdict {
@@ -593,7 +593,7 @@ func askLater(st v1.SideEffectOperationStatus, p Policy, env Env, retryAfter tim
 	return Decision{Action: ActionWrite, Status: st, RequeueAfter: wait}
 }
 
-// committed records an effect. routine is true for the first attempt's
+// committed is the decision that an effect happened. routine is true for the first attempt's
 // own answer, the path every operation takes.
 func committed(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult, routine bool) Decision {
 	msg := fmt.Sprintf("Committed after %d attempts", st.Attempts)
@@ -667,7 +667,7 @@ func Fail(st v1.SideEffectOperationStatus, p Policy, env Env, class v1.ErrorClas
 		Event: &Event{Warning: true, Reason: reason, Message: msg}}
 }
 
-// Blocked records that the operation waits for something outside it (a
+// Blocked is the status that says the operation waits for something outside it (a
 // missing or broken tool): the state does not change, Stalled is True.
 func Blocked(st v1.SideEffectOperationStatus, env Env, reason, msg string) v1.SideEffectOperationStatus {
 	st.State = st.State.OrPlanned()
@@ -731,7 +731,7 @@ func adoptedResolution(r *v1.RecordResolution, externalObjectID string) *v1.Appl
 	return a
 }
 
-// WaitForOriginal records that st duplicates an operation that has not
+// WaitForOriginal is the status that says st duplicates an operation that has not
 // ended yet.
 func WaitForOriginal(st v1.SideEffectOperationStatus, env Env, original string, inReview bool) v1.SideEffectOperationStatus {
 	st.DuplicateOf = original

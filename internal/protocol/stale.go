@@ -33,7 +33,7 @@ type Fence struct {
 }
 
 // Fenced reports whether the status st still shows the claim f: only then
-// may the worker record its answer as the attempt's outcome (I6).
+// may the worker write its answer as the attempt's outcome (I6).
 // Otherwise its answer is late, and Stale decides what it is worth.
 func Fenced(st v1.SideEffectOperationStatus, f Fence) bool {
 	return st.State == f.State && st.Claim != nil && st.Claim.Holder == f.Holder && st.Claim.Attempt == f.Attempt

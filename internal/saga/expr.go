@@ -236,7 +236,7 @@ func (p *Plan) Refs(step int, undo bool) []string {
 
 // StepData is what a later step may use of an earlier one.
 type StepData struct {
-	Result           []byte // JSON, as recorded in the operation's status
+	Result           []byte // JSON, as the operation's status holds it
 	ExternalObjectID string
 }
 

@@ -102,7 +102,7 @@ const (
 	// ActionNone: write the status, if it changed, and wait for the
 	// operations (their changes wake the saga).
 	ActionNone ActionKind = iota
-	// ActionValidate: validate Step and record it in the step's status.
+	// ActionValidate: validate Step and write it in the step's status.
 	ActionValidate
 	// ActionCreate: compute the parameters and create the operation Name
 	// with key Key for Step (Undo: its compensation). The checkpoint the
@@ -242,9 +242,9 @@ func Target(step v1.SagaStep, undo bool) (v1.ToolReference, string) {
 	return ref, step.Compensation.Operation
 }
 
-// recorded is step i's checkpoint as the decision read it, before any
+// checkpoint is step i's checkpoint as the decision read it, before any
 // change of its own.
-func (d *decider) recorded(i int) v1.SagaStepStatus {
+func (d *decider) checkpoint(i int) v1.SagaStepStatus {
 	for _, ss := range d.read().Steps {
 		if ss.Name == d.Spec.Steps[i].Name {
 			return ss
@@ -405,15 +405,15 @@ func (d *decider) start(i int) Decision {
 	ss.Operation, ss.IdempotencyKey, ss.State = name, key, v1.StatePlanned
 	dec := d.run(v1.StateStarted, step.Name, ReasonRunning,
 		fmt.Sprintf("step %s (%d of %d) is starting", step.Name, i+1, len(d.Spec.Steps)))
-	dec.Action = d.create(d.recorded(i).Operation == name,
+	dec.Action = d.create(d.checkpoint(i).Operation == name,
 		Action{Step: i, Round: ss.Round, Name: name, Key: key})
 	return dec
 }
 
 // create asks to create an operation once a written checkpoint names it,
 // and to write the checkpoint that names it before.
-func (d *decider) create(recorded bool, a Action) Action {
-	if !recorded {
+func (d *decider) create(written bool, a Action) Action {
+	if !written {
 		return Action{Kind: ActionCheckpoint}
 	}
 	a.Kind = ActionCreate
@@ -480,7 +480,7 @@ func SameResolution(a, b *v1.SagaResolution) bool {
 	return b != nil && a.Step == b.Step && a.Action == b.Action && a.By == b.By && a.Reason == b.Reason
 }
 
-// startCompensation records that step i failed for good and the
+// startCompensation is the decision that step i failed for good and the
 // compensations begin.
 func (d *decider) startCompensation(i int, why string) Decision {
 	d.st.FailedStep = d.Spec.Steps[i].Name
@@ -548,7 +548,7 @@ func (d *decider) compensate() Decision {
 			cs.Operation, cs.State = name, v1.StatePlanned
 			cs.IdempotencyKey = OperationKey(d.st.IdempotencyKey, step.Name, true, cs.Round)
 			dec := d.run(v1.StateCompensating, step.Name, ReasonCompensating, d.compensatingMessage(j))
-			was := d.recorded(j).Compensation
+			was := d.checkpoint(j).Compensation
 			dec.Action = d.create(was != nil && was.Operation == name,
 				Action{Step: j, Undo: true, Round: cs.Round, Name: name, Key: cs.IdempotencyKey})
 			return dec

@@ -306,14 +306,18 @@ func (w *World) manifestKey(name string) objKey {
 			return keyOf(mf)
 		}
 	}
-	return opKey(name)
+	return opObjKey(name)
 }
 
-func opKey(name string) objKey {
+// opObjKey is the simulated API server's key of the operation name, not
+// an idempotency key.
+func opObjKey(name string) objKey {
 	return objKey{Kind: kindOperation, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}
 }
 
-func toolKey(name string) objKey {
+// toolObjKey is the simulated API server's key of the Tool name, not the
+// idempotency key sent to a tool (protocol.Scope.ToolKey).
+func toolObjKey(name string) objKey {
 	return objKey{Kind: kindTool, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}
 }
 
@@ -465,7 +469,7 @@ func (w *World) describePerson(a Action) string {
 		}
 		return fmt.Sprintf("a person deletes namespace %s, with everything in it", Namespace)
 	case EditTool:
-		if _, ok := w.server.objects[toolKey(a.Name)]; !ok {
+		if _, ok := w.server.objects[toolObjKey(a.Name)]; !ok {
 			return ""
 		}
 		return fmt.Sprintf("a person edits tool %s: %s", a.Name, toolEdits[a.N%int64(len(toolEdits))])
@@ -478,7 +482,7 @@ func (w *World) describePerson(a Action) string {
 		return "the faults stop: no more freezes, every request arrives and is answered"
 	case Resolve:
 		op := &v1.SideEffectOperation{}
-		if w.server.Get(opKey(a.Name), op) != nil || op.Status.State != v1.StateNeedsReview {
+		if w.server.Get(opObjKey(a.Name), op) != nil || op.Status.State != v1.StateNeedsReview {
 			return ""
 		}
 		return fmt.Sprintf("a person looks at the tool and resolves %s", a.Name)
@@ -506,7 +510,7 @@ var toolEdits = []string{"the other endpoint (/v1 ↔ /v2)", "the other mode it 
 func (w *World) editTool(name string, edit int64) {
 	t := w.tools[name]
 	cr := &v1.Tool{}
-	must(w.server.Get(toolKey(name), cr))
+	must(w.server.Get(toolObjKey(name), cr))
 	spec := &cr.Spec
 	switch edit % int64(len(toolEdits)) {
 	case 0:
@@ -599,7 +603,7 @@ func replace(s, from, to string) string {
 // (Effect.Licensed), not Once's.
 func (w *World) resolve(name string, choice int64) {
 	op := &v1.SideEffectOperation{}
-	must(w.server.Get(opKey(name), op))
+	must(w.server.Get(opObjKey(name), op))
 	res := &v1.Resolution{By: "alice", Reason: fmt.Sprintf("review at step %d", w.step)}
 	var seen []*Effect
 	for _, e := range w.current(refOf(op)) {

@@ -63,14 +63,14 @@ func (r *SideEffectOperationReconciler) writeStatus(p *pass, d protocol.Decision
 	return nil
 }
 
-// record writes the decision an answer leads to, fenced on the claim the
-// call ran under.
-func (r *SideEffectOperationReconciler) record(p *pass, a *answer) (reconcile.Result, error) {
+// writeAnswer writes the decision an answer leads to, fenced on the claim
+// the call ran under.
+func (r *SideEffectOperationReconciler) writeAnswer(p *pass, a *answer) (reconcile.Result, error) {
 	d, err := r.writeFenced(p, a.apply(p.st, p.policy, p.env), a)
 	return reconcile.Result{RequeueAfter: d.RequeueAfter}, err
 }
 
-// resume records an answer whose write failed in an earlier pass: as the
+// resume writes an answer whose write failed in an earlier pass: as the
 // attempt's outcome while the status still shows its claim, else as a late
 // answer, never dropped.
 func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Result, error) {
@@ -84,7 +84,7 @@ func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Re
 		p.op, p.st = fresh, *fresh.Status.DeepCopy()
 	}
 	if a.claimHeld(p.st, r.Holder) {
-		return r.record(p, a)
+		return r.writeAnswer(p, a)
 	}
 	if err := r.keepEvidence(p, a); err != nil {
 		return reconcile.Result{}, err
@@ -93,13 +93,13 @@ func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Re
 	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
 }
 
-// recordHeldAnswer records an answer this manager holds for an operation
+// writeHeldAnswer writes an answer this manager holds for an operation
 // its cache shows settled by someone else, as protocol.Stale decides: as
 // evidence, as the commit a person was about to be asked for, or as a
 // second effect, raised at once. done is false when the API server shows
 // the answer's claim still held (the cache lagged): the pass goes on with
-// fresh, whose drive records the answer as the attempt's outcome.
-func (r *SideEffectOperationReconciler) recordHeldAnswer(ctx context.Context, op *v1.SideEffectOperation) (
+// fresh, whose drive writes the answer as the attempt's outcome.
+func (r *SideEffectOperationReconciler) writeHeldAnswer(ctx context.Context, op *v1.SideEffectOperation) (
 	fresh *v1.SideEffectOperation, done bool, err error) {
 	fresh = &v1.SideEffectOperation{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
@@ -117,14 +117,14 @@ func (r *SideEffectOperationReconciler) recordHeldAnswer(ctx context.Context, op
 	return nil, true, r.keepEvidence(p, a)
 }
 
-// recordWithoutTool records an answer in hand while its tool cannot be
+// writeAnswerWithoutTool writes an answer in hand while its tool cannot be
 // used (deleted, made invalid, or gone with its terminating namespace),
 // under the policy the attempt pinned: the answer was classified when it
 // came, under the mode the attempt was made in. Waiting for the tool could
 // hold it for ever, and a crash would lose it (I12). loadErr is why the
 // tool could not be read, if reading failed: the answer is then kept for
 // the next pass instead, as after any failed read.
-func (r *SideEffectOperationReconciler) recordWithoutTool(p *pass, a *answer, loadErr error) error {
+func (r *SideEffectOperationReconciler) writeAnswerWithoutTool(p *pass, a *answer, loadErr error) error {
 	if loadErr != nil {
 		r.keepPending(p, a)
 		return loadErr
@@ -135,13 +135,13 @@ func (r *SideEffectOperationReconciler) recordWithoutTool(p *pass, a *answer, lo
 	if !a.claimHeld(p.st, r.Holder) {
 		return r.keepEvidence(p, a)
 	}
-	_, err := r.record(p, a)
+	_, err := r.writeAnswer(p, a)
 	return err
 }
 
 // keepPending remembers an answer whose write failed for a reason other
 // than a conflict (the API server was unreachable, say), so that the next
-// pass records it rather than treating the attempt as unknown.
+// pass writes it rather than treating the attempt as unknown.
 func (r *SideEffectOperationReconciler) keepPending(p *pass, a *answer) {
 	r.pending.Store(p.op.UID, a)
 }
@@ -195,7 +195,7 @@ func (r *SideEffectOperationReconciler) fresh(p *pass) (*v1.SideEffectOperation,
 	return op, r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(p.op), op)
 }
 
-// keepEvidence records what a worker learned after its claim moved on, as
+// keepEvidence writes what a worker learned after its claim moved on, as
 // protocol.Stale decides: evidence, a commit when the status is still about
 // that attempt, or a second effect, which is raised at once.
 func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
@@ -225,7 +225,7 @@ func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 		fresh, err := r.fresh(p)
 		if apierrors.IsNotFound(err) {
 			// The operation is gone, finalizer and all: nothing is left
-			// to record the answer in.
+			// to write the answer in.
 			return nil
 		}
 		if err != nil {
@@ -239,7 +239,7 @@ func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 }
 
 // raiseSecondEffect tells a person at once of an answer that names an
-// effect besides the recorded one: the status stays as it is, but there may
+// effect besides the one the status names: the status stays as it is, but there may
 // be two effects for one key.
 func (r *SideEffectOperationReconciler) raiseSecondEffect(p *pass, late protocol.Late) {
 	st := p.op.Status
