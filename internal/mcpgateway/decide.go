@@ -23,11 +23,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,7 +53,9 @@ import (
 // call does. The request state is not trusted: the object is the one the
 // call's own arguments name, and the state only binds the answer to the
 // incarnation of the object (its UID) and, for an operation, to its
-// request hash, which the decision is then recorded against.
+// request hash and to the review it was asked in (an answer about an
+// earlier attempt says nothing of a later one), for a saga to the step it
+// waits on; the call's own arguments must be the object's request.
 //
 // A decline records nothing and answers as today, saying that the user
 // declined; a cancel, or no answer, records nothing and answers as today.
@@ -69,8 +73,10 @@ type decisionState struct {
 	Kind string `json:"k"`
 	Name string `json:"n"`
 	UID  string `json:"u"`
-	// RequestHash is an operation's; Step a saga's step.
+	// RequestHash and Review (its status.reviewGeneration when asked) are
+	// an operation's; Step a saga's step.
 	RequestHash string `json:"h,omitempty"`
+	Review      int64  `json:"r,omitempty"`
 	Step        string `json:"s,omitempty"`
 }
 
@@ -94,14 +100,23 @@ func decodeState(raw string) (decisionState, error) {
 // asksUser reports whether the call's session can carry an input request:
 // HTTP (not stdio, which keeps today's answers), protocol 2026-07-28 or
 // later, and a client that said it shows forms (the elicitation
-// capability).
+// capability, with the form mode or no mode named).
 func (g *Gateway) asksUser(req *mcp.CallToolRequest) bool {
 	if g.self != nil || req.Session == nil {
 		return false
 	}
 	p := req.Session.InitializeParams()
-	return p != nil && p.ProtocolVersion >= minInputProtocol && p.Capabilities != nil &&
-		p.Capabilities.Elicitation != nil
+	if p == nil || p.ProtocolVersion < minInputProtocol || p.Capabilities == nil {
+		return false
+	}
+	return showsForms(p.Capabilities.Elicitation)
+}
+
+// showsForms reports whether a client's elicitation capability takes
+// forms: said, or implied by a capability that names no mode (a client of
+// an older version).
+func showsForms(e *mcp.ElicitationCapabilities) bool {
+	return e != nil && (e.Form != nil || e.URL == nil)
 }
 
 // inputRequired is a result that asks for input: the SDK marks results
@@ -133,7 +148,8 @@ var resolutionChoices = map[string]v1.ResolutionAction{
 // askResolution asks the host's user to decide an operation in
 // NeedsReview.
 func askResolution(op *v1.SideEffectOperation, why string) mcp.Result {
-	st := decisionState{Kind: fieldOperation, Name: op.Name, UID: string(op.UID), RequestHash: op.Status.RequestHash}
+	st := decisionState{Kind: fieldOperation, Name: op.Name, UID: string(op.UID), RequestHash: op.Status.RequestHash,
+		Review: op.Status.ReviewGeneration}
 	return inputRequired{&mcp.CallToolResult{RequestState: st.encode(), InputRequests: mcp.InputRequestMap{
 		decisionInput: &mcp.ElicitParams{
 			Message: fmt.Sprintf("Once cannot tell whether %s of %s %s, with %s, happened at the tool (operation "+
@@ -143,7 +159,7 @@ func askResolution(op *v1.SideEffectOperation, why string) mcp.Result {
 			RequestedSchema: form(map[string]any{
 				"decision":      choice("What happened", "happened", "did not happen: retry", "do not do it"),
 				fieldExternalID: textField("The effect's id at the tool, if it happened and you know it", 0, 253),
-				fieldReason:     textField("Why", 1, 1024),
+				fieldReason:     textField("Why", 1, maxReason),
 			}, "decision", fieldReason),
 		}}}}
 }
@@ -151,22 +167,34 @@ func askResolution(op *v1.SideEffectOperation, why string) mcp.Result {
 // summary is an operation's parameters, shortened for a person to tell
 // the request apart.
 func summary(op *v1.SideEffectOperation) string {
-	if op.Spec.Parameters == nil || len(op.Spec.Parameters.Raw) == 0 {
+	return shorten(op.Spec.Parameters)
+}
+
+// shorten is parameters as a person reads them in a form.
+func shorten(params *runtime.RawExtension) string {
+	if params == nil || len(params.Raw) == 0 {
 		return "no parameters"
 	}
-	return text.Shorten(string(op.Spec.Parameters.Raw), 200)
+	return text.Shorten(string(params.Raw), 200)
 }
 
 // askApproval asks the host's user to approve a saga's step.
 func askApproval(s *v1.Saga, step, why string) mcp.Result {
 	st := decisionState{Kind: fieldSaga, Name: s.Name, UID: string(s.UID), Step: step}
+	what := ""
+	for _, ss := range s.Spec.Steps {
+		if ss.Name == step {
+			what = fmt.Sprintf(" (%s of %s %s, with %s)", ss.Operation, ss.ToolRef.EffectiveKind(), ss.ToolRef.Name,
+				shorten(ss.Parameters))
+		}
+	}
 	return inputRequired{&mcp.CallToolResult{RequestState: st.encode(), InputRequests: mcp.InputRequestMap{
 		decisionInput: &mcp.ElicitParams{
-			Message: fmt.Sprintf("Saga %s waits for approval of step %s: %s. Approve it to let the saga run it.",
-				s.Name, step, why),
+			Message: fmt.Sprintf("Saga %s waits for approval of step %s%s: %s. Approve it to let the saga run it.",
+				s.Name, step, what, why),
 			RequestedSchema: form(map[string]any{
 				"approve":   map[string]any{schemaType: "boolean", formTitle: "Approve step " + step},
-				fieldReason: textField("Why", 1, 1024),
+				fieldReason: textField("Why", 1, maxReason),
 			}, "approve", fieldReason),
 		}}}}
 }
@@ -230,34 +258,29 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Req
 	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, op); err != nil {
 		return fmt.Errorf("reading %s to record the decision: %w", name, err)
 	}
-	// This call's own request, which the operation holds, and the one the
-	// question was asked about.
-	hash, err := once.RequestHash(r)
-	if err != nil || st.Kind != fieldOperation || st.Name != name || types.UID(st.UID) != op.UID ||
-		st.RequestHash != op.Status.RequestHash || hash != op.Status.RequestHash {
-		return fmt.Errorf("the answer was asked about another request than this call's; nothing was recorded")
+	if err := st.boundTo(op, r); err != nil {
+		return err
 	}
 	if review.CanResolve(op) != nil {
 		// Decided meanwhile (this answer sent twice, or a person with
 		// kubectl once): the outcome answers the call.
 		return nil
 	}
-	decision, _ := content["decision"].(string)
-	act, known := resolutionChoices[decision]
-	reason, _ := content[fieldReason].(string)
-	if !known || reason == "" {
-		return fmt.Errorf("the answer names no decision and reason Once knows (%q); nothing was recorded", decision)
-	}
-	res := v1.Resolution{Action: act, By: "mcp:" + c.user, Reason: reason}
-	if id, _ := content[fieldExternalID].(string); act == v1.ResolutionMarkCommitted {
-		res.ExternalObjectID = id
+	res, err := resolutionOf(content, c)
+	if err != nil {
+		return err
 	}
 	for again := 0; ; again++ {
-		if old := op.Spec.Resolution; old != nil && old.Action == res.Action && old.ExternalObjectID == res.ExternalObjectID &&
-			old.By == res.By && old.Reason == res.Reason && op.Status.ReviewGeneration < op.Generation {
-			// This answer, written by this call's earlier try: Once
-			// applies it on its next pass.
-			return nil
+		if old := op.Spec.Resolution; old != nil && decidedInThisReview(op) {
+			if old.Action == res.Action && old.ExternalObjectID == res.ExternalObjectID && old.By == res.By &&
+				old.Reason == res.Reason {
+				// This answer, written by this call's earlier try: Once
+				// applies it on its next pass.
+				break
+			}
+			// Someone decided since the question was asked (a person
+			// with kubectl once, another host's user): theirs stands.
+			return fmt.Errorf("%s decided %s meanwhile; nothing was recorded", old.By, name)
 		}
 		err := review.ResolveOperation(ctx, c.kube, op, res)
 		if err == nil {
@@ -282,6 +305,67 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Req
 			return o.Status.State != v1.StateNeedsReview ||
 				(o.Status.Resolution != nil && o.Status.Resolution.Generation >= op.Generation)
 		})
+}
+
+// maxReason is the longest reason a decision holds (the CRDs' bound).
+const maxReason = 1024
+
+// decidedBy is who a decision names as its writer: the gateway for the
+// caller, within the CRDs' 253 bytes (admission records the caller's full
+// name beside it, as user).
+func decidedBy(c *caller) string {
+	return text.Shorten("mcp:"+c.user, 253)
+}
+
+// boundTo says why an answer asked with st cannot be recorded on op for
+// the call's request r: the question was about another object, another
+// incarnation of it, another request, or an earlier review.
+func (st decisionState) boundTo(op *v1.SideEffectOperation, r once.Request) error {
+	// This call's own request, which the operation holds, and the one the
+	// question was asked about.
+	hash, err := once.RequestHash(r)
+	if err != nil || st.Kind != fieldOperation || st.Name != op.Name || types.UID(st.UID) != op.UID ||
+		st.RequestHash != op.Status.RequestHash || hash != op.Status.RequestHash {
+		return errors.New("the answer was asked about another request than this call's; nothing was recorded")
+	}
+	if st.Review != op.Status.ReviewGeneration {
+		// Asked about an earlier attempt, which a decision since settled;
+		// the operation waits for a person again, about another one.
+		return fmt.Errorf("the answer was asked about an earlier attempt of %s, which needs review again; "+
+			"nothing was recorded", op.Name)
+	}
+	return nil
+}
+
+// resolutionOf is the resolution a user's form answers, written by the
+// gateway for caller c.
+func resolutionOf(content map[string]any, c *caller) (v1.Resolution, error) {
+	decision, _ := content["decision"].(string)
+	act, known := resolutionChoices[decision]
+	reason, _ := content[fieldReason].(string)
+	if !known || reason == "" {
+		return v1.Resolution{}, fmt.Errorf("the answer names no decision and reason Once knows (%q); "+
+			"nothing was recorded", decision)
+	}
+	if utf8.RuneCountInString(reason) > maxReason {
+		return v1.Resolution{}, fmt.Errorf("the reason is longer than %d characters; nothing was recorded", maxReason)
+	}
+	res := v1.Resolution{Action: act, By: decidedBy(c), Reason: reason}
+	if id, _ := content[fieldExternalID].(string); act == v1.ResolutionMarkCommitted {
+		res.ExternalObjectID = id
+	}
+	return res, nil
+}
+
+// decidedInThisReview reports whether op's spec holds a resolution that
+// Once has not applied yet: written after the operation last entered
+// NeedsReview, and not the one applied last.
+func decidedInThisReview(op *v1.SideEffectOperation) bool {
+	since := op.Status.ReviewGeneration
+	if r := op.Status.Resolution; r != nil {
+		since = max(since, r.Generation)
+	}
+	return op.Spec.Resolution != nil && op.Generation > since
 }
 
 // decisionWait bounds the wait for the manager to apply a decision; the
@@ -317,7 +401,7 @@ func waitFor[T client.Object](ctx context.Context, c *caller, key client.ObjectK
 
 // decideSaga writes the user's approval of the step the saga waits on, as
 // the caller. A refusal to approve is a decline.
-func decideSaga(ctx context.Context, c *caller, ns, name string, req *mcp.CallToolRequest, asks bool) error {
+func decideSaga(ctx context.Context, c *caller, ns string, r once.SagaRequest, req *mcp.CallToolRequest, asks bool) error {
 	action, content, raw, ok := answered(req)
 	if !asks || !ok || action == "cancel" {
 		return nil
@@ -329,12 +413,18 @@ func decideSaga(ctx context.Context, c *caller, ns, name string, req *mcp.CallTo
 	if err != nil {
 		return err
 	}
+	name := once.SagaName(r.Key)
 	s := &v1.Saga{}
 	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 		return fmt.Errorf("reading saga %s to record the approval: %w", name, err)
 	}
 	if st.Kind != fieldSaga || st.Name != name || types.UID(st.UID) != s.UID {
 		return fmt.Errorf("the answer was asked about another saga than %s; nothing was recorded", name)
+	}
+	if msg := once.SagaMismatch(r, s); msg != "" {
+		// The same key with other steps or inputs: the saga the user
+		// approved is not this call's request.
+		return fmt.Errorf("the answer was asked about another request than this call's (%s); nothing was recorded", msg)
 	}
 	if review.CanApprove(s, st.Step) != nil {
 		// Approved meanwhile, or the saga moved on: its outcome answers.
@@ -344,7 +434,10 @@ func decideSaga(ctx context.Context, c *caller, ns, name string, req *mcp.CallTo
 		return fmt.Errorf("saga %s does not wait for approval of step %s now; nothing was recorded", name, st.Step)
 	}
 	reason, _ := content[fieldReason].(string)
-	a := v1.SagaApproval{Step: st.Step, By: "mcp:" + c.user}
+	if utf8.RuneCountInString(reason) > maxReason {
+		return fmt.Errorf("the reason is longer than %d characters; nothing was recorded", maxReason)
+	}
+	a := v1.SagaApproval{Step: st.Step, By: decidedBy(c)}
 	if reason != "" {
 		a.Reason = reason
 	}

@@ -142,7 +142,7 @@ func (g *Gateway) callSaga(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	g.cfg.Logger.Info("tools/call", "tool", SagaToolName, "user", c.user, "namespace", ns, "saga", once.SagaName(r.Key))
 	// The host's user may have answered this call's question.
 	declined := false
-	switch err := decideSaga(ctx, c, ns, once.SagaName(r.Key), req, g.asksUser(req)); {
+	switch err := decideSaga(ctx, c, ns, r, req, g.asksUser(req)); {
 	case errors.Is(err, errDeclined):
 		declined = true
 	case apierrors.IsNotFound(err):

@@ -152,6 +152,13 @@ func newSaga(req SagaRequest) *v1.Saga {
 	return s
 }
 
+// SagaMismatch says how s differs from the saga req asks for, or "" when
+// s is that request's saga (the approvals and resolutions people wrote
+// aside), as DoSaga compares them before it answers from a saga it found.
+func SagaMismatch(req SagaRequest, s *v1.Saga) string {
+	return sameSaga(newSaga(req), s)
+}
+
 // sameSaga says how got differs from the request want stands for, or ""
 // when it is the same request. The key binds the whole spec but the
 // approvals and resolutions people write later: every field of every step,

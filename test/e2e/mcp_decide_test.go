@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -216,6 +217,35 @@ var _ = Describe("The host's user decides through the protocol", func() {
 	})
 })
 
+// drivingHost connects a host that shows forms and drives the rounds
+// itself, as a host whose user answers later would, and returns its call:
+// with an answer and the state it was asked with, or none.
+func drivingHost(ctx context.Context, url, token, tool string) func(map[string]any, *mcp.ElicitResult,
+	string) *mcp.CallToolResult {
+	GinkgoHelper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-host", Version: "v0.0.1"}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return nil, fmt.Errorf("answered by the test")
+		},
+	})
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url,
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token}}}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { _ = s.Close() })
+	return func(args map[string]any, answer *mcp.ElicitResult, state string) *mcp.CallToolResult {
+		GinkgoHelper()
+		p := &mcp.CallToolParams{Name: tool, Arguments: args}
+		if answer != nil {
+			p.InputResponses = mcp.InputResponseMap{"once.dev/decision": answer}
+			p.RequestState = state
+		}
+		r, err := s.CallTool(ctx, p)
+		Expect(err).NotTo(HaveOccurred())
+		return r
+	}
+}
+
 var _ = Describe("An answer to the gateway's question", func() {
 	const tool = "payments__charge.create"
 
@@ -229,32 +259,10 @@ var _ = Describe("An answer to the gateway's question", func() {
 		addr, err := harness.FreeAddr()
 		Expect(err).NotTo(HaveOccurred())
 		_, url := startGateway(ns, addr, "gateway")
-		// A host that shows forms, driving the rounds itself, as a host
-		// whose user answers later would.
-		c := mcp.NewClient(&mcp.Implementation{Name: "e2e-host", Version: "v0.0.1"}, &mcp.ClientOptions{
-			MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
-			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-				return nil, fmt.Errorf("answered by the test")
-			},
-		})
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url,
-			HTTPClient: &http.Client{Transport: bearerTransport{token: serviceAccountToken(ns, "resolver")}}}, nil)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() { _ = s.Close() })
+		call := drivingHost(ctx, url, serviceAccountToken(ns, "resolver"), tool)
 		args := map[string]any{"amount": 300, "currency": "eur", "idempotencyKey": "payout-21"}
-		call := func(args map[string]any, answer *mcp.ElicitResult, state string) *mcp.CallToolResult {
-			GinkgoHelper()
-			p := &mcp.CallToolParams{Name: tool, Arguments: args}
-			if answer != nil {
-				p.InputResponses = mcp.InputResponseMap{"once.dev/decision": answer}
-				p.RequestState = state
-			}
-			r, err := s.CallTool(ctx, p)
-			Expect(err).NotTo(HaveOccurred())
-			return r
-		}
 		happened := func() *mcp.ElicitResult {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "happened",
 				"externalObjectID": effectsFor(ns)[0].ID, "reason": "seen at the tool"}}
@@ -296,6 +304,111 @@ var _ = Describe("An answer to the gateway's question", func() {
 		Expect(r.IsError).To(BeFalse(), text(r))
 		Expect(structured(r)["state"]).To(Equal("Committed"))
 		Expect(jsonpath(ns, "seo/"+name, "{.metadata.generation}")).To(Equal(generation), "no second write")
+		Expect(effectsFor(ns)).To(HaveLen(1))
+	})
+	It("records nothing for an answer about an earlier review, nor over a person's decision made meanwhile", func() {
+		ns := newNamespace("mcp-answer-late")
+		m := startManager(ns, manager{holder: "mcp-answer-late"})
+		// The first two attempts' answers are lost: each charges, and each
+		// leaves the operation in NeedsReview.
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 2})
+		apply(ns, mcpToolYAML("payments", "10s"))
+		apply(ns, agentRBAC("resolver"))
+		apply(ns, resolverRBAC("resolver"))
+		addr, err := harness.FreeAddr()
+		Expect(err).NotTo(HaveOccurred())
+		_, url := startGateway(ns, addr, "gateway")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		call := drivingHost(ctx, url, serviceAccountToken(ns, "resolver"), tool)
+		args := map[string]any{"amount": 400, "currency": "eur", "idempotencyKey": "payout-31"}
+		retry := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "did not happen: retry",
+			"reason": "nothing at the tool"}}
+
+		By("the question about the first attempt; a person answers it first, with kubectl once")
+		r := call(args, nil, "")
+		Expect(r.NeedsInput()).To(BeTrue())
+		first := r.RequestState
+		name := mcpOperations(ns)[0]
+		once("resolve", name, "--retry", "--reason", "not at the tool", "-n", ns)
+		Eventually(func() string {
+			return jsonpath(ns, "seo/"+name, "{.status.attempts}/{.status.state}")
+		}, time.Minute).Should(Equal("2/NeedsReview"), "the second attempt's answer is lost too")
+		Expect(effectsFor(ns)).To(HaveLen(2))
+
+		By("the host's answer to the first question, sent now: it says nothing of the second attempt")
+		generation := jsonpath(ns, "seo/"+name, "{.metadata.generation}")
+		r = call(args, retry, first)
+		show("an answer about an earlier attempt", r)
+		Expect(text(r)).To(ContainSubstring("asked about an earlier attempt"))
+		Expect(jsonpath(ns, "seo/"+name, "{.metadata.generation}")).To(Equal(generation), "nothing written")
+
+		By("the question about the second attempt; a person decides while Once is stopped, then the host answers")
+		r = call(args, nil, "")
+		Expect(r.NeedsInput()).To(BeTrue())
+		second := r.RequestState
+		m.Stop(30 * time.Second)
+		once("resolve", name, "--committed", "--external-id", effectsFor(ns)[1].ID, "--reason", "found it", "-n", ns)
+		r = call(args, retry, second)
+		show("an answer after a person decided", r)
+		Expect(text(r)).To(ContainSubstring("meanwhile; nothing was recorded"))
+		Expect(jsonpath(ns, "seo/"+name, "{.spec.resolution.action}")).To(Equal("MarkCommitted"), "the person's stands")
+
+		By("Once again: the person's decision applied, no third attempt")
+		startManager(ns, manager{holder: "mcp-answer-late-2"})
+		Eventually(func() string { return jsonpath(ns, "seo/"+name, "{.status.state}") }, time.Minute).Should(Equal("Committed"))
+		Expect(jsonpath(ns, "seo/"+name, "{.status.attempts}")).To(Equal("2"))
+		Expect(effectsFor(ns)).To(HaveLen(2), "one per attempt a person licensed; the host's stale answers made none")
+	})
+
+	It("records a saga's approval only for this call's saga, and nothing for a decline", func() {
+		ns := newNamespace("mcp-answer-saga")
+		startManager(ns, manager{holder: "mcp-answer-saga"})
+		apply(ns, mcpToolYAML("payments", "10s"))
+		apply(ns, agentRBAC("approver"))
+		apply(ns, resolverRBAC("approver"))
+		addr, err := harness.FreeAddr()
+		Expect(err).NotTo(HaveOccurred())
+		_, url := startGateway(ns, addr, "gateway")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		call := drivingHost(ctx, url, serviceAccountToken(ns, "approver"), "once.saga.run")
+		saga := func(amount int) map[string]any {
+			return map[string]any{"idempotencyKey": "payout-run-7", "steps": []any{
+				map[string]any{"name": "pay", "toolRef": map[string]any{"name": "payments"}, "operation": "charge.create",
+					"parameters": map[string]any{"amount": amount, "currency": "eur"}, "requiresApproval": true,
+					"irreversible": true},
+			}}
+		}
+		approve := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true, "reason": "within budget"}}
+
+		By("the question names the step's tool, operation and parameters")
+		r := call(saga(100), nil, "")
+		Expect(r.NeedsInput()).To(BeTrue())
+		asked := r.InputRequests["once.dev/decision"].(*mcp.ElicitParams).Message
+		Expect(asked).To(ContainSubstring(`charge.create of Tool payments, with {"amount":100,"currency":"eur"}`))
+		state := r.RequestState
+		sagas := strings.Fields(kubectl("", "get", "saga", "-n", ns, "-o", "jsonpath={.items[*].metadata.name}"))
+		Expect(sagas).To(HaveLen(1))
+		name := sagas[0]
+		approvals := func() string { return jsonpath(ns, "saga/"+name, "{.spec.approvals}") }
+
+		By("the approval on a call with the same key and another amount: nothing recorded")
+		r = call(saga(99999), approve, state)
+		show("an approval on a call with other arguments", r)
+		Expect(text(r)).To(ContainSubstring("asked about another request"))
+		Expect(approvals()).To(BeEmpty())
+
+		By("a decline: nothing recorded, and the answer says so")
+		r = call(saga(100), &mcp.ElicitResult{Action: "decline"}, state)
+		Expect(text(r)).To(ContainSubstring("The user declined to decide"))
+		Expect(approvals()).To(BeEmpty())
+		Expect(effectsFor(ns)).To(BeEmpty(), "nothing runs before an approval")
+
+		By("the approval on this call's own saga: recorded, and the step runs once")
+		r = call(saga(100), approve, state)
+		Expect(r.IsError).To(BeFalse(), text(r))
+		Expect(structured(r)["state"]).To(Equal("Committed"))
 		Expect(effectsFor(ns)).To(HaveLen(1))
 	})
 })

@@ -1,0 +1,174 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package mcpgateway
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/pkg/once"
+)
+
+// TestShowsForms: a host is sent a form only if it takes forms; one that
+// named the URL mode alone was once sent one too.
+func TestShowsForms(t *testing.T) {
+	cases := map[string]struct {
+		e    *mcp.ElicitationCapabilities
+		want bool
+	}{
+		"None":        {nil, false},
+		"NoModeNamed": {&mcp.ElicitationCapabilities{}, true},
+		"Form":        {&mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}, true},
+		"URLOnly":     {&mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}, false},
+		"Both": {&mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{},
+			URL: &mcp.URLElicitationCapabilities{}}, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := showsForms(tc.e); got != tc.want {
+				t.Errorf("showsForms = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBoundTo: an answer counts only for the object, incarnation, request
+// and review it was asked about; one about an earlier review was once
+// recorded on the next.
+func TestBoundTo(t *testing.T) {
+	r := once.Request{Namespace: "shop", Tool: v1.ToolReference{Name: "payments"}, Operation: "charge",
+		Key: "k", Parameters: []byte(`{"amount":1}`)}
+	hash, err := once.RequestHash(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &v1.SideEffectOperation{}
+	op.Name, op.UID = "op", "uid-1"
+	op.Spec.Parameters = &runtime.RawExtension{Raw: r.Parameters}
+	op.Status.RequestHash, op.Status.ReviewGeneration = hash, 4
+	asked := decisionState{Kind: fieldOperation, Name: "op", UID: "uid-1", RequestHash: hash, Review: 4}
+	other := r
+	other.Parameters = []byte(`{"amount":2}`)
+	cases := map[string]struct {
+		st   decisionState
+		r    once.Request
+		want string
+	}{
+		"AskedAboutIt":         {asked, r, ""},
+		"AnotherIncarnation":   {with(asked, func(s *decisionState) { s.UID = "uid-0" }), r, "another request"},
+		"AnotherObject":        {with(asked, func(s *decisionState) { s.Name = "op-2" }), r, "another request"},
+		"ASaga":                {with(asked, func(s *decisionState) { s.Kind = fieldSaga }), r, "another request"},
+		"AnotherRequestHash":   {with(asked, func(s *decisionState) { s.RequestHash = "sha256:0" }), r, "another request"},
+		"OtherArguments":       {asked, other, "another request"},
+		"AnEarlierReview":      {with(asked, func(s *decisionState) { s.Review = 2 }), r, "an earlier attempt"},
+		"BeforeReviewsCounted": {with(asked, func(s *decisionState) { s.Review = 0 }), r, "an earlier attempt"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := tc.st.boundTo(op, tc.r)
+			if tc.want == "" && err != nil {
+				t.Fatalf("want no error, got %v", err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("want an error about %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+func with(s decisionState, change func(*decisionState)) decisionState {
+	change(&s)
+	return s
+}
+
+// TestResolutionOf: the form's answer as a resolution, within the CRD's
+// bounds: a long caller's name is shortened in by, a reason too long is
+// refused before anything is written.
+func TestResolutionOf(t *testing.T) {
+	alice := &caller{user: "alice"}
+	long := &caller{user: "oidc:" + strings.Repeat("u", 300)}
+	cases := map[string]struct {
+		content map[string]any
+		c       *caller
+		want    v1.Resolution
+		err     string
+	}{
+		"Happened": {content: map[string]any{"decision": "happened", fieldExternalID: "ch_1", fieldReason: "seen"},
+			c: alice, want: v1.Resolution{Action: v1.ResolutionMarkCommitted, ExternalObjectID: "ch_1", By: "mcp:alice",
+				Reason: "seen"}},
+		"RetryDropsTheID": {content: map[string]any{"decision": "did not happen: retry", fieldExternalID: "ch_1",
+			fieldReason: "not there"}, c: alice, want: v1.Resolution{Action: v1.ResolutionRetry, By: "mcp:alice",
+			Reason: "not there"}},
+		"UnknownDecision": {content: map[string]any{"decision": "maybe", fieldReason: "?"}, c: alice, err: "no decision"},
+		"NoReason":        {content: map[string]any{"decision": "do not do it"}, c: alice, err: "no decision and reason"},
+		"ReasonTooLong": {content: map[string]any{"decision": "do not do it", fieldReason: strings.Repeat("é", 1025)},
+			c: alice, err: "longer than 1024 characters"},
+		"ReasonAtTheBound": {content: map[string]any{"decision": "do not do it", fieldReason: strings.Repeat("é", 1024)},
+			c: alice, want: v1.Resolution{Action: v1.ResolutionFail, By: "mcp:alice", Reason: strings.Repeat("é", 1024)}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := resolutionOf(tc.content, tc.c)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("want an error about %q, got %v", tc.err, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+	got, err := resolutionOf(map[string]any{"decision": "do not do it", fieldReason: "r"}, long)
+	if err != nil || len(got.By) > 253 || !strings.HasPrefix(got.By, "mcp:oidc:") {
+		t.Fatalf("a caller of %d characters: by %q (%d bytes), %v; want at most 253", len(long.user), got.By,
+			len(got.By), err)
+	}
+}
+
+// TestDecidedInThisReview: a resolution in the spec that Once has not
+// applied, written since the operation last entered review, is someone
+// else's decision that the gateway must not overwrite.
+func TestDecidedInThisReview(t *testing.T) {
+	res := &v1.Resolution{Action: v1.ResolutionRetry, By: "alice", Reason: "r"}
+	cases := map[string]struct {
+		generation, review int64
+		spec               *v1.Resolution
+		applied            *v1.AppliedResolution
+		want               bool
+	}{
+		"Undecided":           {generation: 2, review: 2, want: false},
+		"WrittenThisReview":   {generation: 3, review: 2, spec: res, want: true},
+		"AppliedInAnEarlier":  {generation: 2, review: 2, spec: res, applied: &v1.AppliedResolution{Generation: 2}},
+		"AppliedInThisReview": {generation: 3, review: 2, spec: res, applied: &v1.AppliedResolution{Generation: 3}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			op := &v1.SideEffectOperation{}
+			op.Generation, op.Status.ReviewGeneration = tc.generation, tc.review
+			op.Spec.Resolution, op.Status.Resolution = tc.spec, tc.applied
+			if got := decidedInThisReview(op); got != tc.want {
+				t.Errorf("decidedInThisReview = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
