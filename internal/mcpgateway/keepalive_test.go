@@ -18,9 +18,11 @@ package mcpgateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -89,11 +91,16 @@ func TestResponseModeKeepsTheBody(t *testing.T) {
 	}
 }
 
-// TestKeepAlive: a change is sent at once; silence is filled every
-// interval with the last message, the progress always growing; nothing is
-// sent once the call's context ended.
+// TestKeepAlive: a change is sent at once; silence is filled with the
+// last message, marked as a wait, never sooner than an interval after the
+// send before, the progress always growing; nothing is sent once the
+// call's context ended. It waits for a count of keep-alives, not for a
+// time, so that a loaded machine only makes it slower: it once required
+// three sends within 180 ms at 50 ms.
 func TestKeepAlive(t *testing.T) {
+	const interval = 20 * time.Millisecond
 	type sent struct {
+		at       time.Time
 		progress float64
 		msg      string
 	}
@@ -102,38 +109,70 @@ func TestKeepAlive(t *testing.T) {
 		got []sent
 	)
 	ctx, cancel := context.WithCancel(context.Background())
-	notify := keepAlive(ctx, 50*time.Millisecond, func(p float64, msg string) {
+	defer cancel()
+	notify := keepAlive(ctx, interval, func(p float64, msg string) {
 		mu.Lock()
 		defer mu.Unlock()
-		got = append(got, sent{p, msg})
+		got = append(got, sent{time.Now(), p, msg})
 	})
 	snapshot := func() []sent {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]sent(nil), got...)
 	}
-	notify("operation x is Started")
-	time.Sleep(180 * time.Millisecond)
-	cancel()
-	time.Sleep(10 * time.Millisecond) // a keep-alive under way at the cancel ends
+	messages := func(s []sent) []string {
+		var m []string
+		for _, n := range s {
+			m = append(m, fmt.Sprintf("%v %q", n.progress, n.msg))
+		}
+		return m
+	}
+	const change = "operation x is Started"
+	notify(change)
+	// Sent at once: notify returns after the send. A machine slow enough
+	// to let an interval pass around the change may have sent keep-alives
+	// of the message before it, or of the change already.
 	s := snapshot()
-	if len(s) < 3 {
-		t.Fatalf("want the change and at least two keep-alives in 180 ms at 50 ms, got %v", s)
+	first := slices.IndexFunc(s, func(n sent) bool { return n.msg == change })
+	if first < 0 {
+		t.Fatalf("the change is not sent when notify returns: %v", messages(s))
 	}
-	if s[0].msg != "operation x is Started" {
-		t.Errorf("first: got %q, want the change itself", s[0].msg)
+	const keepAlives = 3
+	for deadline := time.Now().Add(30 * time.Second); len(snapshot()) < first+1+keepAlives; {
+		if time.Now().After(deadline) {
+			t.Fatalf("want %d keep-alives after the change at %s, got %v in 30 s", keepAlives, interval,
+				messages(snapshot()))
+		}
+		time.Sleep(interval)
 	}
+	cancel()
+	// notify holds the lock a keep-alive is sent under: once it returns,
+	// any keep-alive under way at the cancel is done, and it sends nothing
+	// itself.
+	notify("operation x is Committed")
+	s = snapshot()
 	for i, n := range s {
 		if n.progress != float64(i+1) {
 			t.Errorf("notification %d: progress %v, want %d", i, n.progress, i+1)
 		}
-		if i > 0 && n.msg != "still waiting: operation x is Started" {
-			t.Errorf("notification %d: got %q, want the last change, marked as a wait", i, n.msg)
+		want := "still waiting: " + change
+		switch {
+		case i < first:
+			want = "still waiting: waiting for the outcome"
+		case i == first:
+			want = change
+		}
+		if n.msg != want {
+			t.Errorf("notification %d: got %q, want %q", i, n.msg, want)
+		}
+		// The first keep-alive after the change may have been due before
+		// it; every other waits an interval after the send before it.
+		if i > first+1 && n.at.Sub(s[i-1].at) < interval {
+			t.Errorf("notification %d came %s after the one before, want at least %s", i, n.at.Sub(s[i-1].at), interval)
 		}
 	}
-	time.Sleep(120 * time.Millisecond)
-	notify("operation x is Committed")
+	time.Sleep(5 * interval)
 	if after := snapshot(); len(after) != len(s) {
-		t.Errorf("sent after the call ended: %v", after[len(s):])
+		t.Errorf("sent after the call ended: %v", messages(after[len(s):]))
 	}
 }

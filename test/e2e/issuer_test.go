@@ -143,6 +143,9 @@ type oidcIssuer struct {
 	clients map[string]string // client id -> secret
 	// Issued counts the tokens the token endpoint gave out.
 	Issued atomic.Int64
+	// resources are the resource parameters (RFC 8707) of the token
+	// requests, which this issuer records and ignores.
+	resources []string
 }
 
 // startIssuer starts the issuer on a free loopback port, serving HTTPS
@@ -182,6 +185,16 @@ func (is *oidcIssuer) register(id, secret string) {
 	is.clients[id] = secret
 }
 
+// resourcesAsked returns the resource parameters of the token requests
+// since it was last called, and forgets them.
+func (is *oidcIssuer) resourcesAsked() []string {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	r := is.resources
+	is.resources = nil
+	return r
+}
+
 func (is *oidcIssuer) discovery(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, map[string]any{
 		"issuer": is.URL, "jwks_uri": is.URL + "/jwks", "token_endpoint": is.URL + "/token",
@@ -204,7 +217,9 @@ func (is *oidcIssuer) jwks(w http.ResponseWriter, _ *http.Request) {
 
 // token answers the client_credentials grant of a registered client
 // (secret in Basic auth or in the form) with a token for the gateway's
-// audience whose subject is the client.
+// audience whose subject is the client, whatever resource (RFC 8707) the
+// request names, as an issuer does that has no resource indicators (or
+// maps every resource to one audience).
 func (is *oidcIssuer) token(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil || r.PostForm.Get("grant_type") != "client_credentials" {
 		w.WriteHeader(http.StatusBadRequest)
@@ -223,6 +238,9 @@ func (is *oidcIssuer) token(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"error": "invalid_client"})
 		return
 	}
+	is.mu.Lock()
+	is.resources = append(is.resources, r.PostForm["resource"]...)
+	is.mu.Unlock()
 	is.Issued.Add(1)
 	tok := is.mint(id, gatewayAudience, 10*time.Minute)
 	writeJSON(w, map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": 600})

@@ -137,6 +137,7 @@ var _ = Describe("The MCP gateway's authorization", Ordered, func() {
 	})
 
 	It("serves its protected-resource metadata, naming the issuer the API server trusts", func() {
+		effectsBefore := len(effectsFor(ns))
 		for _, path := range []string{metadataURL, strings.TrimSuffix(metadataURL, "/mcp")} {
 			resp, err := ca.client().Get(path)
 			Expect(err).NotTo(HaveOccurred())
@@ -149,6 +150,7 @@ var _ = Describe("The MCP gateway's authorization", Ordered, func() {
 			Expect(md).To(HaveKeyWithValue("authorization_servers", ConsistOf(issuer.URL)))
 			Expect(md).To(HaveKeyWithValue("bearer_methods_supported", ConsistOf("header")))
 		}
+		Expect(effectsFor(ns)).To(HaveLen(effectsBefore))
 	})
 
 	It("answers 401 naming the metadata to a missing, malformed, foreign, API-server or expired token, never 200", func() {
@@ -165,6 +167,10 @@ var _ = Describe("The MCP gateway's authorization", Ordered, func() {
 			"for the API server":           strings.TrimSpace(kubectl("", "create", "token", "agent", "-n", ns)),
 			"expired, of the trusted OIDC": issuer.mint("agent-app", gatewayAudience, -time.Minute),
 			"of the trusted OIDC issuer, for another audience": issuer.mint("agent-app", "other", 10*time.Minute),
+			// What an issuer that honours the resource parameter the
+			// TypeScript SDK sends (RFC 8707) issues: aud is the
+			// gateway's URL, not its --audience (docs/mcp.md).
+			"of the trusted OIDC issuer, for the gateway's URL": issuer.mint("agent-app", endpoint, 10*time.Minute),
 		}
 		for what, token := range invalid {
 			status, challenge := postMCP(c, endpoint, token)
@@ -207,6 +213,7 @@ var _ = Describe("The MCP gateway's authorization", Ordered, func() {
 	})
 
 	It("answers a bad token at once, without reading a body that never ends", func() {
+		effectsBefore := len(effectsFor(ns))
 		u, err := url.Parse(endpoint)
 		Expect(err).NotTo(HaveOccurred())
 		pool := x509.NewCertPool()
@@ -227,13 +234,19 @@ var _ = Describe("The MCP gateway's authorization", Ordered, func() {
 		_, _ = fmt.Fprintf(GinkgoWriter, "answered %s after %s\n", resp.Status, time.Since(start))
 		Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
 		Expect(resp.Header.Get("WWW-Authenticate")).To(ContainSubstring(`error="invalid_token"`))
+		Expect(effectsFor(ns)).To(HaveLen(effectsBefore))
 	})
 
 	It("makes one TokenReview for concurrent requests with one unknown token", func() {
 		kubectl("", "create", "serviceaccount", "burst", "-n", ns)
-		for what, token := range map[string]string{
-			"a valid token":  strings.TrimSpace(kubectl("", "create", "token", "burst", "-n", ns, "--audience="+gatewayAudience)),
-			"an invalid one": "never-seen-" + ns,
+		effectsBefore := len(effectsFor(ns))
+		for what, tc := range map[string]struct {
+			token string
+			want  int
+		}{
+			"a valid token": {want: http.StatusOK,
+				token: strings.TrimSpace(kubectl("", "create", "token", "burst", "-n", ns, "--audience="+gatewayAudience))},
+			"an invalid one": {token: "never-seen-" + ns, want: http.StatusUnauthorized},
 		} {
 			before := tokenReviews()
 			const n = 20
@@ -242,17 +255,18 @@ var _ = Describe("The MCP gateway's authorization", Ordered, func() {
 			for range n {
 				wg.Go(func() {
 					defer GinkgoRecover()
-					status, _ := postMCP(ca.client(), endpoint, token)
+					status, _ := postMCP(ca.client(), endpoint, tc.token)
 					statuses <- status
 				})
 			}
 			wg.Wait()
 			close(statuses)
 			for s := range statuses {
-				Expect(s).NotTo(Equal(0))
+				Expect(s).To(Equal(tc.want), what)
 			}
 			Expect(tokenReviews()-before).To(Equal(1), what)
 		}
+		Expect(effectsFor(ns)).To(HaveLen(effectsBefore))
 	})
 
 	It("finds that the API server's OIDC authenticator ignores a TokenReview's audiences, as docs/mcp.md says", func() {
@@ -278,6 +292,7 @@ var _ = Describe("The MCP gateway's authorization", Ordered, func() {
 		caFile := filepath.Join(workDir, "node-ca.pem")
 		Expect(os.WriteFile(caFile, ca.PEM, 0o600)).To(Succeed())
 		issuedBefore := issuer.Issued.Load()
+		issuer.resourcesAsked()
 		// An issuer's token is reviewed twice (for the gateway's audience,
 		// refused by the audience-agnostic authenticator, then without
 		// audiences, its aud claim deciding), then its verdict is kept.
@@ -319,9 +334,13 @@ var _ = Describe("The MCP gateway's authorization", Ordered, func() {
 		Expect(urls).To(ContainElement(HavePrefix("GET " + issuer.URL + "/.well-known/")))
 		Expect(urls).To(ContainElement("POST " + issuer.URL + "/token 200"))
 		Expect(issuer.Issued.Load() - issuedBefore).To(Equal(int64(1)))
+		// RFC 8707: the SDK asks the issuer for a token for the resource
+		// the gateway's metadata names, its public URL; this issuer
+		// ignores it and issues its token for once-mcp (docs/mcp.md).
+		Expect(issuer.resourcesAsked()).To(HaveExactElements(endpoint))
 		Expect(tokenReviews() - reviewsBefore).To(Equal(2))
 		_, _ = fmt.Fprintf(GinkgoWriter, "The TypeScript SDK negotiated protocol version %s\n", got.ProtocolVersion)
-		Expect(got.ProtocolVersion).NotTo(BeEmpty())
+		Expect(got.ProtocolVersion).To(Equal(tsProtocolVersion))
 		Expect(got.Tools).To(ContainElement(tool))
 		Expect(got.Result.IsError).To(BeFalse())
 		Expect(got.Result.StructuredContent).To(HaveKeyWithValue("state", "Committed"))

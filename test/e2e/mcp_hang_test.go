@@ -156,6 +156,14 @@ const (
 	elicits = "elicitation"
 )
 
+// The protocol versions the official SDKs' clients negotiate with the
+// gateway: the TypeScript SDK's latest (1.32.2, test/mcpts/package.json),
+// and the Go SDK's (v1.8.0, go.mod), which the gateway speaks too.
+const (
+	tsProtocolVersion = "2025-11-25"
+	goProtocolVersion = "2026-07-28"
+)
+
 // tsCall runs one tools/call through the official TypeScript SDK's client
 // (test/mcpts/call-tool.mjs), set as settings says, and sends its outcome
 // when the call ends. The script's lines go to the spec's output.
@@ -216,6 +224,7 @@ func tsCall(url, token, tool string, args map[string]any, settings string) <-cha
 	var version string
 	Eventually(connected, time.Minute).Should(Receive(&version))
 	AddReportEntry("protocol version the TypeScript SDK client negotiated", version)
+	Expect(version).To(Equal(tsProtocolVersion))
 	return done
 }
 
@@ -246,6 +255,7 @@ func goCall(url, token, tool string, args map[string]any, settings string) <-cha
 	// Close waits for a call in flight: end it first.
 	DeferCleanup(func() { cancel(); _ = s.Close() })
 	AddReportEntry("protocol version the Go SDK client negotiated", s.InitializeResult().ProtocolVersion)
+	Expect(s.InitializeResult().ProtocolVersion).To(Equal(goProtocolVersion))
 	p := &mcp.CallToolParams{Name: tool, Arguments: args}
 	if settings != defaults {
 		p.SetProgressToken("hang-1")
