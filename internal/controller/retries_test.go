@@ -242,3 +242,40 @@ var _ = Describe("NeedsReview", func() {
 		Expect(values).To(HaveKey("once_tool_requests_total"))
 	})
 })
+
+var _ = Describe("A resolution of an earlier review", func() {
+	It("is not applied again when another field of the spec changes in a later review", func() {
+		ns := newNamespace()
+		DeferCleanup(startManager(managerOptions{}))
+		// The tool makes each of the first two effects and drops the
+		// connection before it answers (a reset after the commit): a tool
+		// that cannot dedupe or be searched leaves the outcome to a person
+		// both times.
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 2})
+		newTool(ns, "mailer", v1.IdempotencyNone)
+		create(newOp(ns, "op", "mailer", map[string]any{}))
+		waitFor(ns, "op", v1.StateNeedsReview)
+		resolve(ns, "op", v1.Resolution{Action: v1.ResolutionRetry, By: "bob", Reason: "no mail in the log"})
+		Eventually(func() int32 { return get(ns, "op").Status.Attempts }).Should(BeEquivalentTo(2))
+		op := waitFor(ns, "op", v1.StateNeedsReview)
+		Expect(op.Status.Resolution).NotTo(BeNil())
+		Expect(effectsOf(v1.IdempotencyNone, ns, "op")).To(Equal(2))
+
+		// A person sets a TTL: bob's Retry is still in the spec, and the
+		// generation moves past every one the status names.
+		patch := client.MergeFrom(op.DeepCopy())
+		op.Spec.TTLSecondsAfterFinished = new(int32(3600))
+		Expect(k8sClient.Patch(ctx, op, patch)).To(Succeed())
+		Expect(op.Generation).To(BeNumerically(">", op.Status.ReviewGeneration))
+		Consistently(func() int32 { return get(ns, "op").Status.Attempts }, 3*time.Second).Should(BeEquivalentTo(2))
+		Expect(get(ns, "op").Status.State).To(Equal(v1.StateNeedsReview))
+		Expect(effectsOf(v1.IdempotencyNone, ns, "op")).To(Equal(2), "no third effect without a person's decision")
+
+		// A decision of this review, with a reason of its own, applies.
+		resolve(ns, "op", v1.Resolution{Action: v1.ResolutionMarkCommitted, ExternalObjectID: "mail-2", By: "bob",
+			Reason: "the second mail is in the log"})
+		op = waitFor(ns, "op", v1.StateCommitted)
+		Expect(op.Status.Attempts).To(BeEquivalentTo(2))
+		Expect(effectsOf(v1.IdempotencyNone, ns, "op")).To(Equal(2))
+	})
+})

@@ -320,8 +320,7 @@ func writeOperation(out io.Writer, op *v1.SideEffectOperation, now time.Time) er
 		}
 		fields = append(fields, field{"Resolved", resolutionText(r.Resolution) + how})
 	}
-	if r := op.Spec.Resolution; r != nil && (st.Resolution == nil || st.Resolution.Generation < op.Generation) &&
-		state == v1.StateNeedsReview {
+	if r := op.Spec.Resolution; r != nil && state == v1.StateNeedsReview && protocol.ResolutionPending(op) {
 		fields = append(fields, field{"Written", resolutionText(*r) + ", in spec.resolution, not applied yet"})
 	}
 	writeFields(out, fields)

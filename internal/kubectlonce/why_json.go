@@ -195,8 +195,7 @@ func operationDoc(op *v1.SideEffectOperation) Story {
 		d.Resolution.Applied, d.Resolution.Time, d.Resolution.FromState = true, new(r.Time.UTC()), string(r.FromState)
 	}
 	state := st.State.OrPlanned()
-	if r := op.Spec.Resolution; r != nil && (st.Resolution == nil || st.Resolution.Generation < op.Generation) &&
-		state == v1.StateNeedsReview {
+	if r := op.Spec.Resolution; r != nil && state == v1.StateNeedsReview && protocol.ResolutionPending(op) {
 		d.Written = resolutionDecision(*r)
 	}
 	entries := []StoryEntry{}

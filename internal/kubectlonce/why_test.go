@@ -81,6 +81,30 @@ Story, oldest first:
 	}
 }
 
+func TestWriteOperationAppliedResolutionIsNotPending(t *testing.T) {
+	// In a second review, the Retry applied to the first is still in the
+	// spec, and an edit of another field moved the generation: it is not
+	// a resolution waiting to be applied, and why does not say it is.
+	retry := v1.Resolution{Action: v1.ResolutionRetry, By: "bob", Reason: "not charged"}
+	op := &v1.SideEffectOperation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "pay", Generation: 3, CreationTimestamp: at(0)},
+		Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: "payments"}, Operation: "charge.create",
+			Resolution: &retry, TTLSecondsAfterFinished: new(int32(60))},
+		Status: v1.SideEffectOperationStatus{State: v1.StateNeedsReview, Attempts: 2, ReviewGeneration: 2,
+			Resolution: &v1.AppliedResolution{Resolution: retry, Generation: 2, Time: at(10), FromState: v1.StateNeedsReview}},
+	}
+	var out bytes.Buffer
+	if err := writeOperation(&out, op, at(300).Time); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "not applied yet") {
+		t.Errorf("the applied resolution is shown as waiting:\n%s", out.String())
+	}
+	if d := operationDoc(op).Operation; d == nil || d.Written != nil {
+		t.Errorf("the JSON story reports the applied resolution as written and waiting: %+v", d)
+	}
+}
+
 func TestStepLines(t *testing.T) {
 	steps := []v1.SagaStep{{Name: "ticket"}, {Name: "config", RequiresApproval: true}, {Name: "notify"}}
 	cases := map[string]struct {

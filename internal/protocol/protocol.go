@@ -417,7 +417,10 @@ func needsReview(st v1.SideEffectOperationStatus, env Env, msg string) Decision 
 
 // resolutionPending reports whether res was given after the operation last
 // entered NeedsReview: a resolution that was already there then is not
-// applied, and one is applied once.
+// applied, and one is applied once. The generation says only that the spec
+// changed since, not which field: a resolution the same as the one already
+// applied is that decision still, whatever else of the spec was edited
+// (its ttlSecondsAfterFinished), never a new one.
 func resolutionPending(st v1.SideEffectOperationStatus, res *v1.Resolution, env Env) bool {
 	since := st.ReviewGeneration
 	if since == 0 {
@@ -427,7 +430,25 @@ func resolutionPending(st v1.SideEffectOperationStatus, res *v1.Resolution, env 
 	if st.Resolution != nil {
 		since = max(since, st.Resolution.Generation)
 	}
-	return res != nil && env.Generation > since
+	return res != nil && env.Generation > since && !SameDecision(*res, st.Resolution)
+}
+
+// SameDecision reports whether res is the resolution applied, as far as a
+// person decides it: its action, the effect it names, who and why. The
+// user admission records is left out: the same decision written again by
+// another account is not a new one. Only a resolution that differs from
+// the one applied can decide a later review (docs/design.md,
+// "reviewGeneration for resolutions").
+func SameDecision(res v1.Resolution, applied *v1.AppliedResolution) bool {
+	return applied != nil && res.Action == applied.Action && res.ExternalObjectID == applied.ExternalObjectID &&
+		res.By == applied.By && res.Reason == applied.Reason
+}
+
+// ResolutionPending reports whether the operation op's spec.resolution is
+// one the manager applies on its next pass in NeedsReview: written during
+// this review and not the one already applied.
+func ResolutionPending(op *v1.SideEffectOperation) bool {
+	return resolutionPending(op.Status, op.Spec.Resolution, Env{Generation: op.Generation})
 }
 
 // nextNeedsReview applies a person's resolution, once.

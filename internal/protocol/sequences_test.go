@@ -572,3 +572,57 @@ func TestDuplicateOfAReviewWaitsStalled(t *testing.T) {
 		t.Errorf("deciding again changed the status:\n%s", gocmp.Diff(w, again))
 	}
 }
+
+func TestResolutionAppliedOnce(t *testing.T) {
+	// An operation entered NeedsReview at generation 1; alice's Retry
+	// (generation 2) was applied and attempt 2's outcome was lost too, so
+	// the operation entered NeedsReview again at generation 2. The Retry
+	// stays in the spec. An edit of another field of the spec (its
+	// ttlSecondsAfterFinished) moves the generation to 3: the Retry
+	// decided the first review, not this one, and must not run attempt 3.
+	p := policy(v1.IdempotencyNone)
+	e := env()
+	retry := &v1.Resolution{Action: v1.ResolutionRetry, By: "alice", Reason: "nothing at the tool"}
+	st := needsReview(v1.SideEffectOperationStatus{Attempts: 1}, e, "review 1").Status
+	e.Generation = 2
+	d := Next(st, retry, p, e)
+	if d.Action != ActionExecute || d.Status.Attempts != 2 {
+		t.Fatalf("the first review's Retry must run attempt 2: %s, attempt %d", d.Action, d.Status.Attempts)
+	}
+	second := needsReview(d.Status, e, "review 2").Status
+	cases := map[string]struct {
+		reason string
+		res    *v1.Resolution
+		gen    int64
+		apply  bool
+	}{
+		"SameGeneration": {reason: "Nothing was written since the review began.",
+			res: retry, gen: 2},
+		"OtherFieldEdited": {reason: "An edit of another field does not make the applied Retry a new decision.",
+			res: retry, gen: 3},
+		"OtherFieldEditedTwice": {reason: "Nor do two.",
+			res: retry, gen: 7},
+		"UserRewritten": {reason: "The same decision, written again by another account, is still the same decision.",
+			res: &v1.Resolution{Action: v1.ResolutionRetry, By: "alice", User: "system:admin", Reason: "nothing at the tool"}, gen: 3},
+		"NewReason": {reason: "A Retry with another reason is a new decision: it applies.",
+			res: &v1.Resolution{Action: v1.ResolutionRetry, By: "alice", Reason: "still nothing"}, gen: 3, apply: true},
+		"OtherPerson": {reason: "A Retry by someone else is a new decision.",
+			res: &v1.Resolution{Action: v1.ResolutionRetry, By: "bob", Reason: "nothing at the tool"}, gen: 3, apply: true},
+		"Fail": {reason: "Another action is a new decision.",
+			res: &v1.Resolution{Action: v1.ResolutionFail, By: "alice", Reason: "nothing at the tool"}, gen: 3, apply: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := e
+			e.Generation = tc.gen
+			d := Next(second, tc.res, p, e)
+			if applied := d.Action != ActionWait; applied != tc.apply {
+				t.Errorf("%s: applied: want %t, got %t (%s, state %s, attempt %d)", tc.reason, tc.apply, applied,
+					d.Action, d.Status.State, d.Status.Attempts)
+			}
+			if !tc.apply && NeedsTool(second, tc.res, e) {
+				t.Errorf("%s: a resolution that is not applied needs no tool", tc.reason)
+			}
+		})
+	}
+}

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 // Kinds a RequestError names.
@@ -103,18 +104,23 @@ func CanResolve(op *v1.SideEffectOperation) error {
 }
 
 // checkOperation says why r cannot be written into op, if it cannot: op
-// cannot be resolved, or already holds r (the user is left out, as
-// admission writes it). A resolution already there is applied if it was
-// written during this review, and never if it was written before
+// cannot be resolved, r is the decision already applied to an earlier
+// review, or op already holds r (the user is left out, as admission writes
+// it). A resolution already there is applied if it was written during this
+// review, and never if it was written before or was applied already
 // (docs/design.md, "reviewGeneration for resolutions"); writing it again
 // changes nothing either way.
 func checkOperation(op *v1.SideEffectOperation, r v1.Resolution) error {
 	if err := CanResolve(op); err != nil {
 		return err
 	}
+	if protocol.SameDecision(r, op.Status.Resolution) {
+		return fmt.Errorf("%s was resolved with this decision in an earlier review, and Once applies a decision "+
+			"once: to decide this review, write it with another --reason", op.Name)
+	}
 	if old := op.Spec.Resolution; old != nil && old.Action == r.Action && old.ExternalObjectID == r.ExternalObjectID &&
 		old.By == r.By && old.Reason == r.Reason {
-		if op.Status.ReviewGeneration < op.Generation {
+		if protocol.ResolutionPending(op) {
 			return fmt.Errorf("%s already holds this resolution, written during this review: Once applies it "+
 				"on its next pass", op.Name)
 		}

@@ -104,6 +104,14 @@ func TestCheckOperation(t *testing.T) {
 			Status:     v1.SideEffectOperationStatus{State: v1.StateNeedsReview, ReviewGeneration: reviewGeneration},
 		}
 	}
+	// applied is op in its second review: retry, written at generation 2,
+	// was applied to the first, and it is still held; the spec was edited
+	// since (its ttlSecondsAfterFinished), so the generation moved on.
+	applied := func(held *v1.Resolution) *v1.SideEffectOperation {
+		o := op(3, 2, held)
+		o.Status.Resolution = &v1.AppliedResolution{Resolution: retry, Generation: 2}
+		return o
+	}
 	with := func(f func(*v1.Resolution)) *v1.Resolution {
 		r := retry
 		f(&r)
@@ -135,6 +143,16 @@ func TestCheckOperation(t *testing.T) {
 		"OtherExternalID": {reason: "Another effect found at the tool is another resolution.",
 			op: op(2, 2, &v1.Resolution{Action: v1.ResolutionMarkCommitted, ExternalObjectID: "ch_1", By: "alice"}),
 			r:  v1.Resolution{Action: v1.ResolutionMarkCommitted, ExternalObjectID: "ch_2", By: "alice"}},
+		"AppliedBefore": {reason: "The decision applied to an earlier review, still held, decides nothing now, however the generation moved: only another reason makes it new.",
+			op: applied(&retry), r: retry,
+			err: "x was resolved with this decision in an earlier review, and Once applies a decision once: " +
+				"to decide this review, write it with another --reason"},
+		"AppliedBeforeOtherHeld": {reason: "Nor can it be written back over another resolution.",
+			op: applied(with(func(r *v1.Resolution) { r.Reason = "" })), r: retry,
+			err: "x was resolved with this decision in an earlier review, and Once applies a decision once: " +
+				"to decide this review, write it with another --reason"},
+		"AppliedBeforeNewReason": {reason: "A new reason makes a new decision.",
+			op: applied(&retry), r: *with(func(r *v1.Resolution) { r.Reason = "still no charge in the dashboard" })},
 		"NotInReview": {reason: "What cannot be resolved is said first.",
 			op: func() *v1.SideEffectOperation { o := op(2, 1, &retry); o.Status.State = v1.StateCommitted; return o }(), r: retry,
 			err: "x is Committed: there is nothing to resolve"},

@@ -475,7 +475,8 @@ func addsFinalizer(cur, next []string) bool {
 
 // checkImmutable enforces the CRD's CEL rules that make an operation's
 // spec immutable but for spec.resolution, which may change only while the
-// operation is in NeedsReview. Parameters compare as JSON, not as bytes.
+// operation is in NeedsReview, and spec.ttlSecondsAfterFinished, which may
+// change at any time. Parameters compare as JSON, not as bytes.
 func checkImmutable(cur, obj client.Object) error {
 	o, ok := cur.(*v1.SideEffectOperation)
 	if !ok {
@@ -489,6 +490,7 @@ func checkImmutable(cur, obj client.Object) error {
 				"spec.resolution can be set only while the operation is in NeedsReview")})
 	}
 	a.Resolution, b.Resolution = nil, nil
+	a.TTLSecondsAfterFinished, b.TTLSecondsAfterFinished = nil, nil
 	for _, s := range []*v1.SideEffectOperationSpec{a, b} {
 		if s.Parameters != nil {
 			var c bytes.Buffer

@@ -93,6 +93,7 @@ var modelCases = []struct {
 	{"delete preconditions", modelPreconditions},
 	{"immutable spec but spec.resolution", modelImmutable},
 	{"spec.resolution only in NeedsReview", modelResolutionOutsideReview},
+	{"spec.ttlSecondsAfterFinished may change", modelTTLEdit},
 	{"parameters as the client wrote them", modelParametersAsWritten},
 	{"finalizer at create", modelFinalizerAtCreate},
 	{"terminating namespace", modelNamespaceTerminating},
@@ -501,6 +502,30 @@ func modelResolutionOutsideReview(r *modelRun) {
 	r.call("update changing spec.resolution after NeedsReview", r.s.update(o), "Invalid")
 	r.read(op)
 	r.is("generation after the refused writes", op.Generation, 2)
+}
+
+// modelTTLEdit: spec.ttlSecondsAfterFinished may be set, changed and
+// removed at any time, a resolution written in NeedsReview kept: each
+// edit is a new generation that decides nothing.
+func modelTTLEdit(r *modelRun) {
+	op := r.op("charge")
+	r.must("create", r.s.create(op))
+	op.Spec.TTLSecondsAfterFinished = new(int32(60))
+	r.call("update setting spec.ttlSecondsAfterFinished", r.s.update(op), "ok")
+	op.Status.State = v1.StateNeedsReview
+	r.must("status update to NeedsReview", r.s.updateStatus(op))
+	op.Spec.Resolution = &v1.Resolution{Action: v1.ResolutionRetry, By: "alice"}
+	r.must("update setting spec.resolution in NeedsReview", r.s.update(op))
+	base := op.DeepCopy()
+	op.Spec.TTLSecondsAfterFinished = new(int32(0))
+	r.call("merge patch changing spec.ttlSecondsAfterFinished in NeedsReview", r.s.patch(op, client.MergeFrom(base)), "ok")
+	op.Status.State = v1.StateStarted
+	r.must("status update leaving NeedsReview, resolution kept", r.s.updateStatus(op))
+	op.Spec.TTLSecondsAfterFinished = nil
+	r.call("update removing spec.ttlSecondsAfterFinished, resolution kept", r.s.update(op), "ok")
+	r.read(op)
+	r.is("spec.resolution after the edits", modelAction(op), v1.ResolutionRetry)
+	r.is("generation after two resolution-less edits and a resolution", op.Generation, 5)
 }
 
 // modelParametersAsWritten: the API server keeps parameters as structured

@@ -231,6 +231,18 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			a.Kind, a.Name, a.N = Resolve, waiting[rng.IntN(len(waiting))], rng.Int64N(10)
 			return true
 		}},
+		{1, func() bool {
+			// A person edits an operation that waits in review, not its
+			// resolution: kubectl edit (or a GitOps apply of a manifest
+			// whose TTL changed) sets a TTL so that it goes once decided.
+			// An edit moves the generation without deciding anything.
+			waiting := w.inReview()
+			if len(waiting) == 0 {
+				return false
+			}
+			a.Kind, a.Name, a.N = EditTTL, waiting[rng.IntN(len(waiting))], rng.Int64N(int64(len(ttlEdits)))
+			return true
+		}},
 	}
 	total := 0
 	for _, c := range choices {
