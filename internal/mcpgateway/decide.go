@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/internal/review"
 	sagacore "github.com/once-dev/once/internal/saga"
 	"github.com/once-dev/once/internal/text"
@@ -271,7 +272,7 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Req
 		return err
 	}
 	for again := 0; ; again++ {
-		if old := op.Spec.Resolution; old != nil && decidedInThisReview(op) {
+		if old := op.Spec.Resolution; old != nil && protocol.ResolutionPending(op) {
 			if old.Action == res.Action && old.ExternalObjectID == res.ExternalObjectID && old.By == res.By &&
 				old.Reason == res.Reason {
 				// This answer, written by this call's earlier try: Once
@@ -355,17 +356,6 @@ func resolutionOf(content map[string]any, c *caller) (v1.Resolution, error) {
 		res.ExternalObjectID = id
 	}
 	return res, nil
-}
-
-// decidedInThisReview reports whether op's spec holds a resolution that
-// Once has not applied yet: written after the operation last entered
-// NeedsReview, and not the one applied last.
-func decidedInThisReview(op *v1.SideEffectOperation) bool {
-	since := op.Status.ReviewGeneration
-	if r := op.Status.Resolution; r != nil {
-		since = max(since, r.Generation)
-	}
-	return op.Spec.Resolution != nil && op.Generation > since
 }
 
 // decisionWait bounds the wait for the manager to apply a decision; the

@@ -144,31 +144,3 @@ func TestResolutionOf(t *testing.T) {
 			len(got.By), err)
 	}
 }
-
-// TestDecidedInThisReview: a resolution in the spec that Once has not
-// applied, written since the operation last entered review, is someone
-// else's decision that the gateway must not overwrite.
-func TestDecidedInThisReview(t *testing.T) {
-	res := &v1.Resolution{Action: v1.ResolutionRetry, By: "alice", Reason: "r"}
-	cases := map[string]struct {
-		generation, review int64
-		spec               *v1.Resolution
-		applied            *v1.AppliedResolution
-		want               bool
-	}{
-		"Undecided":           {generation: 2, review: 2, want: false},
-		"WrittenThisReview":   {generation: 3, review: 2, spec: res, want: true},
-		"AppliedInAnEarlier":  {generation: 2, review: 2, spec: res, applied: &v1.AppliedResolution{Generation: 2}},
-		"AppliedInThisReview": {generation: 3, review: 2, spec: res, applied: &v1.AppliedResolution{Generation: 3}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			op := &v1.SideEffectOperation{}
-			op.Generation, op.Status.ReviewGeneration = tc.generation, tc.review
-			op.Spec.Resolution, op.Status.Resolution = tc.spec, tc.applied
-			if got := decidedInThisReview(op); got != tc.want {
-				t.Errorf("decidedInThisReview = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
