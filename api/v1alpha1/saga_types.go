@@ -128,8 +128,7 @@ type SagaStep struct {
 
 	// toolRef names the Tool or ClusterTool that performs the step.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
-	ToolRef ToolReference `json:"toolRef"`
+	ToolRef StepToolReference `json:"toolRef"`
 
 	// operation is the name of one of the tool's spec.operations.
 	// +required
@@ -191,6 +190,41 @@ type SagaStep struct {
 	RequiresApproval bool `json:"requiresApproval,omitempty"`
 }
 
+// StepToolReference names the Tool or ClusterTool of a step or of its
+// compensation, as ToolReference does, with no default written into the
+// list of steps: the API server's default inside a list item made every
+// re-apply of an unchanged manifest a change. An empty kind is Tool, read
+// so by Once (EffectiveKind); a saga stored with the default filled in
+// (kind: Tool, by an earlier release) is the same saga, and its steps make the same
+// operations. It compares with its old value by what it means, so that the
+// manifest applied again over such a saga is no change of its steps.
+// +kubebuilder:validation:XValidation:rule="(has(self.kind) ? self.kind : 'Tool') == (has(oldSelf.kind) ? oldSelf.kind : 'Tool') && self.name == oldSelf.name",message="spec.steps are immutable: create a new Saga with a new idempotency key"
+type StepToolReference struct {
+	// kind is Tool (when empty) or ClusterTool.
+	// +optional
+	Kind ToolKind `json:"kind,omitempty"`
+
+	// name of the Tool or ClusterTool.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// EffectiveKind is the kind the reference names: Tool when kind is empty.
+func (r StepToolReference) EffectiveKind() ToolKind {
+	return ToolReference(r).EffectiveKind()
+}
+
+// Tool is the reference as a ToolReference, its kind made explicit, as the
+// step's operations name their tool: the same whether the saga was stored
+// with kind Tool or with none.
+func (r StepToolReference) Tool() ToolReference {
+	ref := ToolReference(r)
+	ref.Kind = ref.EffectiveKind()
+	return ref
+}
+
 // ParameterExpression computes one parameter.
 type ParameterExpression struct {
 	// name of the top-level parameter.
@@ -211,8 +245,7 @@ type ParameterExpression struct {
 type Compensation struct {
 	// toolRef names the tool of the compensation; defaults to the step's.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.steps are immutable: create a new Saga with a new idempotency key"
-	ToolRef *ToolReference `json:"toolRef,omitempty"`
+	ToolRef *StepToolReference `json:"toolRef,omitempty"`
 
 	// operation is the name of one of the tool's spec.operations, for
 	// example ticket.close.

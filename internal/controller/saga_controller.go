@@ -423,7 +423,8 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	if no := protocol.CheckParameters(params); no != nil {
 		return failed("%s", no.Message)
 	}
-	tool, reason, msg, err := usableTool(ctx, r.Client, r.Validator, r.WatchNamespaces, step.ToolRef, s.Namespace, step.Operation)
+	ref, _ := saga.Target(step, false)
+	tool, reason, msg, err := usableTool(ctx, r.Client, r.Validator, r.WatchNamespaces, ref, s.Namespace, step.Operation)
 	switch {
 	case err != nil:
 		return undecided("%v", err)
@@ -457,7 +458,7 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	}
 	// The dry run carries a key of its own: a tool that remembers keys
 	// must not take the step's real request for a repeat of its dry run.
-	scope := protocol.Scope{Namespace: s.Namespace, Tool: step.ToolRef, Operation: step.Operation,
+	scope := protocol.Scope{Namespace: s.Namespace, Tool: ref, Operation: step.Operation,
 		Key: saga.OperationKey(saga.Key(s.Name, &s.Spec), step.Name, false, status.Steps[i].Round) + "/validate"}
 	res := cl.Validate(ctx, effects.Request{Operation: step.Operation, Key: scope.ToolKey(), Parameters: params,
 		Timeout: timeout})

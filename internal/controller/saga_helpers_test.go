@@ -67,7 +67,7 @@ func raw(v map[string]any) *runtime.RawExtension {
 // step is a step on the desk, compensated by undo (the id of its effect
 // passed as `id`), or irreversible when undo is empty.
 func step(name, operation, undo string, params map[string]any, from ...v1.ParameterExpression) v1.SagaStep {
-	s := v1.SagaStep{Name: name, ToolRef: v1.ToolReference{Name: "desk"}, Operation: operation,
+	s := v1.SagaStep{Name: name, ToolRef: v1.StepToolReference{Name: "desk"}, Operation: operation,
 		Parameters: raw(params), ParametersFrom: from,
 		RetryPolicy: &v1.RetryPolicy{InitialBackoff: &metav1.Duration{Duration: 100 * time.Millisecond}}}
 	if undo == "" {

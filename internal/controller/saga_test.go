@@ -273,6 +273,79 @@ var _ = Describe("Saga", func() {
 		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "create notices"}))
 	})
 
+	It("takes its manifest again over a saga stored with kind Tool in its steps, as the same saga: the same operations, "+
+		"each effect once", func() {
+		// The manifest names no kind, as config/samples/sagas does.
+		manifest := changeSteps()
+		manifest[1].RequiresApproval = true
+		for i := range manifest {
+			if c := manifest[i].Compensation; c != nil {
+				c.ToolRef = &v1.StepToolReference{Name: "desk"}
+			}
+		}
+		By("storing the saga as an earlier release did: the API server wrote kind Tool into every toolRef")
+		earlier := make([]v1.SagaStep, len(manifest))
+		for i := range manifest {
+			earlier[i] = *manifest[i].DeepCopy()
+			earlier[i].ToolRef.Kind = v1.ToolKindTool
+			if c := earlier[i].Compensation; c != nil {
+				c.ToolRef.Kind = v1.ToolKindTool
+			}
+		}
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", earlier))).To(Succeed())
+		Eventually(func() string {
+			return sagaCondition(getSaga(ns, "scale"), v1.ConditionStalled).Reason
+		}, 30*time.Second).Should(Equal("WaitingForApproval"))
+		stored := getSaga(ns, "scale")
+		Expect(stored.Spec.Steps[0].ToolRef).To(Equal(v1.StepToolReference{Kind: v1.ToolKindTool, Name: "desk"}))
+		ticket := get(ns, "scale.ticket").Spec
+
+		By("applying the manifest again, as kubectl apply does: a merge patch that replaces the list of steps")
+		steps, err := json.Marshal(map[string]any{"spec": map[string]any{"steps": manifest}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Patch(ctx, &v1.Saga{ObjectMeta: stored.ObjectMeta}, client.RawPatch(types.MergePatchType, steps))).
+			To(Succeed())
+		// What is stored now is what the manifest says, so the next apply
+		// has nothing to patch: kubectl says unchanged.
+		again := getSaga(ns, "scale")
+		Expect(again.Spec.Steps[0].ToolRef).To(Equal(v1.StepToolReference{Name: "desk"}))
+		Expect(*again.Spec.Steps[0].Compensation.ToolRef).To(Equal(v1.StepToolReference{Name: "desk"}))
+		Expect(k8sClient.Patch(ctx, &v1.Saga{ObjectMeta: again.ObjectMeta}, client.RawPatch(types.MergePatchType, steps))).
+			To(Succeed())
+		Expect(again.Generation).To(Equal(stored.Generation+1), "the kind went")
+		Expect(getSaga(ns, "scale").Generation).To(Equal(again.Generation), "the same manifest is no change")
+
+		By("refusing, as before, another tool for a step or its compensation")
+		for _, p := range []string{
+			`{"kind":"ClusterTool","name":"desk"}`, `{"name":"other"}`, `{"kind":"Tool","name":"other"}`,
+		} {
+			changed := getSaga(ns, "scale")
+			Expect(json.Unmarshal([]byte(p), &changed.Spec.Steps[0].ToolRef)).To(Succeed())
+			Expect(k8sClient.Update(ctx, changed)).To(MatchError(ContainSubstring("spec.steps are immutable")), p)
+			changed = getSaga(ns, "scale")
+			Expect(json.Unmarshal([]byte(p), changed.Spec.Steps[1].Compensation.ToolRef)).To(Succeed())
+			Expect(k8sClient.Update(ctx, changed)).To(MatchError(ContainSubstring("spec.steps are immutable")), p)
+		}
+
+		By("approving: the steps made after name the same tool, with the same names and keys, and nothing runs twice")
+		s := getSaga(ns, "scale")
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Spec.Approvals = []v1.SagaApproval{{Step: "config", By: "bob"}}
+		Expect(k8sClient.Patch(ctx, s, patch)).To(Succeed())
+		s = waitSaga(ns, "scale", v1.StateCommitted)
+		Expect(get(ns, "scale.ticket").Spec).To(Equal(ticket))
+		desk := v1.ToolReference{Kind: v1.ToolKindTool, Name: "desk"}
+		for _, step := range []string{"ticket", "config", "notify"} {
+			op := get(ns, "scale."+step)
+			Expect(op.Spec.ToolRef).To(Equal(desk), step)
+			Expect(op.Spec.IdempotencyKey).To(Equal("scale/"+step), step)
+			Expect(stepStatus(s, step).Operation).To(Equal("scale."+step), step)
+		}
+		Expect(operationsOf(ns, "scale")).To(Equal([]string{"scale.config", "scale.notify", "scale.ticket"}))
+		Consistently(func() []string { return sagaEffects(ns) }, 2*time.Second, 200*time.Millisecond).
+			Should(Equal([]string{"create tickets", "create configs", "create notices"}))
+	})
+
 	It("refuses, before any effect, parameters the operation's schema refuses", func() {
 		Expect(k8sClient.Delete(ctx, &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "desk"}})).To(Succeed())
 		newDesk(ns, func(s *v1.ToolSpec) {

@@ -40,7 +40,7 @@ func from(pairs ...string) []v1.ParameterExpression {
 // exprStep is a compensable step whose parameters are computed by do and
 // its compensation's by undo (name, expression pairs).
 func exprStep(name string, do, undo []v1.ParameterExpression) v1.SagaStep {
-	return v1.SagaStep{Name: name, ToolRef: v1.ToolReference{Name: "shop"}, Operation: name, ParametersFrom: do,
+	return v1.SagaStep{Name: name, ToolRef: v1.StepToolReference{Name: "shop"}, Operation: name, ParametersFrom: do,
 		Compensation: &v1.Compensation{Operation: "un" + name, ParametersFrom: undo}}
 }
 
@@ -253,12 +253,12 @@ func TestCompile(t *testing.T) {
 // its inputs and an earlier step, the inputs, and the data of that step.
 func parametersSaga() (steps []v1.SagaStep, inputs []byte, order StepData) {
 	steps = []v1.SagaStep{
-		{Name: "order", ToolRef: v1.ToolReference{Name: "shop"}, Operation: "order.create",
+		{Name: "order", ToolRef: v1.StepToolReference{Name: "shop"}, Operation: "order.create",
 			Parameters:     raw(`{"z": 1, "currency": "EUR", "nested": {"b": 2, "a": [3, {"y": 1, "x": 2}]}}`),
 			ParametersFrom: from("sku", "inputs.sku", "amount", "inputs.amount"),
 			Compensation: &v1.Compensation{Operation: "order.cancel", Parameters: raw(`{"why": "saga"}`),
 				ParametersFrom: from("order", "steps.order.externalObjectID")}},
-		{Name: "charge", ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create",
+		{Name: "charge", ToolRef: v1.StepToolReference{Name: "pay"}, Operation: "charge.create",
 			Parameters: raw(`{"currency": "EUR", "amount": 1}`),
 			ParametersFrom: from(
 				"amount", "steps.order.result.total",
@@ -269,7 +269,7 @@ func parametersSaga() (steps []v1.SagaStep, inputs []byte, order StepData) {
 				"map", "{'z': inputs.sku, 'a': [2, 1]}",
 			),
 			Compensation: &v1.Compensation{Operation: "refund.create"}},
-		{Name: "ship", ToolRef: v1.ToolReference{Name: "post"}, Operation: "parcel.send", Irreversible: true,
+		{Name: "ship", ToolRef: v1.StepToolReference{Name: "post"}, Operation: "parcel.send", Irreversible: true,
 			ParametersFrom: from("to", "inputs.customer.address", "note", "steps.order.result.note")},
 	}
 	inputs = []byte(`{"sku": "A-1", "amount": 1250, "customer": {"address": "1 Main St"}}`)

@@ -230,16 +230,19 @@ func (d *decider) child(name string, i int, undo bool, round int32) (Child, bool
 	return c, true
 }
 
-// Target is the tool and operation of a step, or of its compensation.
+// Target is the tool and operation of a step, or of its compensation. The
+// tool's kind is explicit, Tool when the step leaves it empty, so that a
+// saga stored with kind Tool and the same saga stored with none name one
+// tool, and their operations are the same.
 func Target(step v1.SagaStep, undo bool) (v1.ToolReference, string) {
 	if !undo {
-		return step.ToolRef, step.Operation
+		return step.ToolRef.Tool(), step.Operation
 	}
 	ref := step.ToolRef
 	if step.Compensation.ToolRef != nil {
 		ref = *step.Compensation.ToolRef
 	}
-	return ref, step.Compensation.Operation
+	return ref.Tool(), step.Compensation.Operation
 }
 
 // checkpoint is step i's checkpoint as the decision read it, before any

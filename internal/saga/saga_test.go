@@ -61,7 +61,7 @@ const (
 
 // compensable is a step undone by un<name>.
 func compensable(name string) v1.SagaStep {
-	return v1.SagaStep{Name: name, ToolRef: v1.ToolReference{Kind: v1.ToolKindTool, Name: "shop"}, Operation: name,
+	return v1.SagaStep{Name: name, ToolRef: v1.StepToolReference{Kind: v1.ToolKindTool, Name: "shop"}, Operation: name,
 		Compensation: &v1.Compensation{Operation: "un" + name}}
 }
 

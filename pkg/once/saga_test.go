@@ -49,7 +49,7 @@ func TestSagaName(t *testing.T) {
 
 func saga(params string, mut ...func(*v1.Saga)) *v1.Saga {
 	s := newSaga(SagaRequest{Namespace: "ns", Key: "k", Inputs: json.RawMessage(`{"a":1}`), Steps: []v1.SagaStep{{
-		Name: "s1", ToolRef: v1.ToolReference{Name: "t"}, Operation: "o",
+		Name: "s1", ToolRef: v1.StepToolReference{Name: "t"}, Operation: "o",
 		Parameters: &runtime.RawExtension{Raw: []byte(params)}, Irreversible: true,
 	}}})
 	for _, m := range mut {
@@ -62,7 +62,7 @@ func saga(params string, mut ...func(*v1.Saga)) *v1.Saga {
 // step has.
 func request(mut ...func(*v1.Saga)) *v1.Saga {
 	s := newSaga(SagaRequest{Namespace: "ns", Key: "k", Inputs: json.RawMessage(`{"order":"o-1"}`), Steps: []v1.SagaStep{{
-		Name: "charge", ToolRef: v1.ToolReference{Name: "payments"}, Operation: "charge.create",
+		Name: "charge", ToolRef: v1.StepToolReference{Name: "payments"}, Operation: "charge.create",
 		Parameters: &runtime.RawExtension{Raw: []byte(`{"amount":5,"currency":"EUR"}`)},
 		ParametersFrom: []v1.ParameterExpression{{Name: "order", Expression: "inputs.order"},
 			{Name: "customer", Expression: "inputs.customer"}},
@@ -73,7 +73,7 @@ func request(mut ...func(*v1.Saga)) *v1.Saga {
 			ParametersFrom: []v1.ParameterExpression{{Name: "charge", Expression: "steps.charge.externalObjectID"}},
 			RetryPolicy:    &v1.RetryPolicy{}},
 	}, {
-		Name: "notify", ToolRef: v1.ToolReference{Kind: v1.ToolKindClusterTool, Name: "mail"}, Operation: "send",
+		Name: "notify", ToolRef: v1.StepToolReference{Kind: v1.ToolKindClusterTool, Name: "mail"}, Operation: "send",
 		Irreversible: true,
 	}}})
 	for _, m := range mut {
@@ -131,8 +131,14 @@ func TestSameSaga(t *testing.T) {
 			got: stored(charge(func(st *v1.SagaStep) { st.Compensation.Operation = "void.create" })),
 			msg: "the saga x differs from this request in steps[charge].compensation.operation"},
 		"CompensationTool": {reason: "the compensation's tool", want: request(),
-			got: stored(charge(func(st *v1.SagaStep) { st.Compensation.ToolRef = &v1.ToolReference{Name: "ledger"} })),
+			got: stored(charge(func(st *v1.SagaStep) { st.Compensation.ToolRef = &v1.StepToolReference{Name: "ledger"} })),
 			msg: "the saga x differs from this request in steps[charge].compensation.toolRef"},
+		"CompensationToolStoredKind": {reason: "a compensation's toolRef stored with kind Tool (an earlier release's " +
+			"default) is the same request as one without a kind",
+			want: request(charge(func(st *v1.SagaStep) { st.Compensation.ToolRef = &v1.StepToolReference{Name: "ledger"} })),
+			got: stored(charge(func(st *v1.SagaStep) {
+				st.Compensation.ToolRef = &v1.StepToolReference{Kind: v1.ToolKindTool, Name: "ledger"}
+			}))},
 		"CompensationParameters": {reason: "the compensation's parameters", want: request(),
 			got: stored(charge(func(st *v1.SagaStep) {
 				st.Compensation.Parameters = &runtime.RawExtension{Raw: []byte(`{"reason":"fraud"}`)}

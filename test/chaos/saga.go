@@ -198,7 +198,7 @@ func (ps plannedSaga) object(ns, name string) *v1.Saga {
 			params["reject"] = "chaos: step " + st.name + " is refused for good"
 		}
 		raw, _ := json.Marshal(params)
-		s := v1.SagaStep{Name: st.name, ToolRef: toolRef(st.tool), Operation: st.tool.operation,
+		s := v1.SagaStep{Name: st.name, ToolRef: v1.StepToolReference(toolRef(st.tool)), Operation: st.tool.operation,
 			Parameters: &runtime.RawExtension{Raw: raw}, RetryPolicy: retryPolicy()}
 		if st.from >= 0 {
 			s.ParametersFrom = []v1.ParameterExpression{{Name: "ref", Expression: stepRef(ps.steps[st.from].name)}}

@@ -706,7 +706,7 @@ func modelSaga(ns, name string) *v1.Saga {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1.SagaSpec{Steps: []v1.SagaStep{{
 			Name:         "charge",
-			ToolRef:      v1.ToolReference{Kind: v1.ToolKindTool, Name: "pay"},
+			ToolRef:      v1.StepToolReference{Kind: v1.ToolKindTool, Name: "pay"},
 			Operation:    "charge",
 			Irreversible: true,
 		}}},

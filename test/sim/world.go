@@ -399,7 +399,7 @@ func workload(lies bool) []*v1.SideEffectOperation {
 func sagas() []*v1.Saga {
 	raw := func(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
 	step := func(saga, name, tool, extra string) v1.SagaStep {
-		st := v1.SagaStep{Name: name, ToolRef: v1.ToolReference{Name: tool}, Operation: opCharge,
+		st := v1.SagaStep{Name: name, ToolRef: v1.StepToolReference{Name: tool}, Operation: opCharge,
 			Parameters: raw(fmt.Sprintf(`{"ref":%q%s}`, saga+"/"+name, extra))}
 		if tool != toolChat {
 			st.Compensation = &v1.Compensation{Operation: opRefund, Parameters: raw(fmt.Sprintf(`{"ref":%q}`, saga+"/"+name+"/undo")),
