@@ -381,22 +381,25 @@ type ToolOperation struct {
 	// derivedKey makes the MCP gateway derive a call's idempotency key from
 	// the caller, the tool, the operation and the call's canonical
 	// arguments, whatever key the caller sends: calls by one caller with the
-	// same arguments within the window of the first are one request, so a
-	// model that retries with a fresh key makes no second effect. Two calls
-	// meant as two requests with the same arguments within the window are
-	// one too: set it where that cannot be meant (a charge for an order, a
-	// ticket for an incident). Without it, the caller's key decides.
+	// same arguments are one request while the first call's operation has
+	// not ended, and within the window after the later of its first use and
+	// its end, so a model that retries with a fresh key makes no second
+	// effect. Two calls meant as two requests with the same arguments in
+	// that time are one too: set it where that cannot be meant (a charge for
+	// an order, a ticket for an incident). Without it, the caller's key
+	// decides.
 	// +optional
 	DerivedKey *DerivedKey `json:"derivedKey,omitempty"`
 }
 
 // DerivedKey is an operation's rule for keys derived from the arguments.
 type DerivedKey struct {
-	// window is how long, from the first call, calls with the same arguments
-	// are that call's retries (two seconds more, for clocks). At least 10s
-	// and at most 24h: no longer than the outcome is kept (spec.retention of
-	// the operations the gateway makes, 24h by default), which the gateway
-	// checks too.
+	// window is how long after the first call, or after its operation
+	// ended if that is later, calls with the same arguments are that call's
+	// retries (two seconds more, for clocks); until its operation ends they
+	// are, whatever its age. At least 10s and at most 24h: no longer than
+	// the outcome is kept (spec.retention of the operations the gateway
+	// makes, 24h by default), which the gateway checks too.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="window must be between 10s and 24h"
 	Window metav1.Duration `json:"window"`

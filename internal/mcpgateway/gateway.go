@@ -413,12 +413,13 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	// The tool, read once as the caller: for its rule of keys, and for a
 	// new key's checks.
 	tool, toolErr := readTool(ctx, c, ref, ns)
-	key, answer := g.callKey(ctx, c, ns, ref, operation, key, params, req.Params.Name, tool, toolErr)
+	key, derived, answer := g.callKey(ctx, c, ns, ref, operation, key, params, req.Params.Name, tool, toolErr)
 	if answer != nil {
 		return answer, nil
 	}
 	scoped := ScopedKey(c.user, key)
 	r := g.operationRequest(ns, ref, operation, scoped, params, c.user)
+	derived.mark(&r)
 	oc := once.New(c.kube)
 	// A retry goes straight to its operation: the tool may have changed or
 	// gone since, and the operation's outcome is the answer all the same.

@@ -126,10 +126,11 @@ func Description(ref v1.ToolReference, spec *v1.ToolSpec, op *v1.ToolOperation) 
 // keys tells the agent instead of keyRule.
 func derivedRule(window time.Duration) string {
 	return fmt.Sprintf("This operation needs no idempotencyKey: Once derives the key from your arguments, and ignores "+
-		"one you send. Calls with the same arguments within %s of the first are one request: a retry gets the first "+
-		"call's result and makes no second effect, and so would a second request with the same arguments within "+
-		"that time. For a second request, change an argument that tells it apart (a reference, a date); send "+
-		"large numbers as strings.", window)
+		"one you send. Calls with the same arguments are one request while the first call's operation runs or waits "+
+		"for a person, and within %s after it began or ended: a retry, at any time until then, gets the first call's "+
+		"result and makes no second effect, and so would a second request with the same arguments in that time. For a "+
+		"second request, change an argument that tells it apart (a reference, a date); send large numbers as strings.",
+		window)
 }
 
 // JSON Schema keywords: an object's properties, a value's type.

@@ -19,6 +19,7 @@ package mcpgateway
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -211,37 +212,71 @@ func TestDerivedSlot(t *testing.T) {
 	const w = 10 * time.Minute
 	base := time.Unix(0, 0).Add(1000 * w) // the start of slot 1000
 	at := func(d time.Duration) time.Time { return base.Add(d) }
+	// ended is the use of a key whose operation ended at end; running, of
+	// one whose operation has not ended (it runs, or waits in NeedsReview).
+	ended := func(first, end time.Duration) once.KeyUse {
+		return once.KeyUse{First: at(first), Ended: true, End: at(end)}
+	}
+	running := func(first time.Duration) once.KeyUse { return once.KeyUse{First: at(first)} }
 	cases := map[string]struct {
 		reason string
 		now    time.Time
-		// firstUse is when each slot's key was first used, as read back.
-		firstUse map[int64]time.Time
-		want     int64
+		// listed are the uses of the caller's operations with the call's
+		// base, by slot; use, each slot's use as read back by name.
+		listed, use map[int64]once.KeyUse
+		want        int64
 	}{
 		"Fresh": {reason: "no key around: the current slot's", now: at(time.Minute), want: 1000},
-		"RetryAcrossTheBoundary": {reason: "first used 8 minutes before the slot began, retried 1 minute after: one window",
-			now: at(time.Minute), firstUse: map[int64]time.Time{999: at(-8 * time.Minute)}, want: 999},
+		"RetryAcrossTheBoundary": {reason: "first used 8 minutes before the slot began, ended at once, retried 1 minute after: one window",
+			now: at(time.Minute), use: map[int64]once.KeyUse{999: ended(-8*time.Minute, -8*time.Minute)}, want: 999},
 		"RetryInTheSameSlot": {reason: "first used and retried in one slot",
-			now: at(9 * time.Minute), firstUse: map[int64]time.Time{1000: at(time.Minute)}, want: 1000},
-		"WindowOver": {reason: "first used 8 minutes before the slot began, called 3 minutes after: a new window",
-			now: at(3 * time.Minute), firstUse: map[int64]time.Time{999: at(-8 * time.Minute)}, want: 1000},
-		"WithinTheMargin": {reason: "a window and a second after the first use, as read back to the second: the same",
-			now: at(2*time.Minute + time.Second), firstUse: map[int64]time.Time{999: at(-8 * time.Minute)}, want: 999},
-		"PastTheMargin": {reason: "a window and the margin after the first use: a new window",
-			now: at(2*time.Minute + derivedMargin), firstUse: map[int64]time.Time{999: at(-8 * time.Minute)}, want: 1000},
+			now: at(9 * time.Minute), use: map[int64]once.KeyUse{1000: ended(time.Minute, time.Minute)}, want: 1000},
+		"WindowOver": {reason: "first used and ended 8 minutes before the slot began, called 3 minutes after: a new window",
+			now: at(3 * time.Minute), use: map[int64]once.KeyUse{999: ended(-8*time.Minute, -8*time.Minute)}, want: 1000},
+		"WithinTheMargin": {reason: "a window and a second after the end, as read back to the second: the same",
+			now: at(2*time.Minute + time.Second), use: map[int64]once.KeyUse{999: ended(-8*time.Minute, -8*time.Minute)}, want: 999},
+		"PastTheMargin": {reason: "a window and the margin after the end: a new window",
+			now: at(2*time.Minute + derivedMargin), use: map[int64]once.KeyUse{999: ended(-8*time.Minute, -8*time.Minute)}, want: 1000},
 		"AReplicaAhead": {reason: "the first call reached a replica whose clock is past the boundary; the retry, one behind it",
-			now: at(-50 * time.Millisecond), firstUse: map[int64]time.Time{1000: at(100 * time.Millisecond)}, want: 1000},
+			now: at(-50 * time.Millisecond), use: map[int64]once.KeyUse{1000: running(100 * time.Millisecond)}, want: 1000},
 		"TheOldestThatHolds": {reason: "a key still in its window, and a newer one made since by a call that missed it: the oldest",
-			now: at(time.Minute), firstUse: map[int64]time.Time{999: at(-5 * time.Minute), 1000: at(30 * time.Second)},
+			now: at(time.Minute), use: map[int64]once.KeyUse{999: ended(-5*time.Minute, -5*time.Minute), 1000: running(30 * time.Second)},
 			want: 999},
-		"OnlyAnOldOne": {reason: "the previous window's key, two slots back, is over",
-			now: at(time.Minute), firstUse: map[int64]time.Time{998: at(-15 * time.Minute)}, want: 1000},
+		"OnlyAnOldOne": {reason: "the previous window's key, two slots back, ended, and its window is over",
+			now: at(time.Minute), use: map[int64]once.KeyUse{998: ended(-15*time.Minute, -15*time.Minute)}, want: 1000},
+		// The rule of issue 24's review: a key holds while its operation
+		// has not ended, and for the window after the later of its first
+		// use and its end.
+		"NotEndedPastTheWindow": {reason: "first used 15 minutes ago and still running (found by its record, its operation gone): the same",
+			now: at(time.Minute), use: map[int64]once.KeyUse{998: running(-14 * time.Minute)}, want: 998},
+		"EndedAfterTheWindow": {reason: "first used 8 minutes before the slot began, decided by a person 5 minutes later, called 3 minutes after the slot began: the window runs from the end",
+			now: at(3 * time.Minute), use: map[int64]once.KeyUse{999: ended(-8*time.Minute, -3*time.Minute)}, want: 999},
+		"EndedAWindowAgo": {reason: "ended a window and the margin ago, however late: a new window",
+			now: at(7*time.Minute + derivedMargin), use: map[int64]once.KeyUse{999: ended(-8*time.Minute, -3*time.Minute)}, want: 1000},
+		"ListedInNeedsReviewForHours": {reason: "an operation made 3 hours ago that waits for a person, found by its label: its key",
+			now: at(time.Minute), listed: map[int64]once.KeyUse{982: running(-3 * time.Hour)}, want: 982},
+		"ListedDecidedLate": {reason: "made 3 hours ago, decided 4 minutes ago: its key, for the window after the decision",
+			now: at(time.Minute), listed: map[int64]once.KeyUse{982: ended(-3*time.Hour, -3*time.Minute)}, want: 982},
+		"ListedDecidedAWindowAgo": {reason: "made 3 hours ago, decided 11 minutes ago: over, and the slots around are free",
+			now: at(time.Minute), listed: map[int64]once.KeyUse{982: ended(-3*time.Hour, -10*time.Minute)}, want: 1000},
+		"ListedTheOldestThatHolds": {reason: "an old one over, then two that hold: the older of the two",
+			now: at(time.Minute), listed: map[int64]once.KeyUse{900: ended(-100*w, -90*w), 950: running(-50 * w),
+				990: running(-10 * w)}, want: 950},
+		"ListedBeforeTheSlots": {reason: "a listed key that holds is taken before the slots around are read",
+			now: at(time.Minute), listed: map[int64]once.KeyUse{990: running(-10 * w)},
+			use: map[int64]once.KeyUse{998: running(-15 * time.Minute)}, want: 990},
+		"ListedOverThenARecord": {reason: "a listed key that is over, and a key of the slots around whose operation went and that holds",
+			now: at(time.Minute), listed: map[int64]once.KeyUse{990: ended(-10*w, -10*w)},
+			use: map[int64]once.KeyUse{999: ended(-5*time.Minute, -5*time.Minute)}, want: 999},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := derivedSlot(tc.now, w, func(slot int64) (time.Time, bool, error) {
-				f, ok := tc.firstUse[slot]
-				return f, ok, nil
+			got, err := derivedSlot(tc.now, w, tc.listed, func(slot int64) (once.KeyUse, bool, error) {
+				if _, ok := tc.listed[slot]; ok {
+					t.Errorf("slot %d was listed, and read again", slot)
+				}
+				u, ok := tc.use[slot]
+				return u, ok, nil
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -251,10 +286,83 @@ func TestDerivedSlot(t *testing.T) {
 			}
 		})
 	}
-	if _, err := derivedSlot(base, w, func(int64) (time.Time, bool, error) {
-		return time.Time{}, false, errors.New("forbidden")
+	if _, err := derivedSlot(base, w, nil, func(int64) (once.KeyUse, bool, error) {
+		return once.KeyUse{}, false, errors.New("forbidden")
 	}); err == nil {
-		t.Error("a first use that cannot be read must refuse the call: the key may be in use")
+		t.Error("a use that cannot be read must refuse the call: the key may be in use")
+	}
+}
+
+// TestDerivedBase: the label is a label value, and tells apart what a
+// derived key's base does.
+func TestDerivedBase(t *testing.T) {
+	ref := v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"}
+	params := json.RawMessage(`{"order": "4711", "amount": 42}`)
+	a, err := derivedBase("alice", ref, "charge.create", params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) > 63 || !regexp.MustCompile(`^[0-9a-f]+$`).MatchString(a) {
+		t.Errorf("derivedBase = %q: not a label value", a)
+	}
+	cases := map[string]struct {
+		user, operation string
+		ref             v1.ToolReference
+		params          json.RawMessage
+		same            bool
+	}{
+		"KeysInAnotherOrder": {user: "alice", ref: ref, operation: "charge.create",
+			params: json.RawMessage(`{"amount": 42, "order": "4711"}`), same: true},
+		"AnotherCaller":    {user: "bob", ref: ref, operation: "charge.create", params: params},
+		"AnotherOperation": {user: "alice", ref: ref, operation: "charge.refund", params: params},
+		"AnotherTool":      {user: "alice", ref: v1.ToolReference{Kind: v1.ToolKindTool, Name: "billing"}, operation: "charge.create", params: params},
+		"AClusterTool":     {user: "alice", ref: v1.ToolReference{Kind: v1.ToolKindClusterTool, Name: "payments"}, operation: "charge.create", params: params},
+		"AnotherArgument":  {user: "alice", ref: ref, operation: "charge.create", params: json.RawMessage(`{"order": "4712", "amount": 42}`)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			b, err := derivedBase(tc.user, tc.ref, tc.operation, tc.params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (a == b) != tc.same {
+				t.Errorf("derivedBase: %q and %q; want same=%v", a, b, tc.same)
+			}
+		})
+	}
+}
+
+// TestDerivedCallMark: an operation made with a derived key carries its
+// base and is kept at least the window and the margin after it ends.
+func TestDerivedCallMark(t *testing.T) {
+	// A window of an hour: with its margin, longer than the default of an
+	// hour.
+	d := &derivedCall{base: "ab", window: time.Hour}
+	cases := map[string]struct {
+		ttl, want *int32
+	}{
+		"Shorter":     {ttl: new(int32(60)), want: new(int32(3602))},
+		"Longer":      {ttl: new(int32(7200)), want: new(int32(7200))},
+		"KeptForEver": {ttl: new(int32(-1)), want: new(int32(-1))},
+		"TheDefault":  {want: new(int32(3602))},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := once.Request{Labels: map[string]string{"once.dev/via": "mcp"}, TTLSecondsAfterFinished: tc.ttl}
+			d.mark(&r)
+			if diff := cmp.Diff(map[string]string{"once.dev/via": "mcp", derivedLabel: "ab"}, r.Labels); diff != "" {
+				t.Errorf("labels: -want +got:\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, r.TTLSecondsAfterFinished); diff != "" {
+				t.Errorf("ttlSecondsAfterFinished: -want +got:\n%s", diff)
+			}
+		})
+	}
+	var none *derivedCall
+	r := once.Request{}
+	none.mark(&r)
+	if r.Labels != nil {
+		t.Errorf("a caller's key marked its operation: %v", r.Labels)
 	}
 }
 

@@ -354,34 +354,65 @@ func (c *Client) Recorded(ctx context.Context, req Request) (res Result, ok bool
 	return res, true, err
 }
 
-// FirstUsed reports when req's key was first used, and false when it was
-// not (or its use is forgotten): the creation of req's operation, or, once
-// the operation is gone, of its scope's record, which is made when the
-// operation is first worked on and kept at least for the outcome's
-// retention after it ends. A record this client may not read is an error:
-// the key may be in use.
-func (c *Client) FirstUsed(ctx context.Context, req Request) (time.Time, bool, error) {
+// KeyUse is what is known of the use of a request's key.
+type KeyUse struct {
+	// First is when the key was first used: the creation of its operation
+	// or, once the operation is gone, of its scope's record, which is made
+	// when the operation is first worked on.
+	First time.Time
+	// Ended says that the key's operation ended (Committed, FailedFinal or
+	// Compensated), at End: its completion, as the operation or, once it is
+	// gone, its record's outcome says. An operation in NeedsReview has not
+	// ended; neither has one that was deleted before it ended, whose record
+	// keeps its attempt for the next operation of the key.
+	Ended bool
+	End   time.Time
+}
+
+// Use reports what is known of the use of req's key, and false when it
+// was not used (or its use is forgotten): from req's operation, or, once
+// the operation is gone, from its scope's record, which is kept at least
+// for the outcome's retention after the operation ends. A record this
+// client may not read is an error: the key may be in use.
+func (c *Client) Use(ctx context.Context, req Request) (KeyUse, bool, error) {
 	if err := check(req); err != nil {
-		return time.Time{}, false, err
+		return KeyUse{}, false, err
 	}
 	want := newOperation(req)
 	op := &v1.SideEffectOperation{}
 	err := c.get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: want.Name}, op)
 	if err == nil {
-		return op.CreationTimestamp.Time, true, nil
+		return OperationUse(op), true, nil
 	}
 	if !apierrors.IsNotFound(err) {
-		return time.Time{}, false, err
+		return KeyUse{}, false, err
 	}
 	rec := &v1.IdempotencyRecord{}
 	err = c.get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: protocol.OperationScope(want).RecordName()}, rec)
 	switch {
 	case err == nil:
-		return rec.CreationTimestamp.Time, true, nil
+		u := KeyUse{First: rec.CreationTimestamp.Time}
+		if o := rec.Spec.Outcome; o != nil && o.State.IsTerminal() {
+			u.Ended, u.End = true, o.CompletionTime.Time
+		}
+		return u, true, nil
 	case apierrors.IsNotFound(err):
-		return time.Time{}, false, nil
+		return KeyUse{}, false, nil
 	}
-	return time.Time{}, false, err
+	return KeyUse{}, false, err
+}
+
+// OperationUse is the use of op's key that op shows: its creation, and
+// its completion once it ended (its creation, if it ended without one).
+func OperationUse(op *v1.SideEffectOperation) KeyUse {
+	u := KeyUse{First: op.CreationTimestamp.Time, Ended: op.Status.State.IsTerminal()}
+	if u.Ended {
+		u.End = u.First
+		if t := op.Status.CompletionTime; t != nil {
+			u.End = t.Time
+		}
+	}
+	return u
 }
 
 // RequestHash is the request hash of req's operation, as its status and

@@ -216,3 +216,36 @@ func TestOperationKeptAndRemembered(t *testing.T) {
 		})
 	}
 }
+
+// TestOperationUse: an operation's key is used from its creation, and
+// ended only in a terminal state, at its completion.
+func TestOperationUse(t *testing.T) {
+	made := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	done := made.Add(3 * time.Hour)
+	cases := map[string]struct {
+		state      v1.OperationState
+		completion *time.Time
+		want       KeyUse
+	}{
+		"Planned":        {want: KeyUse{First: made}},
+		"Started":        {state: v1.StateStarted, want: KeyUse{First: made}},
+		"Unknown":        {state: v1.StateUnknown, want: KeyUse{First: made}},
+		"NeedsReview":    {state: v1.StateNeedsReview, want: KeyUse{First: made}},
+		"Committed":      {state: v1.StateCommitted, completion: &done, want: KeyUse{First: made, Ended: true, End: done}},
+		"FailedFinal":    {state: v1.StateFailedFinal, completion: &done, want: KeyUse{First: made, Ended: true, End: done}},
+		"NoCompletion":   {state: v1.StateCommitted, want: KeyUse{First: made, Ended: true, End: made}},
+		"CompletionOnly": {state: v1.StateNeedsReview, completion: &done, want: KeyUse{First: made}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			op := &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(made)}}
+			op.Status.State = tc.state
+			if tc.completion != nil {
+				op.Status.CompletionTime = &metav1.Time{Time: *tc.completion}
+			}
+			if diff := cmp.Diff(tc.want, OperationUse(op)); diff != "" {
+				t.Errorf("OperationUse: -want, +got:\n%s", diff)
+			}
+		})
+	}
+}
