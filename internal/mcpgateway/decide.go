@@ -159,7 +159,7 @@ func askResolution(op *v1.SideEffectOperation, why string) mcp.Result {
 				summary(op), op.Name, why),
 			RequestedSchema: form(map[string]any{
 				"decision":      choice("What happened", "happened", "did not happen: retry", "do not do it"),
-				fieldExternalID: textField("The effect's id at the tool, if it happened and you know it", 0, 253),
+				fieldExternalID: textField("The effect's id at the tool (needed if it happened)", 0, 253),
 				fieldReason:     textField("Why", 1, maxReason),
 			}, "decision", fieldReason),
 		}}}}
@@ -237,6 +237,20 @@ func answered(req *mcp.CallToolRequest) (action string, content map[string]any, 
 	return er.Action, er.Content, req.Params.RequestState, true
 }
 
+// answeredOperation is the operation the call's answer was asked about,
+// as its request state names it; "" for a call without one.
+func answeredOperation(req *mcp.CallToolRequest) string {
+	_, _, raw, ok := answered(req)
+	if !ok {
+		return ""
+	}
+	st, err := decodeState(raw)
+	if err != nil || st.Kind != fieldOperation {
+		return ""
+	}
+	return st.Name
+}
+
 // errDeclined: the user declined to decide.
 var errDeclined = errors.New("the user declined to decide")
 
@@ -262,16 +276,21 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Req
 	if err := st.boundTo(op, r); err != nil {
 		return err
 	}
-	if review.CanResolve(op) != nil {
-		// Decided meanwhile (this answer sent twice, or a person with
-		// kubectl once): the outcome answers the call.
-		return nil
-	}
 	res, err := resolutionOf(content, c)
 	if err != nil {
 		return err
 	}
+	// Each try checks the operation as it reads then: a conflict means it
+	// changed, and may have moved on to another review.
 	for again := 0; ; again++ {
+		if err := st.boundTo(op, r); err != nil {
+			return err
+		}
+		if review.CanResolve(op) != nil {
+			// Decided meanwhile (this answer sent twice, or a person with
+			// kubectl once): the outcome answers the call.
+			return nil
+		}
 		if old := op.Spec.Resolution; old != nil && protocol.ResolutionPending(op) {
 			if old.Action == res.Action && old.ExternalObjectID == res.ExternalObjectID && old.By == res.By &&
 				old.Reason == res.Reason {
@@ -282,6 +301,12 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Req
 			// Someone decided since the question was asked (a person
 			// with kubectl once, another host's user): theirs stands.
 			return fmt.Errorf("%s decided %s meanwhile; nothing was recorded", old.By, name)
+		}
+		if protocol.SameDecision(res, op.Status.Resolution) {
+			// Once applies a decision once: the same words as an earlier
+			// review's are taken for that decision, not a new one.
+			return fmt.Errorf("this is the decision, with the same reason, that an earlier review of %s applied; "+
+				"answer again with another reason to decide this review. Nothing was recorded", name)
 		}
 		err := review.ResolveOperation(ctx, c.kube, op, res)
 		if err == nil {
@@ -294,9 +319,6 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Req
 		// it again and decide once more.
 		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, op); err != nil {
 			return err
-		}
-		if review.CanResolve(op) != nil {
-			return nil
 		}
 	}
 	// The manager applies the resolution on its next pass: until then the
@@ -352,8 +374,13 @@ func resolutionOf(content map[string]any, c *caller) (v1.Resolution, error) {
 		return v1.Resolution{}, fmt.Errorf("the reason is longer than %d characters; nothing was recorded", maxReason)
 	}
 	res := v1.Resolution{Action: act, By: decidedBy(c), Reason: reason}
-	if id, _ := content[fieldExternalID].(string); act == v1.ResolutionMarkCommitted {
-		res.ExternalObjectID = id
+	if act == v1.ResolutionMarkCommitted {
+		// Once records the effect a person found, by its id.
+		res.ExternalObjectID, _ = content[fieldExternalID].(string)
+		if res.ExternalObjectID == "" {
+			return v1.Resolution{}, errors.New("an answer that it happened needs the effect's id at the tool; " +
+				"nothing was recorded")
+		}
 	}
 	return res, nil
 }
@@ -435,12 +462,16 @@ func decideSaga(ctx context.Context, c *caller, ns string, r once.SagaRequest, r
 		if !apierrors.IsConflict(err) {
 			return err
 		}
-		// Written meanwhile: approved already, or tried once more.
+		// Written meanwhile: approved already, or tried once more, if the
+		// saga still waits on the step for this call's request.
 		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 			return err
 		}
 		if review.CanApprove(s, st.Step) != nil {
 			return nil
+		}
+		if !waitsOn(s, st.Step) || types.UID(st.UID) != s.UID || once.SagaMismatch(r, s) != "" {
+			return fmt.Errorf("saga %s changed while the approval was written; nothing was recorded", name)
 		}
 		if err := review.ApproveStep(ctx, c.kube, s, a); err != nil {
 			return err

@@ -17,11 +17,18 @@ limitations under the License.
 package mcpgateway
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/pkg/once"
@@ -117,6 +124,8 @@ func TestResolutionOf(t *testing.T) {
 		"RetryDropsTheID": {content: map[string]any{"decision": "did not happen: retry", fieldExternalID: "ch_1",
 			fieldReason: "not there"}, c: alice, want: v1.Resolution{Action: v1.ResolutionRetry, By: "mcp:alice",
 			Reason: "not there"}},
+		"HappenedWithoutAnID": {content: map[string]any{"decision": "happened", fieldReason: "seen"}, c: alice,
+			err: "needs the effect's id"},
 		"UnknownDecision": {content: map[string]any{"decision": "maybe", fieldReason: "?"}, c: alice, err: "no decision"},
 		"NoReason":        {content: map[string]any{"decision": "do not do it"}, c: alice, err: "no decision and reason"},
 		"ReasonTooLong": {content: map[string]any{"decision": "do not do it", fieldReason: strings.Repeat("é", 1025)},
@@ -142,5 +151,70 @@ func TestResolutionOf(t *testing.T) {
 	if err != nil || len(got.By) > 253 || !strings.HasPrefix(got.By, "mcp:oidc:") {
 		t.Fatalf("a caller of %d characters: by %q (%d bytes), %v; want at most 253", len(long.user), got.By,
 			len(got.By), err)
+	}
+}
+
+// TestAnswerRaceWithANewReview: the gateway read the operation in review
+// 4, where the question was asked; before its write landed, a person
+// resolved that review, the manager applied it, and the next attempt's
+// answer was lost too (review 5). The write conflicts, and the answer,
+// which was about attempt 4, must not become review 5's decision: it once
+// was, after the re-read checked only that the operation still needed
+// review. A fake client stands in for the API server only to put the
+// manager's pass between the gateway's read and its write, as a loaded API
+// server or a gateway frozen for a moment does; the e2e specs run the rest
+// against a real one.
+func TestAnswerRaceWithANewReview(t *testing.T) {
+	r := once.Request{Namespace: "shop", Tool: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"},
+		Operation: "charge", Key: "k", Parameters: []byte(`{"amount":1}`)}
+	hash, err := once.RequestHash(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &v1.SideEffectOperation{}
+	op.Namespace, op.Name, op.UID, op.Generation = "shop", "op", "uid-1", 4
+	op.Spec.Parameters = &runtime.RawExtension{Raw: r.Parameters}
+	op.Status.State, op.Status.RequestHash, op.Status.ReviewGeneration = v1.StateNeedsReview, hash, 4
+	asked := decisionState{Kind: fieldOperation, Name: "op", UID: "uid-1", RequestHash: hash, Review: 4}
+	person := v1.Resolution{Action: v1.ResolutionRetry, By: "bob", Reason: "not at the tool"}
+	raced := false
+	kube := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(op).WithStatusSubresource(op).
+		WithInterceptorFuncs(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object,
+			p client.Patch, opts ...client.PatchOption) error {
+			if raced {
+				return c.Patch(ctx, obj, p, opts...)
+			}
+			raced = true
+			// The person's Retry, applied, and the next review.
+			now := &v1.SideEffectOperation{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), now); err != nil {
+				return err
+			}
+			now.Spec.Resolution = &person
+			if err := c.Update(ctx, now); err != nil {
+				return err
+			}
+			now.Generation = 5
+			now.Status.Resolution = &v1.AppliedResolution{Resolution: person, Generation: 5}
+			now.Status.ReviewGeneration, now.Status.Attempts = 5, 2
+			if err := c.Status().Update(ctx, now); err != nil {
+				return err
+			}
+			return apierrors.NewConflict(schema.GroupResource{Group: v1.GroupVersion.Group,
+				Resource: "sideeffectoperations"}, obj.GetName(), errors.New("the object has been modified"))
+		}}).Build()
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{RequestState: asked.encode(),
+		InputResponses: mcp.InputResponseMap{decisionInput: &mcp.ElicitResult{Action: "accept",
+			Content: map[string]any{"decision": "did not happen: retry", fieldReason: "about attempt 1"}}}}}
+	err = decideOperation(context.Background(), &caller{user: "alice", kube: kube}, "shop", "op", r, req)
+	if err == nil || !strings.Contains(err.Error(), "an earlier attempt") {
+		t.Errorf("the answer about review 4, written after review 5 began: %v; want a refusal", err)
+	}
+	got := &v1.SideEffectOperation{}
+	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(op), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Resolution == nil || *got.Spec.Resolution != person {
+		t.Errorf("spec.resolution is %+v; want the person's, untouched", got.Spec.Resolution)
 	}
 }

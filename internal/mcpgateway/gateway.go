@@ -413,7 +413,8 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	// The tool, read once as the caller: for its rule of keys, and for a
 	// new key's checks.
 	tool, toolErr := readTool(ctx, c, ref, ns)
-	key, derived, answer := g.callKey(ctx, c, ns, ref, operation, key, params, req.Params.Name, tool, toolErr)
+	key, derived, answer := g.callKey(ctx, c, ns, ref, operation, key, params, req.Params.Name, answeredOperation(req),
+		tool, toolErr)
 	if answer != nil {
 		return answer, nil
 	}

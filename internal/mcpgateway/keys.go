@@ -207,9 +207,12 @@ func (d *derivedCall) mark(r *once.Request) {
 // operation then carries), the caller's key otherwise. A tool that does
 // not exist or that the caller may not read leaves the caller's key to
 // decide (a retry goes to its operation whatever became of the tool); an
-// answer instead of a key refuses the call.
+// answer instead of a key refuses the call. A call that carries its host's
+// answer about an operation (answering, its name) goes to that operation
+// if it is one of these arguments', whether or not its key still holds:
+// the question invited the answer, at whatever time the user gives it.
 func (g *Gateway) callKey(ctx context.Context, c *caller, ns string, ref v1.ToolReference, operation, key string,
-	params json.RawMessage, name string, tool v1.GenericTool, toolErr error) (string, *derivedCall,
+	params json.RawMessage, name, answering string, tool v1.GenericTool, toolErr error) (string, *derivedCall,
 	*mcp.CallToolResult) {
 	rule, err := derivedKeyRule(tool, toolErr, operation)
 	if err != nil {
@@ -247,6 +250,12 @@ func (g *Gateway) callKey(ctx context.Context, c *caller, ns string, ref v1.Tool
 	listed, err := g.derivedUses(ctx, c, ns, ref, operation, params, base)
 	if err != nil {
 		return "", nil, listRefusal(err, name)
+	}
+	for s := range listed {
+		if k, err := DerivedKey(params, s); err == nil && answering != "" &&
+			once.ObjectName(ref, operation, ScopedKey(c.user, k)) == answering {
+			return k, &derivedCall{base: base, window: window}, nil
+		}
 	}
 	slot, err := derivedSlot(time.Now(), window, listed, func(slot int64) (once.KeyUse, bool, error) {
 		k, err := DerivedKey(params, slot)

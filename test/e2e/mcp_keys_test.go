@@ -341,4 +341,41 @@ var _ = Describe("Keys derived from the arguments, after the window", func() {
 			"1 effect for the request and its fetch, 1 more for the same arguments after the window from its end",
 			ReportEntryVisibilityAlways)
 	})
+	It("take a host's answer to the operation it was asked about, even after that operation's key stopped holding", func() {
+		ns := newNamespace("mcp-derived-late")
+		startManager(ns, manager{holder: "mcp-derived-late"})
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 1})
+		apply(ns, derivedToolYAML("payments", "10s", window.String()))
+		apply(ns, agentRBAC("resolver"))
+		apply(ns, derivedCallerRBAC("resolver"))
+		apply(ns, resolverRBAC("resolver"))
+		addr, err := harness.FreeAddr()
+		Expect(err).NotTo(HaveOccurred())
+		_, url := startGateway(ns, addr, "gateway")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		call := drivingHost(ctx, url, serviceAccountToken(ns, "resolver"), tool)
+		args := map[string]any{"amount": 800, "currency": "eur"}
+
+		By("the question; a person decides with kubectl meanwhile, and the window after the end passes")
+		r := call(args, nil, "")
+		Expect(r.NeedsInput()).To(BeTrue())
+		state := r.RequestState
+		first := mcpOperations(ns)[0]
+		once("resolve", first, "--committed", "--external-id", effectsFor(ns)[0].ID, "--reason", "found it", "-n", ns)
+		waitState(ns, first, "Committed")
+		end, err := time.Parse(time.RFC3339, jsonpath(ns, "seo/"+first, "{.status.completionTime}"))
+		Expect(err).NotTo(HaveOccurred())
+		time.Sleep(time.Until(end.Add(window + 4*time.Second)))
+
+		By("the host's user answers, late, as a host whose gateway died mid-wait re-sends: the decided outcome")
+		r = call(args, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "did not happen: retry",
+			"reason": "nothing at the tool"}}, state)
+		show("a late answer after the key stopped holding", r)
+		Expect(r.IsError).To(BeFalse(), text(r))
+		Expect(structured(r)["operation"]).To(Equal(first))
+		Expect(structured(r)["state"]).To(Equal("Committed"))
+		Expect(mcpOperations(ns)).To(ConsistOf(first))
+		Expect(effectsFor(ns)).To(HaveLen(1), "the answer's call made no new operation")
+	})
 })
