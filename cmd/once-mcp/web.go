@@ -64,10 +64,13 @@ func (w *webFlags) scheme() string {
 // listen opens addr, after checking that the flags make a safe server: TLS,
 // or plain HTTP on loopback when asked for.
 func (w *webFlags) listen(addr string) (net.Listener, error) {
+	// Plain HTTP listens where the check looked: on the loopback address a
+	// name resolved to, looked up once.
+	loop := loopbackAddr(addr)
 	switch {
 	case w.insecureHTTP && (w.certFile != "" || w.keyFile != ""):
 		return nil, errors.New("give either --insecure-http or --tls-cert-file and --tls-key-file, not both")
-	case w.insecureHTTP && !isLoopback(addr):
+	case w.insecureHTTP && loop == "":
 		return nil, fmt.Errorf("--insecure-http serves only on a loopback address, not %s: the MCP authorization "+
 			"spec requires HTTPS except for localhost, since bearer tokens cross the connection", addr)
 	case !w.insecureHTTP && (w.certFile == "" || w.keyFile == ""):
@@ -85,9 +88,7 @@ func (w *webFlags) listen(addr string) (net.Listener, error) {
 		}
 	}
 	if w.insecureHTTP {
-		// Listen where the check looked: on the loopback address localhost
-		// resolved to, not on whatever a second lookup gives.
-		addr = loopbackAddr(addr)
+		addr = loop
 	}
 	return net.Listen("tcp", addr)
 }
@@ -123,12 +124,6 @@ func unspecifiedHost(addr string) bool {
 
 // lookupHost resolves a host name; a test stands in for the system's.
 var lookupHost = net.LookupHost
-
-// isLoopback reports whether addr's host is a loopback address, or a name
-// (localhost) whose every address is one.
-func isLoopback(addr string) bool {
-	return loopbackAddr(addr) != ""
-}
 
 // loopbackAddr is addr with its host a loopback IP address: the host
 // itself, or the first address of a name whose every address is loopback;

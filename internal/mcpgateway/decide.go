@@ -292,8 +292,7 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Req
 			return nil
 		}
 		if old := op.Spec.Resolution; old != nil && protocol.ResolutionPending(op) {
-			if old.Action == res.Action && old.ExternalObjectID == res.ExternalObjectID && old.By == res.By &&
-				old.Reason == res.Reason {
+			if protocol.SameResolution(*old, res) {
 				// This answer, written by this call's earlier try: Once
 				// applies it on its next pass.
 				break
@@ -435,45 +434,34 @@ func decideSaga(ctx context.Context, c *caller, ns string, r once.SagaRequest, r
 	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 		return fmt.Errorf("reading saga %s to record the approval: %w", name, err)
 	}
-	if st.Kind != fieldSaga || st.Name != name || types.UID(st.UID) != s.UID {
-		return fmt.Errorf("the answer was asked about another saga than %s; nothing was recorded", name)
-	}
-	if msg := once.SagaMismatch(r, s); msg != "" {
-		// The same key with other steps or inputs: the saga the user
-		// approved is not this call's request.
-		return fmt.Errorf("the answer was asked about another request than this call's (%s); nothing was recorded", msg)
-	}
-	if review.CanApprove(s, st.Step) != nil {
-		// Approved meanwhile, or the saga moved on: its outcome answers.
-		return nil
-	}
-	if !waitsOn(s, st.Step) {
-		return fmt.Errorf("saga %s does not wait for approval of step %s now; nothing was recorded", name, st.Step)
+	if err := st.sagaBoundTo(s, r); err != nil {
+		return err
 	}
 	reason, _ := content[fieldReason].(string)
 	if utf8.RuneCountInString(reason) > maxReason {
 		return fmt.Errorf("the reason is longer than %d characters; nothing was recorded", maxReason)
 	}
-	a := v1.SagaApproval{Step: st.Step, By: decidedBy(c)}
-	if reason != "" {
-		a.Reason = reason
-	}
-	if err := review.ApproveStep(ctx, c.kube, s, a); err != nil {
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-		// Written meanwhile: approved already, or tried once more, if the
-		// saga still waits on the step for this call's request.
-		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+	a := v1.SagaApproval{Step: st.Step, By: decidedBy(c), Reason: reason}
+	// Each try checks the saga as it reads then, as for an operation.
+	for again := 0; ; again++ {
+		if err := st.sagaBoundTo(s, r); err != nil {
 			return err
 		}
 		if review.CanApprove(s, st.Step) != nil {
+			// Approved meanwhile, or the saga moved on: its outcome answers.
 			return nil
 		}
-		if !waitsOn(s, st.Step) || types.UID(st.UID) != s.UID || once.SagaMismatch(r, s) != "" {
-			return fmt.Errorf("saga %s changed while the approval was written; nothing was recorded", name)
+		if !waitsOn(s, st.Step) {
+			return fmt.Errorf("saga %s does not wait for approval of step %s now; nothing was recorded", name, st.Step)
 		}
-		if err := review.ApproveStep(ctx, c.kube, s, a); err != nil {
+		err := review.ApproveStep(ctx, c.kube, s, a)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || again > 0 {
+			return err
+		}
+		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 			return err
 		}
 	}
@@ -489,6 +477,21 @@ func decideSaga(ctx context.Context, c *caller, ns string, r once.SagaRequest, r
 		}
 		return false
 	})
+}
+
+// sagaBoundTo says why an approval asked with st cannot be recorded on s
+// for the call's request r: the question was about another saga, another
+// incarnation of it, or the call's steps and inputs are not the saga's.
+func (st decisionState) sagaBoundTo(s *v1.Saga, r once.SagaRequest) error {
+	if st.Kind != fieldSaga || st.Name != s.Name || types.UID(st.UID) != s.UID {
+		return fmt.Errorf("the answer was asked about another saga than %s; nothing was recorded", s.Name)
+	}
+	if msg := once.SagaMismatch(r, s); msg != "" {
+		// The same key with other steps or inputs: the saga the user
+		// approved is not this call's request.
+		return fmt.Errorf("the answer was asked about another request than this call's (%s); nothing was recorded", msg)
+	}
+	return nil
 }
 
 // waitsOn reports whether the saga waits for a person's approval of step

@@ -440,8 +440,14 @@ func resolutionPending(st v1.SideEffectOperationStatus, res *v1.Resolution, env 
 // the one applied can decide a later review (docs/design.md,
 // "reviewGeneration for resolutions").
 func SameDecision(res v1.Resolution, applied *v1.AppliedResolution) bool {
-	return applied != nil && res.Action == applied.Action && res.ExternalObjectID == applied.ExternalObjectID &&
-		res.By == applied.By && res.Reason == applied.Reason
+	return applied != nil && SameResolution(res, applied.Resolution)
+}
+
+// SameResolution reports whether a and b are one decision as a person
+// wrote it: the same action, external id, writer and reason (the user
+// admission records is left out).
+func SameResolution(a, b v1.Resolution) bool {
+	return a.Action == b.Action && a.ExternalObjectID == b.ExternalObjectID && a.By == b.By && a.Reason == b.Reason
 }
 
 // ResolutionPending reports whether the operation op's spec.resolution is

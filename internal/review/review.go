@@ -118,8 +118,7 @@ func checkOperation(op *v1.SideEffectOperation, r v1.Resolution) error {
 		return fmt.Errorf("%s was resolved with this decision in an earlier review, and Once applies a decision "+
 			"once: to decide this review, write it with another --reason", op.Name)
 	}
-	if old := op.Spec.Resolution; old != nil && old.Action == r.Action && old.ExternalObjectID == r.ExternalObjectID &&
-		old.By == r.By && old.Reason == r.Reason {
+	if old := op.Spec.Resolution; old != nil && protocol.SameResolution(*old, r) {
 		if protocol.ResolutionPending(op) {
 			return fmt.Errorf("%s already holds this resolution, written during this review: Once applies it "+
 				"on its next pass", op.Name)
