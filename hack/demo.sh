@@ -92,6 +92,13 @@ KUBECONFIG="$kubeconfig" "$root/bin/manager" --health-probe-bind-address=0 \
   --allow-egress-cidrs=127.0.0.0/8 >"$dir/manager.log" 2>&1 &
 pids+=($!)
 
+# The API server may serve a new CRD's kind a moment after the control plane
+# reported it ready (ServiceUnavailable, "Resource kind … not found"): wait
+# until it lists every kind the samples use.
+for _ in $(seq 60); do
+  kubectl get seo,sagas,tools,clustertools -A >/dev/null 2>&1 && break
+  sleep 0.5
+done
 say "Applying the samples: kubectl apply -k config/samples"
 apply_samples "$root/config/samples"
 
