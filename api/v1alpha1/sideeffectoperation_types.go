@@ -33,10 +33,11 @@ const MaxResultBytes = 16 * 1024
 
 // SideEffectOperationSpec is one side effect, bound to an idempotency key.
 //
-// Everything but resolution is immutable: an idempotency key means one
-// request, so a change would bind the key to a different request.
+// Everything but resolution and ttlSecondsAfterFinished is immutable: an
+// idempotency key means one request, so a change would bind the key to a
+// different request.
 // +kubebuilder:validation:XValidation:rule="has(self.subscribers) == has(oldSelf.subscribers)",message="spec.subscribers are immutable: the outcome is announced to the subscribers named at creation"
-// +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && has(self.parameters) == has(oldSelf.parameters) && has(self.timeout) == has(oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy)",message="spec is immutable: an idempotency key cannot be bound to different parameters; create a new SideEffectOperation with a new idempotency key (only spec.resolution may change)"
+// +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && has(self.parameters) == has(oldSelf.parameters) && has(self.timeout) == has(oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy)",message="spec is immutable: an idempotency key cannot be bound to different parameters; create a new SideEffectOperation with a new idempotency key (only spec.resolution and spec.ttlSecondsAfterFinished may change)"
 type SideEffectOperationSpec struct {
 	// toolRef names the Tool or ClusterTool that performs the effect.
 	// +required
@@ -114,9 +115,11 @@ type SideEffectOperationSpec struct {
 	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
 
 	// resolution is a person's decision on an operation in NeedsReview. It is
-	// the only way out of NeedsReview, and the only mutable field of the spec;
-	// it is applied once per change, and only while the operation is in
-	// NeedsReview.
+	// the only way out of NeedsReview, and with ttlSecondsAfterFinished the
+	// only mutable field of the spec. It is applied once, only if written
+	// while the operation is in NeedsReview, and never if it is a decision
+	// already applied or one that stood when the review began
+	// (status.earlierResolutions).
 	// +optional
 	Resolution *Resolution `json:"resolution,omitempty"`
 
@@ -554,6 +557,20 @@ type SideEffectOperationStatus struct {
 	// NeedsReview. Only a spec.resolution written after that is applied.
 	// +optional
 	ReviewGeneration int64 `json:"reviewGeneration,omitempty"`
+	// earlierResolutions are decisions that never decide a review of this
+	// operation again, besides the one applied (resolution): those applied
+	// before it, and those that stood in spec.resolution when a review
+	// began, written before it (at the object's creation, say, by a
+	// manifest that kept the decision about an earlier object of its
+	// name). A spec.resolution that is one of them in action, external id,
+	// by and reason is not applied, whatever else of the spec changes: a
+	// GitOps tool that writes an old decision back from its repository
+	// decides nothing. The eight most recent are kept, until the operation
+	// ends.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	EarlierResolutions []Resolution `json:"earlierResolutions,omitempty"`
 	// observations are the most recent things Once learned from the tool,
 	// newest last, at most sixteen. When the list is full, repeated
 	// questions (lookups and re-sends) are dropped first, so the calls that

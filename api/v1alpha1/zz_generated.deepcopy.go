@@ -1172,6 +1172,11 @@ func (in *SideEffectOperationStatus) DeepCopyInto(out *SideEffectOperationStatus
 		*out = new(runtime.RawExtension)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.EarlierResolutions != nil {
+		in, out := &in.EarlierResolutions, &out.EarlierResolutions
+		*out = make([]Resolution, len(*in))
+		copy(*out, *in)
+	}
 	if in.Observations != nil {
 		in, out := &in.Observations, &out.Observations
 		*out = make([]Observation, len(*in))

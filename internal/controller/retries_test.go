@@ -31,6 +31,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/metrics"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -277,5 +278,41 @@ var _ = Describe("A resolution of an earlier review", func() {
 		op = waitFor(ns, "op", v1.StateCommitted)
 		Expect(op.Status.Attempts).To(BeEquivalentTo(2))
 		Expect(effectsOf(v1.IdempotencyNone, ns, "op")).To(Equal(2))
+	})
+
+	It("is not applied when the operation was created with it and another field of the spec changes in review", func() {
+		ns := newNamespace()
+		DeferCleanup(startManager(managerOptions{}))
+		// The manifest of an earlier operation of this name kept the Retry
+		// a person wrote into it (GitOps keeps a resolution in the
+		// repository); the one applied again now makes its effect and the
+		// tool drops the connection before it answers.
+		faults(ns, sandbox.FaultRule{Method: "POST", Fault: sandbox.FaultDropAfterCommit, Count: 1})
+		newTool(ns, "mailer", v1.IdempotencyNone)
+		stale := v1.Resolution{Action: v1.ResolutionRetry, By: "bob", Reason: "no mail in the log"}
+		op := newOp(ns, "op", "mailer", map[string]any{})
+		op.Spec.Resolution = stale.DeepCopy()
+		create(op)
+		op = waitFor(ns, "op", v1.StateNeedsReview)
+		Expect(protocol.Earlier(&stale, op.Status)).To(BeTrue(),
+			"the review keeps the resolution that stood when it began, got %+v", op.Status.EarlierResolutions)
+		Expect(effectsOf(v1.IdempotencyNone, ns, "op")).To(Equal(1))
+
+		// A person sets a TTL: the generation moves past the review's.
+		patch := client.MergeFrom(op.DeepCopy())
+		op.Spec.TTLSecondsAfterFinished = new(int32(3600))
+		Expect(k8sClient.Patch(ctx, op, patch)).To(Succeed())
+		Expect(op.Generation).To(BeNumerically(">", op.Status.ReviewGeneration))
+		Consistently(func() int32 { return get(ns, "op").Status.Attempts }, 3*time.Second).Should(BeEquivalentTo(1))
+		Expect(get(ns, "op").Status.State).To(Equal(v1.StateNeedsReview))
+		Expect(effectsOf(v1.IdempotencyNone, ns, "op")).To(Equal(1), "no second effect without a person's decision")
+
+		// A decision of this review applies.
+		resolve(ns, "op", v1.Resolution{Action: v1.ResolutionMarkCommitted, ExternalObjectID: "mail-1", By: "bob",
+			Reason: "the mail is in the log"})
+		op = waitFor(ns, "op", v1.StateCommitted)
+		Expect(op.Status.Attempts).To(BeEquivalentTo(1))
+		Expect(op.Status.EarlierResolutions).To(BeEmpty(), "an ended operation keeps none")
+		Expect(effectsOf(v1.IdempotencyNone, ns, "op")).To(Equal(1))
 	})
 })

@@ -124,7 +124,7 @@ func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx conte
 		timer.Stop()
 		cancel()
 		if latest.ResourceVersion != p.op.ResourceVersion {
-			p.op = latest
+			p.adopt(latest)
 			p.st = *latest.Status.DeepCopy()
 		}
 	}

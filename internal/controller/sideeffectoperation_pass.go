@@ -80,12 +80,20 @@ func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.Side
 		op:       op,
 		st:       *op.Status.DeepCopy(),
 		env: protocol.Env{Now: r.Clock.Now(), Holder: r.Holder, Generation: op.Generation, Jitter: r.jitter(),
-			RecordName: protocol.OperationScope(op).RecordName(), Subscribers: op.Spec.Subscribers},
+			RecordName: protocol.OperationScope(op).RecordName(), Subscribers: op.Spec.Subscribers,
+			Resolution: op.Spec.Resolution},
 		// Until the tool is loaded, the policy knows what the operation
 		// alone says: enough to apply a person's resolution or to fail.
 		policy: protocol.Policy{Retention: protocol.Retention(&op.Spec),
 			MaxClaimDuration: r.limits().MaxClaimDuration()},
 	}
+}
+
+// adopt makes op, read again, the object of the pass: its version, and
+// what the decisions read of its metadata and spec.
+func (p *pass) adopt(op *v1.SideEffectOperation) {
+	p.op = op
+	p.env.Generation, p.env.Resolution = op.Generation, op.Spec.Resolution
 }
 
 // identify computes the operation's scope and request hash, and puts them

@@ -81,7 +81,8 @@ func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Re
 			r.keepPending(p, a)
 			return reconcile.Result{}, err
 		}
-		p.op, p.st = fresh, *fresh.Status.DeepCopy()
+		p.adopt(fresh)
+		p.st = *fresh.Status.DeepCopy()
 	}
 	if a.claimHeld(p.st, r.Holder) {
 		return r.writeAnswer(p, a)
@@ -174,8 +175,7 @@ func (r *SideEffectOperationReconciler) writeFenced(p *pass, d protocol.Decision
 			r.keepPending(p, a)
 			return d, err
 		}
-		p.op = fresh
-		p.env.Generation = fresh.Generation
+		p.adopt(fresh)
 		if !a.claimHeld(fresh.Status, r.Holder) {
 			return protocol.Decision{Action: protocol.ActionWait}, r.keepEvidence(p, a)
 		}
@@ -232,7 +232,7 @@ func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 			r.keepPending(p, a)
 			return err
 		}
-		p.op = fresh
+		p.adopt(fresh)
 	}
 	r.keepPending(p, a)
 	return errors.New("the late answer's write kept losing to newer versions; it will be retried")

@@ -323,6 +323,10 @@ func writeOperation(out io.Writer, op *v1.SideEffectOperation, now time.Time) er
 	if r := op.Spec.Resolution; r != nil && state == v1.StateNeedsReview && protocol.ResolutionPending(op) {
 		fields = append(fields, field{"Written", resolutionText(*r) + ", in spec.resolution, not applied yet"})
 	}
+	if r := op.Spec.Resolution; r != nil && state == v1.StateNeedsReview && protocol.Earlier(r, *st) {
+		fields = append(fields, field{"Disregarded", resolutionText(*r) +
+			", in spec.resolution, decided or written before this review began: it does not decide this review"})
+	}
 	writeFields(out, fields)
 	return writeStory(out, operationStory(st), "ATTEMPT")
 }

@@ -78,9 +78,12 @@ type OperationStory struct {
 	// Claim is the claim held now, if any.
 	Claim *v1.Claim `json:"claim,omitempty"`
 	// Resolution is the resolution applied, if any; Written the one in
-	// spec.resolution while it waits to be applied.
-	Resolution *Decision `json:"resolution,omitempty"`
-	Written    *Decision `json:"written,omitempty"`
+	// spec.resolution while it waits to be applied; Disregarded the one
+	// in spec.resolution when it was decided or written before this review
+	// began (status.earlierResolutions), which does not decide it.
+	Resolution  *Decision `json:"resolution,omitempty"`
+	Written     *Decision `json:"written,omitempty"`
+	Disregarded *Decision `json:"disregarded,omitempty"`
 }
 
 // SagaStory is what a Story tells of a saga.
@@ -197,6 +200,9 @@ func operationDoc(op *v1.SideEffectOperation) Story {
 	state := st.State.OrPlanned()
 	if r := op.Spec.Resolution; r != nil && state == v1.StateNeedsReview && protocol.ResolutionPending(op) {
 		d.Written = resolutionDecision(*r)
+	}
+	if r := op.Spec.Resolution; r != nil && state == v1.StateNeedsReview && protocol.Earlier(r, *st) {
+		d.Disregarded = resolutionDecision(*r)
 	}
 	entries := []StoryEntry{}
 	for _, e := range operationEvents(st) {

@@ -105,6 +105,34 @@ func TestWriteOperationAppliedResolutionIsNotPending(t *testing.T) {
 	}
 }
 
+func TestWriteOperationDisregardedResolution(t *testing.T) {
+	// The operation was created with a Retry in its spec (a manifest that
+	// kept an earlier object's decision), and an edit of another field
+	// moved the generation past its review's: the Retry is disregarded,
+	// not waiting to be applied.
+	retry := v1.Resolution{Action: v1.ResolutionRetry, By: "bob", Reason: "not charged"}
+	op := &v1.SideEffectOperation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "pay", Generation: 2, CreationTimestamp: at(0)},
+		Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: "payments"}, Operation: "charge.create",
+			Resolution: &retry, TTLSecondsAfterFinished: new(int32(60))},
+		Status: v1.SideEffectOperationStatus{State: v1.StateNeedsReview, Attempts: 1, ReviewGeneration: 1,
+			EarlierResolutions: []v1.Resolution{retry}},
+	}
+	var out bytes.Buffer
+	if err := writeOperation(&out, op, at(300).Time); err != nil {
+		t.Fatal(err)
+	}
+	const line = `Disregarded:   Retry by bob ("not charged"), in spec.resolution, decided or written before this ` +
+		`review began: it does not decide this review`
+	if !strings.Contains(out.String(), line) || strings.Contains(out.String(), "not applied yet") {
+		t.Errorf("want the line %q and no resolution waiting, got:\n%s", line, out.String())
+	}
+	d := operationDoc(op).Operation
+	if d == nil || d.Written != nil || d.Disregarded == nil || d.Disregarded.Action != string(v1.ResolutionRetry) {
+		t.Errorf("the JSON story must report the Retry as disregarded, not written: %+v", d)
+	}
+}
+
 func TestStepLines(t *testing.T) {
 	steps := []v1.SagaStep{{Name: "ticket"}, {Name: "config", RequiresApproval: true}, {Name: "notify"}}
 	cases := map[string]struct {

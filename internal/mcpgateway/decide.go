@@ -301,11 +301,13 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Req
 			// with kubectl once, another host's user): theirs stands.
 			return fmt.Errorf("%s decided %s meanwhile; nothing was recorded", old.By, name)
 		}
-		if protocol.SameDecision(res, op.Status.Resolution) {
+		if protocol.SameDecision(res, op.Status.Resolution) || protocol.Earlier(&res, op.Status) {
 			// Once applies a decision once: the same words as an earlier
-			// review's are taken for that decision, not a new one.
-			return fmt.Errorf("this is the decision, with the same reason, that an earlier review of %s applied; "+
-				"answer again with another reason to decide this review. Nothing was recorded", name)
+			// review's, or as a resolution written before this review,
+			// are taken for that decision, not a new one.
+			return fmt.Errorf("this is the decision, with the same reason, that an earlier review of %s applied "+
+				"or that was written before this review began; answer again with another reason to decide this "+
+				"review. Nothing was recorded", name)
 		}
 		err := review.ResolveOperation(ctx, c.kube, op, res)
 		if err == nil {

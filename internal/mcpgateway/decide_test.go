@@ -218,3 +218,38 @@ func TestAnswerRaceWithANewReview(t *testing.T) {
 		t.Errorf("spec.resolution is %+v; want the person's, untouched", got.Spec.Resolution)
 	}
 }
+
+// TestAnswerSameAsAnEarlierResolution: an answer in the very words of a
+// resolution that stood when the review began (a manifest that kept an
+// earlier object's decision) is refused before anything is written: Once
+// would not apply it.
+func TestAnswerSameAsAnEarlierResolution(t *testing.T) {
+	r := once.Request{Namespace: "shop", Tool: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"},
+		Operation: "charge", Key: "k", Parameters: []byte(`{"amount":1}`)}
+	hash, err := once.RequestHash(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := v1.Resolution{Action: v1.ResolutionRetry, By: "mcp:alice", Reason: "not at the tool"}
+	op := &v1.SideEffectOperation{}
+	op.Namespace, op.Name, op.UID, op.Generation = "shop", "op", "uid-1", 1
+	op.Spec.Parameters = &runtime.RawExtension{Raw: r.Parameters}
+	op.Status.State, op.Status.RequestHash, op.Status.ReviewGeneration = v1.StateNeedsReview, hash, 1
+	op.Status.EarlierResolutions = []v1.Resolution{stale}
+	kube := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(op).WithStatusSubresource(op).Build()
+	asked := decisionState{Kind: fieldOperation, Name: "op", UID: "uid-1", RequestHash: hash, Review: 1}
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{RequestState: asked.encode(),
+		InputResponses: mcp.InputResponseMap{decisionInput: &mcp.ElicitResult{Action: "accept",
+			Content: map[string]any{"decision": "did not happen: retry", fieldReason: stale.Reason}}}}}
+	err = decideOperation(context.Background(), &caller{user: "alice", kube: kube}, "shop", "op", r, req)
+	if err == nil || !strings.Contains(err.Error(), "written before this review began") {
+		t.Errorf("an answer that is the disregarded resolution: %v; want a refusal", err)
+	}
+	got := &v1.SideEffectOperation{}
+	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(op), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Resolution != nil {
+		t.Errorf("spec.resolution is %+v; want nothing written", got.Spec.Resolution)
+	}
+}

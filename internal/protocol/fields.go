@@ -84,6 +84,10 @@ var stateFields = []stateField{
 	{"attempt's mode and promise", unfinished,
 		func(s *v1.SideEffectOperationStatus) bool { return s.IdempotencyMode != "" || s.Promise != "" },
 		func(s *v1.SideEffectOperationStatus) { s.IdempotencyMode, s.Promise = "", "" }},
+	// An ended operation is never resolved again.
+	{"earlierResolutions", unfinished,
+		func(s *v1.SideEffectOperationStatus) bool { return len(s.EarlierResolutions) > 0 },
+		func(s *v1.SideEffectOperationStatus) { s.EarlierResolutions = nil }},
 	{"error", []v1.OperationState{v1.StatePlanned, v1.StateStarted, v1.StateFailedRetryable, v1.StateFailedFinal,
 		v1.StateUnknown, v1.StateReconciling, v1.StateNeedsReview},
 		func(s *v1.SideEffectOperationStatus) bool { return s.ErrorClass != "" || s.ErrorMessage != "" },

@@ -19,6 +19,7 @@ package protocol
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,6 +79,11 @@ type Env struct {
 	// Subscribers are the object's spec.subscribers: a terminal transition
 	// records their announcements in the same write (package outbox).
 	Subscribers []v1.Subscriber
+	// Resolution is the object's spec.resolution. One that stands when
+	// the operation enters NeedsReview was written before that review:
+	// the status keeps it among its earlier resolutions, and it never
+	// decides the review.
+	Resolution *v1.Resolution
 }
 
 // Action is what the controller must do after writing Decision.Status.
@@ -410,6 +416,9 @@ func needsReview(st v1.SideEffectOperationStatus, env Env, msg string) Decision 
 	st.ErrorClass = v1.ErrorOutcomeUnknown
 	st.ErrorMessage = msg
 	st.ReviewGeneration = env.Generation
+	if r := env.Resolution; r != nil && !SameDecision(*r, st.Resolution) {
+		remember(&st, *r)
+	}
 	transition(&st, v1.StateNeedsReview, v1.ReasonNeedsReview, msg, env)
 	return Decision{Action: ActionWrite, Status: st,
 		Event: &Event{Warning: true, Reason: v1.ReasonNeedsReview, Message: msg}}
@@ -419,9 +428,17 @@ func needsReview(st v1.SideEffectOperationStatus, env Env, msg string) Decision 
 // entered NeedsReview: a resolution that was already there then is not
 // applied, and one is applied once. The generation says only that the spec
 // changed since, not which field: a resolution the same as the one already
-// applied is that decision still, whatever else of the spec was edited
-// (its ttlSecondsAfterFinished), never a new one.
+// applied, or as an earlier one (status.earlierResolutions: applied before
+// it, or standing when a review began), is that decision still, whatever
+// else of the spec was edited (its ttlSecondsAfterFinished), never a new
+// one.
 func resolutionPending(st v1.SideEffectOperationStatus, res *v1.Resolution, env Env) bool {
+	return res != nil && env.Generation > reviewSince(st) && !SameDecision(*res, st.Resolution) && !Earlier(res, st)
+}
+
+// reviewSince is the generation after which a resolution may decide the
+// review: the one the review began at, or the last applied resolution's.
+func reviewSince(st v1.SideEffectOperationStatus) int64 {
 	since := st.ReviewGeneration
 	if since == 0 {
 		// Written before reviewGeneration existed.
@@ -430,7 +447,32 @@ func resolutionPending(st v1.SideEffectOperationStatus, res *v1.Resolution, env 
 	if st.Resolution != nil {
 		since = max(since, st.Resolution.Generation)
 	}
-	return res != nil && env.Generation > since && !SameDecision(*res, st.Resolution)
+	return since
+}
+
+// Earlier reports whether res is one of the operation's earlier
+// resolutions (status.earlierResolutions): applied before the one applied
+// now, or standing in the spec when a review began. It decides no review.
+func Earlier(res *v1.Resolution, st v1.SideEffectOperationStatus) bool {
+	return res != nil && slices.ContainsFunc(st.EarlierResolutions, func(e v1.Resolution) bool {
+		return SameResolution(*res, e)
+	})
+}
+
+// maxEarlierResolutions bounds status.earlierResolutions (the CRD's
+// MaxItems); the oldest go first.
+const maxEarlierResolutions = 8
+
+// remember adds r to the earlier resolutions, unless it is one of them.
+func remember(st *v1.SideEffectOperationStatus, r v1.Resolution) {
+	if Earlier(&r, *st) {
+		return
+	}
+	r.User = ""
+	st.EarlierResolutions = append(st.EarlierResolutions, r)
+	if n := len(st.EarlierResolutions); n > maxEarlierResolutions {
+		st.EarlierResolutions = slices.Clone(st.EarlierResolutions[n-maxEarlierResolutions:])
+	}
 }
 
 // SameDecision reports whether res is the resolution applied, as far as a
@@ -452,7 +494,7 @@ func SameResolution(a, b v1.Resolution) bool {
 
 // ResolutionPending reports whether the operation op's spec.resolution is
 // one the manager applies on its next pass in NeedsReview: written during
-// this review and not the one already applied.
+// this review, not the one already applied nor an earlier one.
 func ResolutionPending(op *v1.SideEffectOperation) bool {
 	return resolutionPending(op.Status, op.Spec.Resolution, Env{Generation: op.Generation})
 }
@@ -460,7 +502,17 @@ func ResolutionPending(op *v1.SideEffectOperation) bool {
 // nextNeedsReview applies a person's resolution, once.
 func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env) Decision {
 	if !resolutionPending(st, res, env) {
+		if res != nil && env.Generation <= reviewSince(st) && !SameDecision(*res, st.Resolution) && !Earlier(res, st) {
+			// It stood when the review began (the generation has not moved
+			// since), and the review began before earlierResolutions
+			// existed: keep it there, before an edit moves the generation.
+			remember(&st, *res)
+			return Decision{Action: ActionWrite, Status: st}
+		}
 		return Decision{Action: ActionWait}
+	}
+	if st.Resolution != nil {
+		remember(&st, st.Resolution.Resolution)
 	}
 	st.Resolution = &v1.AppliedResolution{Resolution: *res, Generation: env.Generation,
 		Time: metav1.NewTime(env.Now), FromState: st.State}

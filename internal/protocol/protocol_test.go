@@ -239,9 +239,10 @@ func TestNext(t *testing.T) {
 			want:   view{Action: ActionWait},
 		},
 		"NeedsReviewIgnoresAnEarlierResolution": {
-			reason: "A resolution already there when the status was last written is not applied.",
-			args:   args{st: review, res: retry, mode: v1.IdempotencyNone, gen: 1},
-			want:   view{Action: ActionWait},
+			reason: "A resolution already there when the status was last written is not applied; a review " +
+				"that began without earlierResolutions keeps it there.",
+			args: args{st: review, res: retry, mode: v1.IdempotencyNone, gen: 1},
+			want: view{Action: ActionWrite, State: v1.StateNeedsReview, Attempts: 2},
 		},
 		"NeedsReviewMarkCommitted": {
 			reason: "A person's MarkCommitted records the effect they found.",

@@ -140,8 +140,10 @@ func TestResolutionWhileBlocked(t *testing.T) {
 		t.Error("Retry calls the tool: it needs it")
 	}
 	e.Generation = 1
-	if NeedsTool(st, retry, e) || Next(st, retry, p, e).Action != ActionWait {
-		t.Error("a resolution written before the operation entered NeedsReview must not apply")
+	if d := Next(st, retry, p, e); NeedsTool(st, retry, e) || d.Status.State != v1.StateNeedsReview ||
+		d.Status.Resolution != nil || d.Status.Attempts != st.Attempts {
+		t.Errorf("a resolution written before the operation entered NeedsReview must not apply: %s, %s, attempt %d",
+			d.Action, d.Status.State, d.Status.Attempts)
 	}
 }
 
@@ -214,21 +216,22 @@ func TestStateFields(t *testing.T) {
 	// Which fields each state may hold, written out apart from the table
 	// in fields.go.
 	legal := map[v1.OperationState][]string{
-		v1.StatePlanned:         {"error", "duplicateOf"},
-		v1.StateStarted:         {"claim", "error"},
-		v1.StateFailedRetryable: {"nextAttemptTime", "error"},
-		v1.StateUnknown:         {"nextAttemptTime", "error"},
-		v1.StateReconciling:     {"claim", "nextAttemptTime", "error"},
-		v1.StateNeedsReview:     {"error"},
+		v1.StatePlanned:         {"error", "duplicateOf", "earlierResolutions"},
+		v1.StateStarted:         {"claim", "error", "earlierResolutions"},
+		v1.StateFailedRetryable: {"nextAttemptTime", "error", "earlierResolutions"},
+		v1.StateUnknown:         {"nextAttemptTime", "error", "earlierResolutions"},
+		v1.StateReconciling:     {"claim", "nextAttemptTime", "error", "earlierResolutions"},
+		v1.StateNeedsReview:     {"error", "earlierResolutions"},
 		v1.StateCommitted:       {"duplicateOf", "externalObjectID", "externalRequestID", "result", "committedTime", "completionTime", "expiryTime"},
 		v1.StateFailedFinal:     {"duplicateOf", "externalObjectID", "externalRequestID", "result", "completionTime", "expiryTime", "error"},
-		v1.StateCompensating:    {"externalObjectID", "externalRequestID", "result", "committedTime"},
+		v1.StateCompensating:    {"externalObjectID", "externalRequestID", "result", "committedTime", "earlierResolutions"},
 		v1.StateCompensated:     {"duplicateOf", "externalObjectID", "externalRequestID", "result", "committedTime", "completionTime", "expiryTime"},
 	}
 	full := v1.SideEffectOperationStatus{DuplicateOf: "original", Claim: claim(self, 1, 0, time.Minute), NextAttemptTime: at(0),
 		ExternalObjectID: "ch", ExternalRequestID: "req", ResultDigest: "sha256:r", CommittedTime: at(0),
 		CompletionTime: at(0), ExpiryTime: at(time.Hour), ErrorClass: v1.ErrorRetryable, ErrorMessage: "m",
-		Attempts: 1, ReconcileAttempts: 2, UnknownTime: at(0)}
+		Attempts: 1, ReconcileAttempts: 2, UnknownTime: at(0),
+		EarlierResolutions: []v1.Resolution{{Action: v1.ResolutionRetry, By: "alice", Reason: "nothing there"}}}
 	for state, want := range legal {
 		t.Run(string(state), func(t *testing.T) {
 			st := full
@@ -625,4 +628,117 @@ func TestResolutionAppliedOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestResolutionFromBeforeTheReview(t *testing.T) {
+	// An operation was created with alice's Retry in its spec (a manifest
+	// that kept the decision about an earlier object of its name) and
+	// entered NeedsReview at generation 1 with it standing. An edit of
+	// another field of the spec moves the generation past the review's:
+	// the Retry was written before this review and must not decide it.
+	p := policy(v1.IdempotencyNone)
+	e := env()
+	retry := &v1.Resolution{Action: v1.ResolutionRetry, By: "alice", Reason: "nothing at the tool"}
+	e.Resolution = retry
+	st := needsReview(v1.SideEffectOperationStatus{Attempts: 1}, e, "review 1").Status
+	if !Earlier(retry, st) {
+		t.Fatalf("the review must keep the resolution that stood when it began, got %+v", st.EarlierResolutions)
+	}
+	cases := map[string]struct {
+		reason string
+		res    *v1.Resolution
+		apply  bool
+	}{
+		"OtherFieldEdited": {reason: "An edit of another field does not make the standing Retry a decision of this review.",
+			res: retry},
+		"UserRewritten": {reason: "The same words, written again by another account, are still the decision from before.",
+			res: &v1.Resolution{Action: v1.ResolutionRetry, By: "alice", User: "system:admin", Reason: "nothing at the tool"}},
+		"NewReason": {reason: "A Retry with another reason is a decision of this review: it applies.",
+			res: &v1.Resolution{Action: v1.ResolutionRetry, By: "alice", Reason: "still nothing"}, apply: true},
+		"Fail": {reason: "Another action is a decision of this review.",
+			res: &v1.Resolution{Action: v1.ResolutionFail, By: "alice", Reason: "nothing at the tool"}, apply: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := e
+			e.Generation, e.Resolution = 2, tc.res
+			d := Next(st, tc.res, p, e)
+			if applied := d.Action != ActionWait; applied != tc.apply {
+				t.Errorf("%s: applied: want %t, got %t (%s, state %s, attempt %d)", tc.reason, tc.apply, applied,
+					d.Action, d.Status.State, d.Status.Attempts)
+			}
+		})
+	}
+
+	t.Run("NoneStanding", func(t *testing.T) {
+		// The same Retry, written after a review that began without a
+		// resolution, decides it.
+		e := env()
+		st := needsReview(v1.SideEffectOperationStatus{Attempts: 1}, e, "review 1").Status
+		if len(st.EarlierResolutions) != 0 {
+			t.Fatalf("no resolution stood, got %+v", st.EarlierResolutions)
+		}
+		e.Generation, e.Resolution = 2, retry
+		if d := Next(st, retry, p, e); d.Action != ActionExecute {
+			t.Errorf("a Retry written during the review must run attempt 2: %s", d.Action)
+		}
+	})
+
+	t.Run("WrittenBackLater", func(t *testing.T) {
+		// alice's Retry (from the repository) decided review 1; bob's,
+		// written with kubectl, decided review 2. In review 3 a GitOps
+		// sync writes alice's back from the repository: it decided an
+		// earlier review, and decides nothing now.
+		e := env()
+		st := needsReview(v1.SideEffectOperationStatus{Attempts: 1}, e, "review 1").Status
+		e.Generation, e.Resolution = 2, retry
+		d := Next(st, retry, p, e)
+		st = needsReview(d.Status, e, "review 2").Status
+		bobs := &v1.Resolution{Action: v1.ResolutionRetry, By: "bob", Reason: "not at the tool either"}
+		e.Generation, e.Resolution = 3, bobs
+		d = Next(st, bobs, p, e)
+		if d.Action != ActionExecute || d.Status.Attempts != 3 {
+			t.Fatalf("bob's Retry must run attempt 3: %s, attempt %d", d.Action, d.Status.Attempts)
+		}
+		st = needsReview(d.Status, e, "review 3").Status
+		e.Generation, e.Resolution = 4, retry
+		if d := Next(st, retry, p, e); d.Action != ActionWait {
+			t.Errorf("alice's Retry, written back, ran %s (attempt %d)", d.Action, d.Status.Attempts)
+		}
+	})
+
+	t.Run("ReviewBeganBeforeTheField", func(t *testing.T) {
+		// An operation that entered review under a release without
+		// earlierResolutions, the Retry standing since: the first pass
+		// keeps it there, before an edit can move the generation.
+		e := env()
+		legacy := needsReview(v1.SideEffectOperationStatus{Attempts: 1}, e, "review 1").Status
+		e.Resolution = retry
+		d := Next(legacy, retry, p, e)
+		if d.Action != ActionWrite || !Earlier(retry, d.Status) {
+			t.Fatalf("the standing Retry must be written among the earlier resolutions: %s, %+v", d.Action,
+				d.Status.EarlierResolutions)
+		}
+		if again := Next(d.Status, retry, p, e); again.Action != ActionWait {
+			t.Errorf("kept once, it is not written again: %s", again.Action)
+		}
+		e.Generation = 2
+		if d := Next(d.Status, retry, p, e); d.Action != ActionWait {
+			t.Errorf("after an edit, the Retry from before the review ran %s", d.Action)
+		}
+	})
+
+	t.Run("Bounded", func(t *testing.T) {
+		var st v1.SideEffectOperationStatus
+		for i := range maxEarlierResolutions + 3 {
+			remember(&st, v1.Resolution{Action: v1.ResolutionRetry, By: "alice", Reason: fmt.Sprint(i)})
+		}
+		remember(&st, v1.Resolution{Action: v1.ResolutionRetry, By: "alice", Reason: "10"})
+		if n := len(st.EarlierResolutions); n != maxEarlierResolutions {
+			t.Fatalf("%d kept, want %d", n, maxEarlierResolutions)
+		}
+		if first := st.EarlierResolutions[0].Reason; first != "3" {
+			t.Errorf("the oldest must go first: the first kept is %q, want \"3\"", first)
+		}
+	})
 }

@@ -105,8 +105,8 @@ func CanResolve(op *v1.SideEffectOperation) error {
 
 // checkOperation says why r cannot be written into op, if it cannot: op
 // cannot be resolved, r is the decision already applied to an earlier
-// review, or op already holds r (the user is left out, as admission writes
-// it). A resolution already there is applied if it was written during this
+// review or one that stood when a review began, or op already holds
+// r (the user is left out, as admission writes it). A resolution already there is applied if it was written during this
 // review, and never if it was written before or was applied already
 // (docs/design.md, "reviewGeneration for resolutions"); writing it again
 // changes nothing either way.
@@ -125,6 +125,10 @@ func checkOperation(op *v1.SideEffectOperation, r v1.Resolution) error {
 		}
 		return fmt.Errorf("%s already holds this resolution from before it entered review, and Once applies only "+
 			"one written since: write it with another --reason", op.Name)
+	}
+	if protocol.Earlier(&r, op.Status) {
+		return fmt.Errorf("%s was decided with this resolution before this review, or held it when the review "+
+			"began, and Once applies a decision once: write it with another --reason", op.Name)
 	}
 	return nil
 }

@@ -112,6 +112,13 @@ func TestCheckOperation(t *testing.T) {
 		o.Status.Resolution = &v1.AppliedResolution{Resolution: retry, Generation: 2}
 		return o
 	}
+	// disregarded is op created with retry in its spec, in review since
+	// generation 1 with retry standing, and edited since.
+	disregarded := func(held *v1.Resolution) *v1.SideEffectOperation {
+		o := op(3, 1, held)
+		o.Status.EarlierResolutions = []v1.Resolution{retry}
+		return o
+	}
 	with := func(f func(*v1.Resolution)) *v1.Resolution {
 		r := retry
 		f(&r)
@@ -153,6 +160,16 @@ func TestCheckOperation(t *testing.T) {
 				"to decide this review, write it with another --reason"},
 		"AppliedBeforeNewReason": {reason: "A new reason makes a new decision.",
 			op: applied(&retry), r: *with(func(r *v1.Resolution) { r.Reason = "still no charge in the dashboard" })},
+		"DisregardedHeld": {reason: "The resolution that stood when the review began, held still, is not applied however the generation moved.",
+			op: disregarded(&retry), r: retry,
+			err: "x already holds this resolution from before it entered review, and Once applies only one written since: " +
+				"write it with another --reason"},
+		"DisregardedWrittenAgain": {reason: "Removed and written again, it is still the resolution from before the review.",
+			op: disregarded(nil), r: retry,
+			err: "x was decided with this resolution before this review, or held it when the review began, and " +
+				"Once applies a decision once: write it with another --reason"},
+		"DisregardedNewReason": {reason: "A new reason makes a decision of this review.",
+			op: disregarded(nil), r: *with(func(r *v1.Resolution) { r.Reason = "checked again: no charge" })},
 		"NotInReview": {reason: "What cannot be resolved is said first.",
 			op: func() *v1.SideEffectOperation { o := op(2, 1, &retry); o.Status.State = v1.StateCommitted; return o }(), r: retry,
 			err: "x is Committed: there is nothing to resolve"},

@@ -116,9 +116,11 @@ type Sharder struct {
 
 	// Used by Start's goroutine only (mine[i] by the one goroutine that
 	// writes shard i's Lease in a tick): the Leases last written, this
-	// manager's membership and the shards it holds.
-	member *coordinationv1.Lease
-	mine   []*coordinationv1.Lease
+	// manager's membership and the shards it holds, and when its
+	// membership ends by its own clock if it is not renewed.
+	member      *coordinationv1.Lease
+	mine        []*coordinationv1.Lease
+	memberUntil time.Time
 }
 
 // New checks the options and returns a Sharder; add it to the manager.
@@ -241,7 +243,8 @@ func (s *Sharder) tick(ctx context.Context) {
 			shards[l.Name] = l
 		}
 	}
-	if s.renewMember(ctx, own, now) {
+	renewed, live := s.renewMember(ctx, own, now)
+	if live {
 		members = append(members, s.o.Holder)
 	}
 	// The shards' Leases are written in parallel: a tick must fit in a
@@ -252,6 +255,10 @@ func (s *Sharder) tick(ctx context.Context) {
 	for i, owner := range owners {
 		l := shards[ShardLeaseName(i)]
 		switch {
+		case owner == s.o.Holder && !renewed && !s.holds(i, now):
+			// A membership that may lapse takes no new shard: it would
+			// give it up again, and its objects would be listed twice.
+			s.drop(i)
 		case owner == s.o.Holder:
 			was := s.holds(i, now)
 			wg.Go(func() {
@@ -291,16 +298,28 @@ func (s *Sharder) tick(ctx context.Context) {
 }
 
 // renewMember creates or renews this manager's membership Lease (own, as
-// listed, or nil), and reports whether it is a live member.
-func (s *Sharder) renewMember(ctx context.Context, own *coordinationv1.Lease, now time.Time) bool {
+// listed, or nil), and reports whether it renewed it and whether this
+// manager is a live member.
+//
+// A renewal that fails leaves the membership live until the Lease last
+// written expires, by this manager's clock: the other managers count it
+// as a member until then, and so does this one. A manager that left the
+// assignment at its first failed renewal, say one write that timed out on
+// a busy API server, would release every shard it holds, which no other
+// manager takes while the membership lasts, and list all their objects
+// again when it acquires them back a period later: more load on an API
+// server already slow.
+func (s *Sharder) renewMember(ctx context.Context, own *coordinationv1.Lease, now time.Time) (renewed, live bool) {
 	member, err := lease.Own{Namespace: s.o.Namespace, Name: MemberLeaseName(s.o.Holder), Holder: s.o.Holder,
 		Seconds: s.seconds, Labels: map[string]string{LabelMember: memberValue}}.Renew(ctx, s.o.Client, own, now)
 	if err != nil {
-		s.log.Error(err, "Renewing the membership Lease failed", "lease", MemberLeaseName(s.o.Holder))
-		return false
+		live := now.Before(s.memberUntil)
+		s.log.Error(err, "Renewing the membership Lease failed", "lease", MemberLeaseName(s.o.Holder),
+			"stillMember", live, "until", s.memberUntil)
+		return false, live
 	}
-	s.member = member
-	return true
+	s.member, s.memberUntil = member, now.Add(s.o.LeaseDuration)
+	return true, true
 }
 
 // acquire creates, renews or takes over shard i's Lease l (nil if there

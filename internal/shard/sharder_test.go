@@ -73,6 +73,45 @@ var _ = Describe("Sharder", func() {
 		Consistently(func() []int { return intersection(a.Held(), b.Held()) }, time.Second).Should(BeEmpty())
 	})
 
+	It("keeps its shards through failed renewals of its membership until the membership expires", func() {
+		ns := newNamespace()
+		a := newMember("a", ns, shards).run()
+		Eventually(a.Held, 10*time.Second).Should(Equal(all(shards)))
+
+		By("failing the membership's renewals for half its duration")
+		a.slowMember.Store(true)
+		Consistently(a.Held, leaseDuration/2).Should(Equal(all(shards)),
+			"a membership whose Lease has not expired keeps its shards")
+		for i := range shards {
+			Expect(holder(ns, i)).To(Equal("a"), "shard %d's Lease is not released", i)
+		}
+
+		By("failing them past its duration")
+		Eventually(a.Held, 2*leaseDuration).Should(BeEmpty(), "a membership that expired holds no shard")
+
+		By("renewing again")
+		a.slowMember.Store(false)
+		Eventually(a.Held, 10*time.Second).Should(Equal(all(shards)))
+	})
+
+	It("takes no new shard while its membership's renewals fail", func() {
+		ns := newNamespace()
+		a := newMember("a", ns, shards).run()
+		b := newMember("b", ns, shards).run()
+		Eventually(split(a, b), 10*time.Second).Should(Succeed())
+		mine := a.Held()
+
+		By("failing a's membership renewals, and stopping b, which releases its shards")
+		a.slowMember.Store(true)
+		b.stop()
+		Consistently(a.Held, leaseDuration/2).Should(Equal(mine),
+			"a membership that may lapse keeps its shards and takes none of the released")
+
+		By("renewing again")
+		a.slowMember.Store(false)
+		Eventually(a.Held, 10*time.Second).Should(Equal(all(shards)))
+	})
+
 	It("enqueues the objects of a shard it acquires", func() {
 		ns := newNamespace()
 		var names []string

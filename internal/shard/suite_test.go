@@ -81,8 +81,11 @@ type member struct {
 	*Sharder
 	// cut makes every API call fail, as for a manager that lost the API
 	// server.
-	cut  atomic.Bool
-	stop func()
+	cut atomic.Bool
+	// slowMember makes the writes of its membership Lease fail, as a
+	// write that times out on a busy API server while the rest go through.
+	slowMember atomic.Bool
+	stop       func()
 }
 
 // newNamespace creates a namespace for one test's Leases.
@@ -110,11 +113,17 @@ func newMember(holder, ns string, shards int) *member {
 			if m.cut.Load() {
 				return refuse
 			}
+			if m.slowMember.Load() && obj.GetLabels()[LabelMember] != "" {
+				return context.DeadlineExceeded
+			}
 			return c.Create(ctx, obj, opts...)
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			if m.cut.Load() {
 				return refuse
+			}
+			if m.slowMember.Load() && obj.GetLabels()[LabelMember] != "" {
+				return context.DeadlineExceeded
 			}
 			return c.Update(ctx, obj, opts...)
 		},

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/internal/review"
 	"github.com/once-dev/once/internal/saga"
 )
@@ -54,6 +55,10 @@ const (
 	Reconnect Kind = "reconnect"
 	// Apply: a person or GitOps applies an operation's manifest (again).
 	Apply Kind = "apply"
+	// Reapply: GitOps applies the manifest of an operation that exists
+	// (a sync, or its self-heal of a drift): the fields the manifest sets
+	// that may change become the manifest's.
+	Reapply Kind = "reapply"
 	// Delete: a person or a GitOps prune deletes an operation.
 	Delete Kind = "delete"
 	// DeleteNamespace: a person deletes the workload's namespace, records
@@ -67,6 +72,12 @@ const (
 	// Resolve: a person resolves an operation in NeedsReview, after
 	// looking at the tool.
 	Resolve Kind = "resolve"
+	// ResolveInGit: a person resolves an operation in NeedsReview as
+	// GitOps has it, by writing spec.resolution into its manifest in the
+	// repository, which applies it. The repository keeps the resolution:
+	// every later apply of the manifest carries it, the one that creates
+	// the operation again after a delete among them.
+	ResolveInGit Kind = "resolve-in-git"
 	// ResolveSaga: a person decides what a saga in review waits on, after
 	// looking at the tool; Approve: a person approves a saga's step.
 	ResolveSaga Kind = "resolve-saga"
@@ -190,6 +201,14 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			return true
 		}},
 		{1, func() bool {
+			mf, ok := w.manifests[rng.IntN(len(w.manifests))].(*v1.SideEffectOperation)
+			if !ok || !w.reapplies(mf) {
+				return false
+			}
+			a.Kind, a.Name = Reapply, mf.Name
+			return true
+		}},
+		{1, func() bool {
 			// Rare: a namespace deleted with work in flight, about once
 			// in two runs.
 			if rng.IntN(40) != 0 || w.namespaceState() != namespaceActive {
@@ -229,6 +248,9 @@ func (w *World) Plan(rng *rand.Rand) Action {
 				return false
 			}
 			a.Kind, a.Name, a.N = Resolve, waiting[rng.IntN(len(waiting))], rng.Int64N(10)
+			if rng.IntN(3) == 0 && w.operationManifest(a.Name) != nil {
+				a.Kind = ResolveInGit
+			}
 			return true
 		}},
 		{1, func() bool {
@@ -392,6 +414,8 @@ func (w *World) Apply(a Action) {
 				}
 			}
 		}
+	case Reapply:
+		w.reapply(w.operationManifest(a.Name))
 	case Delete:
 		if o, ok := w.server.objects[w.manifestKey(a.Name)]; ok {
 			must(w.server.Delete(o, nil))
@@ -402,8 +426,8 @@ func (w *World) Apply(a Action) {
 		w.editTool(a.Name, a.N)
 	case EditTTL:
 		w.editTTL(a.Name, a.N)
-	case Resolve:
-		w.resolve(a.Name, a.N)
+	case Resolve, ResolveInGit:
+		w.resolve(a.Name, a.N, a.Kind == ResolveInGit)
 	case ResolveSaga:
 		w.resolveSaga(a.Name)
 	case Approve:
@@ -444,7 +468,7 @@ func (w *World) describe(a Action) string {
 		return fmt.Sprintf("manager %s's cache catches up by %d of %d changes", m.Name, min(int(a.N), m.cache.Behind()), m.cache.Behind())
 	case Tick:
 		return fmt.Sprintf("the clock moves %s", time.Duration(a.N))
-	case Apply, Delete, DeleteNamespace, EditTool, EditTTL, Quiet, Resolve, ResolveSaga, Approve:
+	case Apply, Reapply, Delete, DeleteNamespace, EditTool, EditTTL, Quiet, Resolve, ResolveInGit, ResolveSaga, Approve:
 		return w.describePerson(a)
 	case Crash:
 		return fmt.Sprintf("manager %s crashes and restarts as %s-%d", m.Name, m.Name, m.incarnation+1)
@@ -470,6 +494,12 @@ func (w *World) describePerson(a Action) string {
 			return ""
 		}
 		return fmt.Sprintf("a person applies the manifest of %s", a.Name)
+	case Reapply:
+		mf := w.operationManifest(a.Name)
+		if mf == nil || !w.reapplies(mf) {
+			return ""
+		}
+		return fmt.Sprintf("GitOps applies the manifest of %s again, as its repository has it", a.Name)
 	case Delete:
 		if !w.exists(a.Name) {
 			return ""
@@ -492,10 +522,17 @@ func (w *World) describePerson(a Action) string {
 		return fmt.Sprintf("a person %s of %s", ttlEdits[a.N%int64(len(ttlEdits))].say, a.Name)
 	case Quiet:
 		return "the faults stop: no more freezes, every request arrives and is answered"
-	case Resolve:
+	case Resolve, ResolveInGit:
 		op := &v1.SideEffectOperation{}
 		if w.server.Get(opObjKey(a.Name), op) != nil || op.Status.State != v1.StateNeedsReview {
 			return ""
+		}
+		if a.Kind == ResolveInGit {
+			if w.operationManifest(a.Name) == nil {
+				return ""
+			}
+			return fmt.Sprintf("a person looks at the tool and resolves %s in its manifest, which GitOps applies "+
+				"(the repository keeps the resolution)", a.Name)
 		}
 		return fmt.Sprintf("a person looks at the tool and resolves %s", a.Name)
 	case ResolveSaga, Approve:
@@ -612,8 +649,9 @@ func replace(s, from, to string) string {
 // one that cannot shows nothing) and mark the operation committed with the
 // effect they find, or, finding none, allow a retry or fail it. A retry is
 // the person's word that nothing happened: an effect it leads to is theirs
-// (Effect.Licensed), not Once's.
-func (w *World) resolve(name string, choice int64) {
+// (Effect.Licensed), not Once's. inGit: the resolution is also written
+// into the operation's manifest, which keeps it.
+func (w *World) resolve(name string, choice int64, inGit bool) {
 	op := &v1.SideEffectOperation{}
 	must(w.server.Get(opObjKey(name), op))
 	res := &v1.Resolution{By: "alice", Reason: fmt.Sprintf("review at step %d", w.step)}
@@ -637,14 +675,72 @@ func (w *World) resolve(name string, choice int64) {
 		res.Action = v1.ResolutionFail
 	}
 	w.note("alice finds %d effects for %s and writes %s", len(seen), refOf(op), res.Action)
-	// The same code path as kubectl once resolve's.
-	if err := review.ResolveOperation(context.Background(), w.people, op, *res); err != nil {
+	if inGit {
+		// Into the repository, which keeps it; GitOps applies it, past
+		// kubectl once's checks.
+		mf := w.operationManifest(name)
+		mf.Spec.Resolution = res.DeepCopy()
+		if !w.reapply(mf) {
+			return
+		}
+	} else if err := review.ResolveOperation(context.Background(), w.people, op, *res); err != nil {
+		// The same code path as kubectl once resolve's.
 		w.note("the resolution fails: %v", err)
 		return
 	}
 	if res.Action == v1.ResolutionRetry {
 		w.licenses[inEpoch(refOf(op), w.epochs[refOf(op)])]++
 	}
+}
+
+// operationManifest is the manifest of the operation name, nil if there
+// is none.
+func (w *World) operationManifest(name string) *v1.SideEffectOperation {
+	for _, mf := range w.manifests {
+		if m, ok := mf.(*v1.SideEffectOperation); ok && m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// reapplies reports whether applying mf again would change its operation,
+// which exists: whether a field the manifest sets, of those that may
+// change (spec.resolution and ttlSecondsAfterFinished), differs from the
+// object's. An apply leaves the fields it does not set as they are
+// (kubectl apply, server-side apply), and the user admission records in a
+// resolution is the API server's, not the manifest's.
+func (w *World) reapplies(mf *v1.SideEffectOperation) bool {
+	op := &v1.SideEffectOperation{}
+	if w.server.Get(opObjKey(mf.Name), op) != nil {
+		return false
+	}
+	r, ttl := mf.Spec.Resolution, mf.Spec.TTLSecondsAfterFinished
+	return r != nil && (op.Spec.Resolution == nil || !protocol.SameResolution(*r, *op.Spec.Resolution)) ||
+		ttl != nil && (op.Spec.TTLSecondsAfterFinished == nil || *ttl != *op.Spec.TTLSecondsAfterFinished)
+}
+
+// reapply is GitOps applying mf to its operation, which exists: the fields
+// reapplies compares become the manifest's. The API server refuses a
+// resolution outside NeedsReview: the sync fails, and the GitOps tool
+// shows it; nothing changes. It reports whether the object changed.
+func (w *World) reapply(mf *v1.SideEffectOperation) bool {
+	if !w.reapplies(mf) {
+		return false
+	}
+	op := &v1.SideEffectOperation{}
+	must(w.server.Get(opObjKey(mf.Name), op))
+	if r := mf.Spec.Resolution; r != nil {
+		op.Spec.Resolution = r.DeepCopy()
+	}
+	if ttl := mf.Spec.TTLSecondsAfterFinished; ttl != nil {
+		op.Spec.TTLSecondsAfterFinished = new(*ttl)
+	}
+	if err := w.server.Update(op, false); err != nil {
+		w.note("the sync fails: %v", err)
+		return false
+	}
+	return true
 }
 
 // current are the effects of a scope since it was last forgotten.
