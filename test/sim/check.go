@@ -103,8 +103,9 @@ func (w *World) check() {
 				// The effect it names is one of its scope's, of this
 				// lifetime, or one the tool itself still answers the key
 				// with (a Native tool replays an effect Once forgot, as
-				// after a namespace's deletion); one that names none
-				// needs some effect.
+				// after a namespace's deletion or the record's expiry, and
+				// a searchable tool's search still finds it by its key);
+				// one that names none needs some effect.
 				expired := st.ExpiryTime != nil && !w.clock.Now().Before(st.ExpiryTime.Time)
 				if id := st.ExternalObjectID; id != "" && !expired {
 					if e := w.effectByID(id); e == nil || e.Ref != ref || (e.Epoch != w.epochs[ref] && !w.replays(e)) {
@@ -195,10 +196,13 @@ func inNamespace(ref string, lifetime int) string {
 }
 
 // replays reports whether e's tool still answers its key with it: a
-// Native tool within its window.
+// Native tool within its window, a searchable tool's search.
 func (w *World) replays(e *Effect) bool {
-	k := w.tools[e.Tool].remembers(e.Endpoint, e.Key, w.clock.Now())
-	return k != nil && k.effect == e
+	t := w.tools[e.Tool]
+	if k := t.remembers(e.Endpoint, e.Key, w.clock.Now()); k != nil && k.effect == e {
+		return true
+	}
+	return t.shows(w, e.Endpoint, e.Key) == e
 }
 
 // heldByLive reports whether a manager that still runs holds the answer

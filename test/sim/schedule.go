@@ -119,11 +119,7 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			}
 		}
 	}
-	type choice struct {
-		weight int
-		fill   func() bool
-	}
-	choices := []choice{
+	choices := append([]choice{
 		{40, func() bool {
 			m := w.managers[rng.IntN(len(w.managers))]
 			ready := w.ready(m)
@@ -184,6 +180,38 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			}
 			return true
 		}},
+	}, w.peopleChoices(rng, &a)...)
+	total := 0
+	for _, c := range choices {
+		total += c.weight
+	}
+	for range 50 {
+		n := rng.IntN(total)
+		for _, c := range choices {
+			if n < c.weight {
+				if c.fill() {
+					return a
+				}
+				break
+			}
+			n -= c.weight
+		}
+	}
+	a.Kind, a.N = Tick, int64(time.Second)
+	return a
+}
+
+// choice is one kind of action the scheduler may draw, with its weight;
+// fill fills the action in and reports whether it applies now.
+type choice struct {
+	weight int
+	fill   func() bool
+}
+
+// peopleChoices are what people may do next (Plan draws among them and
+// the managers' and the clock's moves); each fills a.
+func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
+	return []choice{
 		{4, func() bool {
 			mf := w.manifests[rng.IntN(len(w.manifests))]
 			if w.exists(mf.GetName()) || (!w.opts.SecondLifetimes && w.forgotten(mf)) {
@@ -198,6 +226,21 @@ func (w *World) Plan(rng *rand.Rand) Action {
 				return false
 			}
 			a.Kind, a.Name = Delete, mf.GetName()
+			return true
+		}},
+		{1, func() bool {
+			// A person's reflex with an operation stuck in review: delete
+			// it, to apply its manifest again (an Apply, later).
+			var stuck []string
+			for _, name := range w.inReview() {
+				if w.operationManifest(name) != nil {
+					stuck = append(stuck, name)
+				}
+			}
+			if len(stuck) == 0 {
+				return false
+			}
+			a.Kind, a.Name = Delete, stuck[rng.IntN(len(stuck))]
 			return true
 		}},
 		{1, func() bool {
@@ -266,24 +309,6 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			return true
 		}},
 	}
-	total := 0
-	for _, c := range choices {
-		total += c.weight
-	}
-	for range 50 {
-		n := rng.IntN(total)
-		for _, c := range choices {
-			if n < c.weight {
-				if c.fill() {
-					return a
-				}
-				break
-			}
-			n -= c.weight
-		}
-	}
-	a.Kind, a.N = Tick, int64(time.Second)
-	return a
 }
 
 func idx(w *World, m *Manager) int {

@@ -144,10 +144,8 @@ func (t *SimTool) serve(w *World, req *http.Request, body []byte) (*http.Respons
 		if !t.Lookup {
 			return respond(http.StatusNotFound, failure("no_route"), nil), nil
 		}
-		for _, e := range w.ledger {
-			if e.Tool == t.Name && e.Endpoint == endpoint && e.Key == key && key != "" && !w.clock.Now().Before(e.Visible) {
-				return respond(http.StatusOK, created(e), nil), e
-			}
+		if e := t.shows(w, endpoint, key); e != nil {
+			return respond(http.StatusOK, created(e), nil), e
 		}
 		return respond(http.StatusNotFound, failure("not_found"), nil), nil
 	}
@@ -192,6 +190,22 @@ func (t *SimTool) remembers(endpoint, key string, now time.Time) *keyed {
 	}
 	if k, ok := t.keys[endpoint+" "+key]; ok && now.Sub(k.at) < t.Window {
 		return k
+	}
+	return nil
+}
+
+// shows is the effect a searchable tool's search answers key at endpoint
+// with: the first made with that key there, once visible. It forgets
+// nothing (a ticket system finds a ticket by its reference years later);
+// nil for a tool that cannot be searched, or before the effect is visible.
+func (t *SimTool) shows(w *World, endpoint, key string) *Effect {
+	if !t.Lookup || key == "" {
+		return nil
+	}
+	for _, e := range w.ledger {
+		if e.Tool == t.Name && e.Endpoint == endpoint && e.Key == key && !w.clock.Now().Before(e.Visible) {
+			return e
+		}
 	}
 	return nil
 }
