@@ -320,15 +320,33 @@ func writeOperation(out io.Writer, op *v1.SideEffectOperation, now time.Time) er
 		}
 		fields = append(fields, field{"Resolved", resolutionText(r.Resolution) + how})
 	}
-	if r := op.Spec.Resolution; r != nil && state == v1.StateNeedsReview && protocol.ResolutionPending(op) {
-		fields = append(fields, field{"Written", resolutionText(*r) + ", in spec.resolution, not applied yet"})
+	written, disregarded := specResolution(op)
+	if written != nil {
+		fields = append(fields, field{"Written", resolutionText(*written) + ", in spec.resolution, not applied yet"})
 	}
-	if r := op.Spec.Resolution; r != nil && state == v1.StateNeedsReview && protocol.Earlier(r, *st) {
-		fields = append(fields, field{"Disregarded", resolutionText(*r) +
+	if disregarded != nil {
+		fields = append(fields, field{"Disregarded", resolutionText(*disregarded) +
 			", in spec.resolution, decided or written before this review began: it does not decide this review"})
 	}
 	writeFields(out, fields)
 	return writeStory(out, operationStory(st), "ATTEMPT")
+}
+
+// specResolution says what an operation's spec.resolution is to the review
+// it is in: written during it and waiting to be applied, or disregarded
+// (decided or written before it began, status.earlierResolutions). Outside
+// NeedsReview it is neither.
+func specResolution(op *v1.SideEffectOperation) (written, disregarded *v1.Resolution) {
+	r := op.Spec.Resolution
+	switch {
+	case r == nil || op.Status.State != v1.StateNeedsReview:
+		return nil, nil
+	case protocol.ResolutionPending(op):
+		return r, nil
+	case protocol.Earlier(r, op.Status):
+		return nil, r
+	}
+	return nil, nil
 }
 
 // resolutionText says what a resolution decided and who decided it.

@@ -198,11 +198,10 @@ func operationDoc(op *v1.SideEffectOperation) Story {
 		d.Resolution.Applied, d.Resolution.Time, d.Resolution.FromState = true, new(r.Time.UTC()), string(r.FromState)
 	}
 	state := st.State.OrPlanned()
-	if r := op.Spec.Resolution; r != nil && state == v1.StateNeedsReview && protocol.ResolutionPending(op) {
-		d.Written = resolutionDecision(*r)
-	}
-	if r := op.Spec.Resolution; r != nil && state == v1.StateNeedsReview && protocol.Earlier(r, *st) {
-		d.Disregarded = resolutionDecision(*r)
+	if written, disregarded := specResolution(op); written != nil {
+		d.Written = resolutionDecision(*written)
+	} else if disregarded != nil {
+		d.Disregarded = resolutionDecision(*disregarded)
 	}
 	entries := []StoryEntry{}
 	for _, e := range operationEvents(st) {

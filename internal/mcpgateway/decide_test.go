@@ -165,17 +165,7 @@ func TestResolutionOf(t *testing.T) {
 // server or a gateway frozen for a moment does; the e2e specs run the rest
 // against a real one.
 func TestAnswerRaceWithANewReview(t *testing.T) {
-	r := once.Request{Namespace: "shop", Tool: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"},
-		Operation: "charge", Key: "k", Parameters: []byte(`{"amount":1}`)}
-	hash, err := once.RequestHash(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	op := &v1.SideEffectOperation{}
-	op.Namespace, op.Name, op.UID, op.Generation = "shop", "op", "uid-1", 4
-	op.Spec.Parameters = &runtime.RawExtension{Raw: r.Parameters}
-	op.Status.State, op.Status.RequestHash, op.Status.ReviewGeneration = v1.StateNeedsReview, hash, 4
-	asked := decisionState{Kind: fieldOperation, Name: "op", UID: "uid-1", RequestHash: hash, Review: 4}
+	r, op, asked := inReview(t, 4)
 	person := v1.Resolution{Action: v1.ResolutionRetry, By: "bob", Reason: "not at the tool"}
 	raced := false
 	kube := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(op).WithStatusSubresource(op).
@@ -203,10 +193,8 @@ func TestAnswerRaceWithANewReview(t *testing.T) {
 			return apierrors.NewConflict(schema.GroupResource{Group: v1.GroupVersion.Group,
 				Resource: "sideeffectoperations"}, obj.GetName(), errors.New("the object has been modified"))
 		}}).Build()
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{RequestState: asked.encode(),
-		InputResponses: mcp.InputResponseMap{decisionInput: &mcp.ElicitResult{Action: "accept",
-			Content: map[string]any{"decision": "did not happen: retry", fieldReason: "about attempt 1"}}}}}
-	err = decideOperation(context.Background(), &caller{user: "alice", kube: kube}, "shop", "op", r, req)
+	err := decideOperation(context.Background(), &caller{user: "alice", kube: kube}, "shop", "op", r,
+		retryAnswer(asked, "about attempt 1"))
 	if err == nil || !strings.Contains(err.Error(), "an earlier attempt") {
 		t.Errorf("the answer about review 4, written after review 5 began: %v; want a refusal", err)
 	}
@@ -224,24 +212,12 @@ func TestAnswerRaceWithANewReview(t *testing.T) {
 // earlier object's decision) is refused before anything is written: Once
 // would not apply it.
 func TestAnswerSameAsAnEarlierResolution(t *testing.T) {
-	r := once.Request{Namespace: "shop", Tool: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"},
-		Operation: "charge", Key: "k", Parameters: []byte(`{"amount":1}`)}
-	hash, err := once.RequestHash(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, op, asked := inReview(t, 1)
 	stale := v1.Resolution{Action: v1.ResolutionRetry, By: "mcp:alice", Reason: "not at the tool"}
-	op := &v1.SideEffectOperation{}
-	op.Namespace, op.Name, op.UID, op.Generation = "shop", "op", "uid-1", 1
-	op.Spec.Parameters = &runtime.RawExtension{Raw: r.Parameters}
-	op.Status.State, op.Status.RequestHash, op.Status.ReviewGeneration = v1.StateNeedsReview, hash, 1
 	op.Status.EarlierResolutions = []v1.Resolution{stale}
 	kube := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(op).WithStatusSubresource(op).Build()
-	asked := decisionState{Kind: fieldOperation, Name: "op", UID: "uid-1", RequestHash: hash, Review: 1}
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{RequestState: asked.encode(),
-		InputResponses: mcp.InputResponseMap{decisionInput: &mcp.ElicitResult{Action: "accept",
-			Content: map[string]any{"decision": "did not happen: retry", fieldReason: stale.Reason}}}}}
-	err = decideOperation(context.Background(), &caller{user: "alice", kube: kube}, "shop", "op", r, req)
+	err := decideOperation(context.Background(), &caller{user: "alice", kube: kube}, "shop", "op", r,
+		retryAnswer(asked, stale.Reason))
 	if err == nil || !strings.Contains(err.Error(), "written before this review began") {
 		t.Errorf("an answer that is the disregarded resolution: %v; want a refusal", err)
 	}
@@ -252,4 +228,29 @@ func TestAnswerSameAsAnEarlierResolution(t *testing.T) {
 	if got.Spec.Resolution != nil {
 		t.Errorf("spec.resolution is %+v; want nothing written", got.Spec.Resolution)
 	}
+}
+
+// inReview is a call's request r, its operation in NeedsReview since
+// generation review, and the state of a question asked in that review.
+func inReview(t *testing.T, review int64) (once.Request, *v1.SideEffectOperation, decisionState) {
+	t.Helper()
+	r := once.Request{Namespace: "shop", Tool: v1.ToolReference{Kind: v1.ToolKindTool, Name: "payments"},
+		Operation: "charge", Key: "k", Parameters: []byte(`{"amount":1}`)}
+	hash, err := once.RequestHash(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &v1.SideEffectOperation{}
+	op.Namespace, op.Name, op.UID, op.Generation = "shop", "op", "uid-1", review
+	op.Spec.Parameters = &runtime.RawExtension{Raw: r.Parameters}
+	op.Status.State, op.Status.RequestHash, op.Status.ReviewGeneration = v1.StateNeedsReview, hash, review
+	return r, op, decisionState{Kind: fieldOperation, Name: "op", UID: "uid-1", RequestHash: hash, Review: review}
+}
+
+// retryAnswer is a host's answer to the question asked: it did not
+// happen, retry, for reason.
+func retryAnswer(asked decisionState, reason string) *mcp.CallToolRequest {
+	return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{RequestState: asked.encode(),
+		InputResponses: mcp.InputResponseMap{decisionInput: &mcp.ElicitResult{Action: "accept",
+			Content: map[string]any{"decision": "did not happen: retry", fieldReason: reason}}}}}
 }

@@ -463,16 +463,18 @@ func Earlier(res *v1.Resolution, st v1.SideEffectOperationStatus) bool {
 // MaxItems); the oldest go first.
 const maxEarlierResolutions = 8
 
-// remember adds r to the earlier resolutions, unless it is one of them.
-func remember(st *v1.SideEffectOperationStatus, r v1.Resolution) {
+// remember adds r to the earlier resolutions, unless it is one of them,
+// and reports whether it added it.
+func remember(st *v1.SideEffectOperationStatus, r v1.Resolution) bool {
 	if Earlier(&r, *st) {
-		return
+		return false
 	}
 	r.User = ""
 	st.EarlierResolutions = append(st.EarlierResolutions, r)
 	if n := len(st.EarlierResolutions); n > maxEarlierResolutions {
 		st.EarlierResolutions = slices.Clone(st.EarlierResolutions[n-maxEarlierResolutions:])
 	}
+	return true
 }
 
 // SameDecision reports whether res is the resolution applied, as far as a
@@ -502,11 +504,10 @@ func ResolutionPending(op *v1.SideEffectOperation) bool {
 // nextNeedsReview applies a person's resolution, once.
 func nextNeedsReview(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env) Decision {
 	if !resolutionPending(st, res, env) {
-		if res != nil && env.Generation <= reviewSince(st) && !SameDecision(*res, st.Resolution) && !Earlier(res, st) {
+		if res != nil && env.Generation <= reviewSince(st) && !SameDecision(*res, st.Resolution) && remember(&st, *res) {
 			// It stood when the review began (the generation has not moved
 			// since), and the review began before earlierResolutions
 			// existed: keep it there, before an edit moves the generation.
-			remember(&st, *res)
 			return Decision{Action: ActionWrite, Status: st}
 		}
 		return Decision{Action: ActionWait}

@@ -105,11 +105,11 @@ func CanResolve(op *v1.SideEffectOperation) error {
 
 // checkOperation says why r cannot be written into op, if it cannot: op
 // cannot be resolved, r is the decision already applied to an earlier
-// review or one that stood when a review began, or op already holds
-// r (the user is left out, as admission writes it). A resolution already there is applied if it was written during this
-// review, and never if it was written before or was applied already
-// (docs/design.md, "reviewGeneration for resolutions"); writing it again
-// changes nothing either way.
+// review or one that stood when a review began, or op already holds r (the
+// user is left out, as admission writes it). A resolution already there is
+// applied if it was written during this review, and never if it was
+// written before or was applied already (docs/design.md, "reviewGeneration
+// for resolutions"); writing it again changes nothing either way.
 func checkOperation(op *v1.SideEffectOperation, r v1.Resolution) error {
 	if err := CanResolve(op); err != nil {
 		return err

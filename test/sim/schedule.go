@@ -245,7 +245,10 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 		}},
 		{1, func() bool {
 			mf, ok := w.manifests[rng.IntN(len(w.manifests))].(*v1.SideEffectOperation)
-			if !ok || !w.reapplies(mf) {
+			if !ok {
+				return false
+			}
+			if _, changes := w.reapplies(mf); !changes {
 				return false
 			}
 			a.Kind, a.Name = Reapply, mf.Name
@@ -521,7 +524,10 @@ func (w *World) describePerson(a Action) string {
 		return fmt.Sprintf("a person applies the manifest of %s", a.Name)
 	case Reapply:
 		mf := w.operationManifest(a.Name)
-		if mf == nil || !w.reapplies(mf) {
+		if mf == nil {
+			return ""
+		}
+		if _, changes := w.reapplies(mf); !changes {
 			return ""
 		}
 		return fmt.Sprintf("GitOps applies the manifest of %s again, as its repository has it", a.Name)
@@ -730,18 +736,19 @@ func (w *World) operationManifest(name string) *v1.SideEffectOperation {
 }
 
 // reapplies reports whether applying mf again would change its operation,
-// which exists: whether a field the manifest sets, of those that may
-// change (spec.resolution and ttlSecondsAfterFinished), differs from the
-// object's. An apply leaves the fields it does not set as they are
-// (kubectl apply, server-side apply), and the user admission records in a
-// resolution is the API server's, not the manifest's.
-func (w *World) reapplies(mf *v1.SideEffectOperation) bool {
+// which exists, and returns the operation as it reads: whether a field the
+// manifest sets, of those that may change (spec.resolution and
+// ttlSecondsAfterFinished), differs from the object's. An apply leaves the
+// fields it does not set as they are (kubectl apply, server-side apply),
+// and the user admission records in a resolution is the API server's, not
+// the manifest's.
+func (w *World) reapplies(mf *v1.SideEffectOperation) (*v1.SideEffectOperation, bool) {
 	op := &v1.SideEffectOperation{}
 	if w.server.Get(opObjKey(mf.Name), op) != nil {
-		return false
+		return nil, false
 	}
 	r, ttl := mf.Spec.Resolution, mf.Spec.TTLSecondsAfterFinished
-	return r != nil && (op.Spec.Resolution == nil || !protocol.SameResolution(*r, *op.Spec.Resolution)) ||
+	return op, r != nil && (op.Spec.Resolution == nil || !protocol.SameResolution(*r, *op.Spec.Resolution)) ||
 		ttl != nil && (op.Spec.TTLSecondsAfterFinished == nil || *ttl != *op.Spec.TTLSecondsAfterFinished)
 }
 
@@ -750,11 +757,10 @@ func (w *World) reapplies(mf *v1.SideEffectOperation) bool {
 // resolution outside NeedsReview: the sync fails, and the GitOps tool
 // shows it; nothing changes. It reports whether the object changed.
 func (w *World) reapply(mf *v1.SideEffectOperation) bool {
-	if !w.reapplies(mf) {
+	op, changes := w.reapplies(mf)
+	if !changes {
 		return false
 	}
-	op := &v1.SideEffectOperation{}
-	must(w.server.Get(opObjKey(mf.Name), op))
 	if r := mf.Spec.Resolution; r != nil {
 		op.Spec.Resolution = r.DeepCopy()
 	}
