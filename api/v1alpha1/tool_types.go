@@ -491,6 +491,10 @@ type LookupRequest struct {
 	// that lists candidates proves the effect when one carries the key:
 	// `response.body.items.exists(i, i.external_id == key)`. Expressions
 	// are bounded in cost: a loop inside a loop over the answer is refused.
+	// The lookup and its expressions also see `since`, the timestamp at
+	// which the first attempt of this lifetime of the key was claimed
+	// (status.startedTime; the Unix epoch when not known), to tell this
+	// lifetime's effect from one its key made before its record expired.
 	// +optional
 	Request *RequestShape `json:"request,omitempty"`
 
@@ -501,7 +505,12 @@ type LookupRequest struct {
 	// the key, for example
 	// `response.status == 200 && type(response.body) == map && response.body.key == key`,
 	// or, over a search, that an item carries it. An answer that both
-	// expressions accept proves nothing.
+	// expressions accept proves nothing. A tool that keeps its effects
+	// longer than spec.retention finds, for a key applied again after its
+	// record expired, the effect of the key's earlier lifetime; where the
+	// tool says when it made the effect, accept only a later one:
+	// `timestamp(response.body.created) >= since - duration('1h')` (the
+	// hour allows for the tool's clock, and is shorter than the retention).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096

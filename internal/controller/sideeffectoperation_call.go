@@ -90,6 +90,9 @@ func (r *SideEffectOperationReconciler) call(p *pass, action protocol.Action) (a
 	ctx, fence, stop := r.keepClaim(p, a)
 	req := effects.Request{Operation: p.op.Spec.Operation, Key: p.scope.ToolKey(),
 		Parameters: p.params, Timeout: p.timeout, Mode: p.st.IdempotencyMode, Fence: fence}
+	if p.st.StartedTime != nil {
+		req.Since = p.st.StartedTime.Time
+	}
 	outcome := ""
 	switch action {
 	case protocol.ActionLookup:

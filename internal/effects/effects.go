@@ -35,6 +35,11 @@ type Request struct {
 	Operation string
 	// Key is the idempotency key sent to the tool.
 	Key string
+	// Since is when the first attempt of this lifetime of the key was
+	// claimed (the operation's status.startedTime): every effect of this
+	// lifetime was made after it. An effect made before it is of an earlier
+	// lifetime, one whose record expired. Zero when not known.
+	Since time.Time
 	// Parameters is the canonical JSON of the operation's parameters.
 	Parameters []byte
 	// Timeout bounds the call.

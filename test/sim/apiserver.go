@@ -88,7 +88,8 @@ type change struct {
 // status subresource (a status write leaves spec and metadata alone, a
 // spec write leaves the status alone and bumps the generation), spec
 // immutability (the CRD's CEL rules), finalizers and deletion timestamps,
-// preconditions on delete, owner-reference garbage collection, namespace
+// preconditions on delete, owner-reference garbage collection (of what an
+// owner owned when it goes, and of an object created after its owner went), namespace
 // deletion, and the finalizer the admission policy adds to an operation at
 // create (config/policy). Each behaviour it models has a test against a
 // real API server (apiserver_test.go).
@@ -231,7 +232,28 @@ func (s *APIServer) Create(obj client.Object) error {
 	}
 	s.put(k, stored)
 	copyInto(obj, stored)
+	s.collectOrphan(stored)
 	return nil
+}
+
+// collectOrphan is the garbage collector's end result for an object created
+// with owners that are all gone already (a saga's pass that read its saga
+// before a person deleted it creates a step's operation after): the
+// collector finds no owner and deletes it, as it deletes what an owner
+// owned when the owner goes (remove).
+func (s *APIServer) collectOrphan(o client.Object) {
+	refs := o.GetOwnerReferences()
+	if len(refs) == 0 {
+		return
+	}
+	for _, ref := range refs {
+		for _, owner := range s.objects {
+			if owner.GetUID() == ref.UID {
+				return
+			}
+		}
+	}
+	_ = s.Delete(o, nil)
 }
 
 // Update replaces an object's spec and metadata (status false) or its

@@ -675,6 +675,14 @@ func modelOwnerReferences(r *modelRun) {
 	r.call("update removing the saga's finalizer", r.s.update(owner), "ok")
 	r.gone("get the saga after its finalizer went", owner)
 	r.simIs("the model collected what the saga owned", modelOutcome(r.s.get(dep.DeepCopy())), "NotFound")
+
+	late := r.op("order-late")
+	late.OwnerReferences = []metav1.OwnerReference{modelOwnerRef(saga)}
+	r.must("create an operation owned by the saga that is gone", r.s.create(late))
+	got := late.DeepCopy()
+	err := r.s.get(got)
+	r.simIs("the model collected the operation created after its owner went (marked, for its finalizer)",
+		modelOutcome(err) == "NotFound" || got.DeletionTimestamp != nil, true)
 }
 
 // modelOperation is an operation with every field the CRD defaults set

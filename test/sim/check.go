@@ -101,16 +101,25 @@ func (w *World) check() {
 			switch st.State {
 			case v1.StateCommitted:
 				// The effect it names is one of its scope's, of this
-				// lifetime, or one the tool itself still answers the key
-				// with (a Native tool replays an effect Once forgot, as
-				// after a namespace's deletion or the record's expiry, and
-				// a searchable tool's search still finds it by its key);
-				// one that names none needs some effect.
+				// lifetime, or one that the tool answered this
+				// operation's request with (a Native tool replays an
+				// effect Once forgot, as after a namespace's deletion,
+				// and its answer stays true after its window passes), or
+				// that something still answered the key with when the
+				// operation committed (I10 judges a commit once, as it is
+				// made): a searchable tool's search, which still finds it
+				// by its key, or another object of the scope that still
+				// holds it (an original that outlived its retention
+				// answers its duplicates). One that names none needs some
+				// effect.
 				expired := st.ExpiryTime != nil && !w.clock.Now().Before(st.ExpiryTime.Time)
-				if id := st.ExternalObjectID; id != "" && !expired {
-					if e := w.effectByID(id); e == nil || e.Ref != ref || (e.Epoch != w.epochs[ref] && !w.replays(e)) {
+				if id := st.ExternalObjectID; id != "" && !expired && w.vouched[op.UID] != id {
+					e := w.effectByID(id)
+					if e == nil || e.Ref != ref || (e.Epoch != w.epochs[ref] && !slices.Contains(w.answered[op.UID], id) &&
+						!w.replays(e) && !w.heldElsewhere(op, e, list)) {
 						w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) as %s, which is no effect of %s in this lifetime", protocol.ReadyReason(st), id, ref)
 					}
+					w.vouched[op.UID] = id
 				} else if id == "" && len(sortedEffects(w.ledger, ref)) == 0 {
 					w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) with no effect at the tool", protocol.ReadyReason(st))
 				}
@@ -203,6 +212,24 @@ func (w *World) replays(e *Effect) bool {
 		return true
 	}
 	return t.shows(w, e.Endpoint, e.Key) == e
+}
+
+// heldElsewhere reports whether another operation of op's scope (among
+// list, the operations of its ref) or the scope's record still holds e as
+// its outcome: a duplicate may take it from there.
+func (w *World) heldElsewhere(op *v1.SideEffectOperation, e *Effect, list []*v1.SideEffectOperation) bool {
+	for _, o := range list {
+		if o.UID != op.UID && o.Status.ExternalObjectID == e.ID {
+			return true
+		}
+	}
+	for _, o := range w.server.peek(kindRecord) {
+		rec := o.(*v1.IdempotencyRecord)
+		if rec.Spec.Outcome != nil && rec.Spec.Outcome.ExternalObjectID == e.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // heldByLive reports whether a manager that still runs holds the answer

@@ -163,8 +163,12 @@ func (w *World) Plan(rng *rand.Rand) Action {
 				a.N = int64(time.Hour) * (1 + rng.Int64N(30))
 			}
 			if !w.opts.SecondLifetimes {
-				// The run ends before a record's retention can pass.
-				a.N = min(a.N, int64(start.Add(lifetime).Sub(w.clock.Now())))
+				// The run ends before a record's retention can pass. A
+				// move takes at most half of the time left, so that time
+				// keeps moving to the end: a clock stopped at the limit
+				// would leave the faulted steps after it at one instant,
+				// where no backoff, claim or delay runs out.
+				a.N = min(a.N, int64(start.Add(lifetime).Sub(w.clock.Now())/2))
 			}
 			return a.N > 0
 		}},
@@ -890,12 +894,14 @@ func (w *World) deleteNamespace() {
 }
 
 // recreateNamespace is what GitOps applies before anything in a namespace
-// that is gone: the namespace, and its tools as they were first described.
+// that is gone: the namespace, and its tools as they were first described,
+// the subscribers' sink among them.
 func (w *World) recreateNamespace() {
 	must(w.server.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}))
 	w.namespaces++
 	for _, name := range []string{toolChat, toolDesk, toolPay} {
 		must(w.server.Create(toolCR(w.tools[name])))
 	}
-	w.note("GitOps creates namespace %s again, with its tools", Namespace)
+	must(w.server.Create(sinkCR()))
+	w.note("GitOps creates namespace %s again, with its tools and its sink", Namespace)
 }

@@ -38,9 +38,10 @@ import (
 //     endpoint (a path is an endpoint; a tool that serves /v1 and /v2
 //     keeps one key store for each, as an API migration does), for Window
 //     after a key's first request, and forgets the key after that;
-//   - with Lookup it answers GET <endpoint>?key=K with the effect made
-//     with key K on that endpoint once it is visible, at most MaxLag after
-//     it happened (its declared lookupDelay), and 404 not_found before;
+//   - with Lookup it answers GET <endpoint>?key=K with the first effect
+//     made with key K on that endpoint, and when it made it, once it is
+//     visible, at most MaxLag after it happened (its declared
+//     lookupDelay), and 404 not_found before;
 //   - without either, every request is a new effect.
 //
 // Every effect goes to the world's ledger, named by the ref its
@@ -214,7 +215,16 @@ func (t *SimTool) shows(w *World, endpoint, key string) *Effect {
 func failure(code string) map[string]any { return map[string]any{"error": code} }
 
 // created is the body that names an effect.
-func created(e *Effect) map[string]any { return map[string]any{"id": e.ID, "ref": e.Ref} }
+// created is a tool's answer naming an effect: its id, its ref, when the
+// tool made it and, for a refund, the charge it refunds, as real APIs
+// report (Stripe's created and a refund's charge, Jira's created).
+func created(e *Effect) map[string]any {
+	body := map[string]any{"id": e.ID, "ref": e.Ref, "created": e.At.UTC().Format(time.RFC3339Nano)}
+	if e.Target != "" {
+		body["charge"] = e.Target
+	}
+	return body
+}
 
 func respond(status int, body map[string]any, headers map[string]string) *http.Response {
 	b, _ := json.Marshal(body)
@@ -295,7 +305,12 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		w.note("%s: %s", what, faultNames[f])
 		return respond(http.StatusServiceUnavailable, failure("upstream timeout"), nil), nil
 	}
-	if effect != nil && pr != nil {
+	if effect != nil && req.Method == http.MethodGet && effect.Epoch != w.epochs[effect.Ref] {
+		// A search that forgets nothing shows an earlier lifetime's
+		// effect: no answer about this lifetime's requests, which I12
+		// asks to be kept.
+		w.note("%s: the search shows %s, made in an earlier lifetime of its key", what, effect.ID)
+	} else if effect != nil && pr != nil {
 		w.delivered(pr, effect)
 	}
 	return resp, nil

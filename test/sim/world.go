@@ -69,10 +69,11 @@ type Options struct {
 	NoFinalizerPolicy bool
 	// SecondLifetimes lets a run last longer than a record's retention
 	// (24 hours), and people apply a manifest again after its scope was
-	// forgotten: the same key in a second lifetime. Off by default: a key
-	// used again after its retention leaves a Lookup tool's answers
-	// ambiguous, a condition of the guarantee (docs/design.md, "The
-	// simulator").
+	// forgotten: the same key in a second lifetime, which tools that
+	// remember longer than Once still answer with the first lifetime's
+	// effect (docs/design.md, "The simulator"). Off by default, so that
+	// a default run also checks that nothing is forgotten within the
+	// retention (I7); TestHunt runs seeds with it as well.
 	SecondLifetimes bool
 	// Lies lets a tool break its contract the way real ones do, and adds
 	// an operation that allows one attempt alone: a searchable tool's
@@ -146,6 +147,14 @@ type World struct {
 	// licenses count, per scope and epoch, the effects people allowed
 	// with a Retry that were not made yet.
 	licenses map[string]int
+	// vouched holds, per operation (its UID), the effect it was first seen
+	// Committed as, when I10 accepted it then: a commit is true or false
+	// when it is made, not when the tool forgets the key later.
+	vouched map[types.UID]string
+	// answered holds, per operation (its UID), the effects a tool answered
+	// its requests with: a replay within the tool's window is the tool's
+	// word that the effect is the request's, whenever Once reads it.
+	answered map[types.UID][]string
 	// namespaces counts the namespace's lifetimes (it is created again
 	// after a deletion); wiped holds those a person deleted, forgetting
 	// every effect made in them on purpose.
@@ -266,7 +275,7 @@ func NewWorld(opts Options) *World {
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
 		epochs: map[string]int{}, refs: map[string]string{}, committed: map[string]bool{},
-		licenses: map[string]int{}, wiped: map[int]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
+		licenses: map[string]int{}, vouched: map[types.UID]string{}, answered: map[types.UID][]string{}, wiped: map[int]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
 	w.people = NewClient(w.server, nil, gate{})
@@ -326,9 +335,20 @@ func toolCR(t *SimTool) *v1.Tool {
 	}
 	if t.Lookup {
 		spec.Idempotency.LookupDelay = &metav1.Duration{Duration: t.MaxLag}
-		for i, collection := range []string{"charges", "refunds"} {
-			spec.Operations[i].Lookup = &v1.LookupRequest{Path: "/v1/" + collection + "?key={idempotencyKey}",
-				Found:  "response.status == 200 && type(response.body) == map && 'id' in response.body",
+		// An effect made before this lifetime of the key began is an
+		// earlier lifetime's (the hour allows for the tool's clock, and
+		// is far shorter than the retention); a refund found by its key
+		// is this one only if it refunds this charge (a namespace deleted
+		// and created again uses its keys again at once).
+		const thisLifetime = "response.status == 200 && type(response.body) == map && 'id' in response.body && " +
+			"timestamp(response.body.created) >= since - duration('1h')"
+		lookups := []struct{ path, found string }{
+			{"/v1/charges?key={idempotencyKey}", thisLifetime},
+			{"/v1/refunds?key={idempotencyKey}",
+				thisLifetime + " && 'charge' in response.body && response.body.charge == parameters.charge"},
+		}
+		for i, l := range lookups {
+			spec.Operations[i].Lookup = &v1.LookupRequest{Path: l.path, Found: l.found,
 				Absent: "response.status == 404 && type(response.body) == map && 'error' in response.body && response.body.error == 'not_found'"}
 		}
 	}
@@ -662,6 +682,7 @@ func (w *World) delivered(pr *passRun, e *Effect) {
 	}
 	w.held = append(w.held, &heldAnswer{effect: e, m: pr.m, incarnation: pr.incarnation, op: pr.req.NamespacedName,
 		uid: pr.uid, step: w.step})
+	w.answered[pr.uid] = append(w.answered[pr.uid], e.ID)
 }
 
 // note adds a line to the current step's story.

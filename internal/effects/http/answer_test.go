@@ -147,6 +147,52 @@ func TestLookupProvesOnlyWhatItCan(t *testing.T) {
 	}
 }
 
+// TestLookupTellsLifetimesApart: a key applied again after its record
+// expired starts a new lifetime, and a search that forgets nothing still
+// finds the effect of the first. Expressions see since, when this
+// lifetime's first attempt was claimed, to tell the two apart by the time
+// the tool says it made the effect; unknown, since is the Unix epoch and
+// excludes nothing.
+func TestLookupTellsLifetimesApart(t *testing.T) {
+	const found = tracksKey + " && timestamp(response.body.created) >= since - duration('1h')"
+	made := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	answer := canned{200, jsonType, `{"id": "t_1", "key": "{key}", "created": "` + made.Format(time.RFC3339) + `"}`}
+	cases := map[string]struct {
+		reason string
+		since  time.Time
+		want   protocol.Verdict
+	}{
+		"ThisLifetime": {
+			reason: "an effect made after this lifetime began is its own",
+			since:  made.Add(-time.Minute), want: protocol.VerdictFound,
+		},
+		"WithinTheClocksMargin": {
+			reason: "a tool's clock behind the cluster's by less than the margin still proves this lifetime's effect",
+			since:  made.Add(10 * time.Minute), want: protocol.VerdictFound,
+		},
+		"AnEarlierLifetime": {
+			reason: "an effect made a day before this lifetime began is an earlier lifetime's, and proves nothing of this one",
+			since:  made.Add(24 * time.Hour), want: protocol.VerdictUndecidable,
+		},
+		"NotKnown": {
+			reason: "without a lifetime's start the expression excludes nothing, as before since existed",
+			want:   protocol.VerdictFound,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec := toolSpec(serve(t, answer), v1.IdempotencyLookup)
+			spec.Operations[0].Lookup.Found, spec.Operations[0].Lookup.Absent = found, notFound
+			c := newClient(t, spec, nil)
+			got := c.Lookup(context.Background(), effects.Request{Operation: "charge.create", Key: "ns/charge.create/k1",
+				Since: tc.since, Parameters: []byte(`{"amount": 5}`), Timeout: time.Second})
+			if got.Verdict != tc.want {
+				t.Errorf("%s: want %s, got %s: %s", tc.reason, tc.want, got.Verdict, got.Message)
+			}
+		})
+	}
+}
+
 // TestDecisionsSeeTheAnswerAsReceived: found, absent and the outcome
 // rules read the answer as the tool gave it, and the scrubber applies to
 // what is kept. A secret value that also occurs in the key (a tenant's

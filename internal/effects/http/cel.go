@@ -85,6 +85,7 @@ func NewCompiler() (*Compiler, error) {
 		cel.Variable("response", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("parameters", cel.DynType),
 		cel.Variable("key", cel.StringType),
+		cel.Variable("since", cel.TimestampType),
 		cel.Variable("secrets", cel.MapType(cel.StringType, cel.StringType)),
 		ext.Strings(),
 		ext.Encoders(),
@@ -166,12 +167,14 @@ type response struct {
 	request
 }
 
-// request is the CEL view of an operation: its parameters (decoded JSON)
-// and the key sent to the tool; and, for shaping a request only, the
-// tool's secret values.
+// request is the CEL view of an operation: its parameters (decoded JSON),
+// the key sent to the tool and the time its lifetime began (the Unix epoch
+// when not known); and, for shaping a request only, the tool's secret
+// values.
 type request struct {
 	Parameters any
 	Key        string
+	Since      time.Time
 	Secrets    map[string]string
 }
 
@@ -180,7 +183,11 @@ func (r request) activation() map[string]any {
 	if secrets == nil {
 		secrets = map[string]string{}
 	}
-	return map[string]any{"parameters": r.Parameters, "key": r.Key, "secrets": secrets}
+	since := r.Since
+	if since.IsZero() {
+		since = time.Unix(0, 0).UTC()
+	}
+	return map[string]any{"parameters": r.Parameters, "key": r.Key, "since": since, "secrets": secrets}
 }
 
 func (r response) activation() map[string]any {

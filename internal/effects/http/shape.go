@@ -87,7 +87,7 @@ func requestView(req effects.Request) request {
 	if params == nil || params == "" {
 		params = map[string]any{}
 	}
-	return request{Parameters: params, Key: req.Key}
+	return request{Parameters: params, Key: req.Key, Since: req.Since}
 }
 
 // shape builds a request (an operation's, or its lookup's): its path with
