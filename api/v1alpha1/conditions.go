@@ -89,6 +89,9 @@ const (
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	// ReasonOperationNotDeclared: the tool does not offer spec.operation.
 	ReasonOperationNotDeclared = "OperationNotDeclared"
+	// ReasonSagaGone: the operation is a step or a compensation of a saga
+	// that is gone; it does not run, and the garbage collector deletes it.
+	ReasonSagaGone = "SagaGone"
 	// ReasonResolvedCommitted: a person marked the effect committed.
 	ReasonResolvedCommitted = "ResolvedCommitted"
 	// ReasonResolvedFailed: a person failed the operation.

@@ -597,7 +597,11 @@ type SideEffectOperationStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	History []Transition `json:"history,omitempty"`
 
-	// startedTime is when the first attempt was claimed.
+	// startedTime is when the first attempt of this lifetime of the key
+	// was claimed, carried over when the operation takes over a deleted
+	// one's attempt (the scope's record pins it; a record that does not
+	// say gives its own creation, no later than the attempt). Lookups see
+	// it as `since`.
 	// +optional
 	StartedTime *metav1.Time `json:"startedTime,omitempty"`
 

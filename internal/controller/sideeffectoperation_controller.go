@@ -117,6 +117,7 @@ type SideEffectOperationReconciler struct {
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations/status,verbs=update
 // +kubebuilder:rbac:groups=effects.once.dev,resources=idempotencyrecords,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=effects.once.dev,resources=tools;clustertools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sagas,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

@@ -25,6 +25,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -215,6 +216,69 @@ var _ = Describe("SideEffectOperation", func() {
 			newTool(ns, "payments", v1.IdempotencyNative)
 			waitFor(ns, "early", v1.StateCommitted)
 			Expect(effectsIn(ns)).To(Equal(1))
+		})
+
+		It("does not run a step whose saga is gone, which the garbage collector deletes", func() {
+			// A saga's pass that read its saga before a person deleted it
+			// creates the next step after; the control plane here runs no
+			// garbage collector, as one that lags behind would not have
+			// deleted the step yet.
+			newTool(ns, "payments", v1.IdempotencyNative)
+			saga := &v1.Saga{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "order"}, Spec: v1.SagaSpec{
+				Steps: []v1.SagaStep{{Name: "charge", ToolRef: v1.StepToolReference{Name: "payments"},
+					Operation: "charge.create", Parameters: &runtime.RawExtension{Raw: []byte(`{"amount":1}`)},
+					Irreversible: true, RequiresApproval: true}}}}
+			Expect(k8sClient.Create(ctx, saga)).To(Succeed())
+			Expect(k8sClient.Delete(ctx, saga)).To(Succeed())
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(saga), &v1.Saga{}))
+			}).Should(BeTrue())
+			// stepOf is an operation s controls, as the saga reconciler
+			// makes its steps.
+			stepOf := func(s *v1.Saga, name string) *v1.SideEffectOperation {
+				op := newOp(ns, name, "payments", map[string]any{"amount": 1})
+				op.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1.GroupVersion.String(), Kind: "Saga",
+					Name: s.Name, UID: s.UID, Controller: new(true), BlockOwnerDeletion: new(true)}}
+				return op
+			}
+			create(stepOf(saga, "late-step"))
+			Eventually(func() string {
+				return condition(get(ns, "late-step"), v1.ConditionStalled).Reason
+			}).Should(Equal(v1.ReasonSagaGone))
+			got := get(ns, "late-step")
+			Expect(got.Status.State).To(Equal(v1.StatePlanned))
+			Expect(got.Status.Attempts).To(BeZero())
+			Expect(condition(got, v1.ConditionStalled).Message).To(Equal(
+				"Saga order, which made this operation, is gone: it does not run, and the garbage collector deletes it"))
+			Consistently(func() int { return effectsIn(ns) }, 3*time.Second).Should(BeZero())
+
+			By("not running a step of a saga that is being deleted, which no one drives any more")
+			held := &v1.Saga{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held",
+				Finalizers: []string{"example.com/hold"}}, Spec: saga.Spec}
+			Expect(k8sClient.Create(ctx, held)).To(Succeed())
+			Expect(k8sClient.Delete(ctx, held)).To(Succeed())
+			create(stepOf(held, "held-step"))
+			Eventually(func() string {
+				return condition(get(ns, "held-step"), v1.ConditionStalled).Message
+			}).Should(ContainSubstring("Saga held, which made this operation, is being deleted"))
+			Expect(get(ns, "held-step").Status.Attempts).To(BeZero())
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(held), held)).To(Succeed())
+			held.Finalizers = nil
+			Expect(k8sClient.Update(ctx, held)).To(Succeed())
+
+			By("running an operation that a saga of the same name, created again, does not control")
+			again := &v1.Saga{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "order"}, Spec: saga.Spec}
+			Expect(k8sClient.Create(ctx, again)).To(Succeed())
+			// Nothing about a saga wakes an operation: a label does.
+			woken := get(ns, "late-step")
+			woken.Labels = map[string]string{"woken": "yes"}
+			Expect(k8sClient.Update(ctx, woken)).To(Succeed())
+			Eventually(func() string {
+				return condition(get(ns, "late-step"), v1.ConditionStalled).Message
+			}).Should(ContainSubstring("the saga of that name now is another"))
+			Consistently(func() v1.OperationState { return get(ns, "late-step").Status.State },
+				3*time.Second).Should(Equal(v1.StatePlanned))
+			Expect(effectsIn(ns)).To(BeZero(), "the saga made again is another object: its UID is not the step's owner")
 		})
 
 		It("waits, stalled, for an operation the tool does not offer", func() {

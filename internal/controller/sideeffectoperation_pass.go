@@ -24,6 +24,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -137,6 +139,13 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		if no := protocol.CheckNumbers(rawParameters(p.op)); no != nil {
 			return r.refuse(p, no)
 		}
+		if msg, err := r.sagaGone(p); err != nil || msg != "" {
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			res, _, err := r.block(p, v1.ReasonSagaGone, msg, 0)
+			return res, err
+		}
 	}
 	if !protocol.NeedsTool(p.st, p.op.Spec.Resolution, p.env) {
 		// A person's MarkCommitted or Fail is applied even while the tool
@@ -164,6 +173,49 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		return r.resume(p, a)
 	}
 	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
+}
+
+// sagaGone says why a step or a compensation that has not claimed yet must
+// not: the saga that controls it is gone, is another object of its name, or
+// is being deleted (no one drives a saga then). A saga's pass that read its
+// saga before a person deleted it creates the next step after; the garbage
+// collector deletes such a step, but only some time later, and a manager
+// could run it meanwhile: an effect nobody asks for any more, after the
+// steps before it may have been forgotten. Empty when the step may run. The
+// cache may not have seen a saga created a moment ago: its absence there is
+// confirmed past it. (A deletion between this check and the claim, or of a
+// saga whose step already claimed, does not stop the step.)
+func (r *SideEffectOperationReconciler) sagaGone(p *pass) (string, error) {
+	if !controlledBySaga(p.op) {
+		return "", nil
+	}
+	ref := metav1.GetControllerOfNoCopy(p.op)
+	key := client.ObjectKey{Namespace: p.op.Namespace, Name: ref.Name}
+	saga := &v1.Saga{}
+	err := r.Get(p.ctx, key, saga)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	if err != nil || saga.UID != ref.UID {
+		saga = &v1.Saga{}
+		if err := r.APIReader.Get(p.ctx, key, saga); apierrors.IsNotFound(err) {
+			saga = nil
+		} else if err != nil {
+			return "", err
+		}
+	}
+	switch {
+	case saga == nil:
+		return fmt.Sprintf("Saga %s, which made this operation, is gone: it does not run, and the garbage "+
+			"collector deletes it", ref.Name), nil
+	case saga.UID != ref.UID:
+		return fmt.Sprintf("Saga %s, which made this operation, is gone (the saga of that name now is another): "+
+			"it does not run, and the garbage collector deletes it", ref.Name), nil
+	case !saga.DeletionTimestamp.IsZero():
+		return fmt.Sprintf("Saga %s, which made this operation, is being deleted: it does not run, and the "+
+			"garbage collector deletes it", ref.Name), nil
+	}
+	return "", nil
 }
 
 // settledElsewhere reports whether an operation no longer waits for a call

@@ -77,7 +77,9 @@ func (r *SideEffectOperationReconciler) bindScope(p *pass) (bool, error) {
 				return false, err
 			}
 		}
-		sd := protocol.Arbitrate(p.st, self, rec.Spec, created, owner, p.policy, p.env)
+		env := p.env
+		env.RecordCreated = rec.CreationTimestamp.Time
+		sd := protocol.Arbitrate(p.st, self, rec.Spec, created, owner, p.policy, env)
 		if sd.Conflict != "" {
 			metrics.Conflicts.WithLabelValues(sd.Conflict).Inc()
 		}

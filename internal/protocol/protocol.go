@@ -84,6 +84,9 @@ type Env struct {
 	// the status keeps it among its earlier resolutions, and it never
 	// decides the review.
 	Resolution *v1.Resolution
+	// RecordCreated is when the scope's record the decision reads was
+	// created, by the API server's clock; zero when it reads none.
+	RecordCreated time.Time
 }
 
 // Action is what the controller must do after writing Decision.Status.
@@ -842,6 +845,24 @@ func Inherit(st v1.SideEffectOperationStatus, p Policy, env Env, previous string
 		if pin.StartedTime != nil {
 			st.StartedTime = pin.StartedTime.DeepCopy()
 		}
+	}
+	if st.StartedTime == nil && !env.RecordCreated.IsZero() {
+		// The record does not say when the key was first sent: its owner
+		// was deleted before the record it bound was written (a pass that
+		// read it alive wrote it after), or the record was kept before
+		// attempts were pinned. A lookup must not take an effect of an
+		// earlier lifetime of the key for this one's (since), so the
+		// record's creation (the API server's clock) stands in for the
+		// first attempt. An attempt bound to the record came after it,
+		// but for two cases where it may have come before, in which the
+		// time is late: a lookup then rejects this lifetime's effect
+		// made before it, and a person decides (found alone reads since;
+		// a Native re-send of an attempt pinned without a time goes by
+		// the window from it, where it went by none). Those are a name's
+		// holder handed a record made after its claim, whose deletion
+		// pins the attempt, and a record an operation whose key is its
+		// name kept at its deletion before attempts were pinned.
+		st.StartedTime = &metav1.Time{Time: env.RecordCreated}
 	}
 	return unknown(st, p, env, env.Now.Add(p.MaxClaimDuration),
 		"Takes over the key from %s, deleted before it ended; whether it took effect is unknown", previous)

@@ -185,6 +185,41 @@ func TestInheritWaitsForTheLongestClaim(t *testing.T) {
 	}
 }
 
+// TestInheritKnowsWhenTheLifetimeBegan: an attempt taken over starts its
+// lifetime of the key no later than the attempt did (status.startedTime,
+// which lookups see as since). The record's pin says when; a record that
+// does not was created before any attempt bound to it, so its creation
+// stands in. A lookup then cannot take an earlier lifetime's effect for
+// this one's.
+func TestInheritKnowsWhenTheLifetimeBegan(t *testing.T) {
+	p := policy(v1.IdempotencyLookup)
+	created := env()
+	created.RecordCreated = now.Add(-time.Hour)
+	cases := map[string]struct {
+		reason string
+		e      Env
+		pin    *v1.RecordAttempt
+		want   *metav1.Time
+	}{
+		"Pinned": {"the pin says when the key was first sent", created,
+			&v1.RecordAttempt{Mode: v1.IdempotencyLookup, Promise: "sha256:v1", StartedTime: at(-2 * time.Hour)},
+			at(-2 * time.Hour)},
+		"NoPin": {"a record without a pin was created before any attempt bound to it", created, nil,
+			&metav1.Time{Time: now.Add(-time.Hour)}},
+		"PinWithoutTime": {"a pin that does not say when is no pin for the time", created,
+			&v1.RecordAttempt{Mode: v1.IdempotencyLookup, Promise: "sha256:v1"}, &metav1.Time{Time: now.Add(-time.Hour)}},
+		"NoRecordRead": {"without a record read, nothing says when", env(), nil, nil},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Inherit(v1.SideEffectOperationStatus{}, p, tc.e, "a", tc.pin).Status.StartedTime
+			if !got.Equal(tc.want) {
+				t.Errorf("%s: startedTime %v, want %v", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestObservationsKeepTheCalls(t *testing.T) {
 	// Sequence 11: ten lookups must not evict the attempt's own call.
 	st := v1.SideEffectOperationStatus{}

@@ -89,7 +89,8 @@ type change struct {
 // spec write leaves the status alone and bumps the generation), spec
 // immutability (the CRD's CEL rules), finalizers and deletion timestamps,
 // preconditions on delete, owner-reference garbage collection (of what an
-// owner owned when it goes, and of an object created after its owner went), namespace
+// owner owned, when it goes; of an object created after its owner went, when
+// the collector next looks), namespace
 // deletion, and the finalizer the admission policy adds to an operation at
 // create (config/policy). Each behaviour it models has a test against a
 // real API server (apiserver_test.go).
@@ -232,28 +233,49 @@ func (s *APIServer) Create(obj client.Object) error {
 	}
 	s.put(k, stored)
 	copyInto(obj, stored)
-	s.collectOrphan(stored)
 	return nil
 }
 
-// collectOrphan is the garbage collector's end result for an object created
-// with owners that are all gone already (a saga's pass that read its saga
-// before a person deleted it creates a step's operation after): the
-// collector finds no owner and deletes it, as it deletes what an owner
-// owned when the owner goes (remove).
-func (s *APIServer) collectOrphan(o client.Object) {
+// Orphans are the objects created with owners that are all gone already
+// (a saga's pass that read its saga before a person deleted it creates the
+// next step after), by name, in order. The garbage collector deletes them
+// when it next looks (CollectOrphans), not at once: until then a manager
+// may reconcile them.
+func (s *APIServer) Orphans() []objKey {
+	var out []objKey
+	for k, o := range s.objects {
+		if s.orphan(o) {
+			out = append(out, k)
+		}
+	}
+	sortKeys(out)
+	return out
+}
+
+// CollectOrphans is the garbage collector's pass over the orphans: it
+// deletes each (one with finalizers is marked deleted), as it deletes what
+// an owner owned when the owner goes (remove).
+func (s *APIServer) CollectOrphans() {
+	for _, k := range s.Orphans() {
+		if o, ok := s.objects[k]; ok && o.GetDeletionTimestamp().IsZero() {
+			_ = s.Delete(o, nil)
+		}
+	}
+}
+
+func (s *APIServer) orphan(o client.Object) bool {
 	refs := o.GetOwnerReferences()
-	if len(refs) == 0 {
-		return
+	if len(refs) == 0 || !o.GetDeletionTimestamp().IsZero() {
+		return false
 	}
 	for _, ref := range refs {
 		for _, owner := range s.objects {
 			if owner.GetUID() == ref.UID {
-				return
+				return false
 			}
 		}
 	}
-	_ = s.Delete(o, nil)
+	return true
 }
 
 // Update replaces an object's spec and metadata (status false) or its

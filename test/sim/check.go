@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -150,6 +152,7 @@ func (w *World) check() {
 		}
 	}
 	w.checkCompensated()
+	w.checkSagaGone()
 	for _, h := range w.held {
 		if h.m.incarnation != h.incarnation {
 			h.effect = nil // the process that held it is gone
@@ -172,6 +175,25 @@ func (w *World) checkOneEffect() {
 		// undo by hand, one refund for each effect they see.
 		if cur := w.current(e.Ref); len(cur) > 1 && len(unlicensed(untilHidden(cur)[1:])) > 0 {
 			w.fail(InvOneEffect, e.Ref, "%d effects (%s)", len(cur), effectList(cur))
+		}
+	}
+}
+
+// checkSagaGone is part of I13: a step stalled because its saga is gone
+// (SagaGone) would wait for ever if its saga lived, with that UID and not
+// being deleted.
+func (w *World) checkSagaGone() {
+	for _, o := range w.server.peek(kindOperation) {
+		op := o.(*v1.SideEffectOperation)
+		stalled := meta.FindStatusCondition(op.Status.Conditions, v1.ConditionStalled)
+		ref := metav1.GetControllerOfNoCopy(op)
+		if stalled == nil || stalled.Reason != v1.ReasonSagaGone || ref == nil {
+			continue
+		}
+		for _, s := range w.server.peek(kindSaga) {
+			if s.GetUID() == ref.UID && s.GetDeletionTimestamp().IsZero() {
+				w.fail(InvLiveness, op.Name, "stalled as %s while saga %s lives: %s", v1.ReasonSagaGone, s.GetName(), stalled.Message)
+			}
 		}
 	}
 }
@@ -204,14 +226,21 @@ func inNamespace(ref string, lifetime int) string {
 	return fmt.Sprintf("%s@%d", ref, lifetime)
 }
 
+// clockMargin is what the simulated tools' found allows for a tool's clock
+// (toolCR): an effect made within it before a lifetime of its key began
+// cannot be told from one of that lifetime.
+const clockMargin = time.Hour
+
 // replays reports whether e's tool still answers its key with it: a
-// Native tool within its window, a searchable tool's search.
+// Native tool within its window; a searchable tool's search, unless e was
+// made more than clockMargin before the current lifetime of its key began,
+// which a lookup tells apart (since).
 func (w *World) replays(e *Effect) bool {
 	t := w.tools[e.Tool]
 	if k := t.remembers(e.Endpoint, e.Key, w.clock.Now()); k != nil && k.effect == e {
 		return true
 	}
-	return t.shows(w, e.Endpoint, e.Key) == e
+	return t.shows(w, e.Endpoint, e.Key) == e && !e.At.Before(w.began[e.Ref].Add(-clockMargin))
 }
 
 // heldElsewhere reports whether another operation of op's scope (among
@@ -377,6 +406,7 @@ func (w *World) forget() {
 				w.fail(InvRetention, e.Ref, "forgotten within its retention: no operation and no record keeps effect %s", e.ID)
 			}
 			w.epochs[e.Ref]++
+			w.began[e.Ref] = w.clock.Now()
 			if !w.wiped[e.Namespace] {
 				// A key used again in the same namespace starts over; a
 				// deleted namespace's steps keep their order for the

@@ -103,6 +103,12 @@ func (w *World) settle() {
 		}
 		m.cutOff = false
 	}
+	if line := collectStory(w.server.Orphans()); line != "" {
+		// The collector looks again, as it does within seconds once
+		// nothing stalls it.
+		inner(line)
+		w.server.CollectOrphans()
+	}
 	deadline := w.clock.Now().Add(quietLimit)
 	for moves := 0; w.clock.Now().Before(deadline) && moves < 20000; moves++ {
 		progressed := false
@@ -116,6 +122,11 @@ func (w *World) settle() {
 			}
 		}
 		if progressed {
+			continue
+		}
+		if line := collectStory(w.server.Orphans()); line != "" {
+			inner(line)
+			w.server.CollectOrphans()
 			continue
 		}
 		if len(w.unsettled()) == 0 && !w.announcing() {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,6 +83,10 @@ const (
 	// looking at the tool; Approve: a person approves a saga's step.
 	ResolveSaga Kind = "resolve-saga"
 	Approve     Kind = "approve"
+	// Collect: the garbage collector deletes the objects whose owners are
+	// all gone (what an owner owned goes with it at once; one created
+	// after its owner went waits for this).
+	Collect Kind = "collect"
 	// Quiet: the faults stop (no more freezes, every request arrives and
 	// is answered), and everything has its time to settle (I13).
 	Quiet Kind = "quiet"
@@ -183,6 +188,10 @@ func (w *World) Plan(rng *rand.Rand) Action {
 				a.Kind = Reconnect
 			}
 			return true
+		}},
+		{2, func() bool {
+			a.Kind = Collect
+			return len(w.server.Orphans()) > 0
 		}},
 	}, w.peopleChoices(rng, &a)...)
 	total := 0
@@ -435,6 +444,8 @@ func (w *World) Apply(a Action) {
 		m.cutOff = true
 	case Reconnect:
 		m.cutOff = false
+	case Collect:
+		w.server.CollectOrphans()
 	case Apply:
 		if w.namespaceState() == namespaceGone {
 			w.recreateNamespace()
@@ -514,6 +525,8 @@ func (w *World) describe(a Action) string {
 			return ""
 		}
 		return fmt.Sprintf("manager %s reaches the API server again", m.Name)
+	case Collect:
+		return collectStory(w.server.Orphans())
 	}
 	return ""
 }
@@ -904,4 +917,17 @@ func (w *World) recreateNamespace() {
 	}
 	must(w.server.Create(sinkCR()))
 	w.note("GitOps creates namespace %s again, with its tools and its sink", Namespace)
+}
+
+// collectStory tells what the garbage collector deletes; empty when it
+// finds nothing.
+func collectStory(orphans []objKey) string {
+	if len(orphans) == 0 {
+		return ""
+	}
+	names := make([]string, len(orphans))
+	for i, k := range orphans {
+		names[i] = k.Name
+	}
+	return fmt.Sprintf("the garbage collector deletes %s, whose owner is gone", strings.Join(names, ", "))
 }

@@ -38,10 +38,10 @@ import (
 //     endpoint (a path is an endpoint; a tool that serves /v1 and /v2
 //     keeps one key store for each, as an API migration does), for Window
 //     after a key's first request, and forgets the key after that;
-//   - with Lookup it answers GET <endpoint>?key=K with the first effect
-//     made with key K on that endpoint, and when it made it, once it is
-//     visible, at most MaxLag after it happened (its declared
-//     lookupDelay), and 404 not_found before;
+//   - with Lookup it answers GET <endpoint>?key=K with the newest visible
+//     effect made with key K on that endpoint, and when it made it (an
+//     effect is visible at most MaxLag after it happened, its declared
+//     lookupDelay), and 404 not_found while none is;
 //   - without either, every request is a new effect.
 //
 // Every effect goes to the world's ledger, named by the ref its
@@ -196,14 +196,15 @@ func (t *SimTool) remembers(endpoint, key string, now time.Time) *keyed {
 }
 
 // shows is the effect a searchable tool's search answers key at endpoint
-// with: the first made with that key there, once visible. It forgets
-// nothing (a ticket system finds a ticket by its reference years later);
-// nil for a tool that cannot be searched, or before the effect is visible.
+// with: the newest made with that key there that is visible, as a search
+// that lists its results newest first answers. It forgets nothing (a
+// ticket system finds a ticket by its reference years later); nil for a
+// tool that cannot be searched, or before any effect is visible.
 func (t *SimTool) shows(w *World, endpoint, key string) *Effect {
 	if !t.Lookup || key == "" {
 		return nil
 	}
-	for _, e := range w.ledger {
+	for _, e := range slices.Backward(w.ledger) {
 		if e.Tool == t.Name && e.Endpoint == endpoint && e.Key == key && !w.clock.Now().Before(e.Visible) {
 			return e
 		}
@@ -214,10 +215,9 @@ func (t *SimTool) shows(w *World, endpoint, key string) *Effect {
 // failure is a tool's error body.
 func failure(code string) map[string]any { return map[string]any{"error": code} }
 
-// created is the body that names an effect.
 // created is a tool's answer naming an effect: its id, its ref, when the
-// tool made it and, for a refund, the charge it refunds, as real APIs
-// report (Stripe's created and a refund's charge, Jira's created).
+// tool made it (RFC 3339) and, for a refund, the charge it refunds, as real
+// APIs report them (a payment's creation time, a refund's charge).
 func created(e *Effect) map[string]any {
 	body := map[string]any{"id": e.ID, "ref": e.Ref, "created": e.At.UTC().Format(time.RFC3339Nano)}
 	if e.Target != "" {
@@ -308,7 +308,9 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if effect != nil && req.Method == http.MethodGet && effect.Epoch != w.epochs[effect.Ref] {
 		// A search that forgets nothing shows an earlier lifetime's
 		// effect: no answer about this lifetime's requests, which I12
-		// asks to be kept.
+		// asks to be kept. (Once commits one made within the clock's
+		// margin before this lifetime began, as it cannot tell; I10
+		// judges that commit.)
 		w.note("%s: the search shows %s, made in an earlier lifetime of its key", what, effect.ID)
 	} else if effect != nil && pr != nil {
 		w.delivered(pr, effect)

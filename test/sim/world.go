@@ -136,8 +136,11 @@ type World struct {
 	// deliveries are what the subscriber received.
 	deliveries []Delivery
 	// held are the answers managers received, until they are recorded.
-	held   []*heldAnswer
+	held []*heldAnswer
+	// epochs count the lifetimes of each ref's key, and began holds when
+	// the current one began (the zero time for the first).
 	epochs map[string]int
+	began  map[string]time.Time
 	// refs maps the scopes seen so far to the refs of the workload;
 	// committed holds the refs an operation was seen Committed for, since
 	// they were last forgotten, per lifetime of the namespace
@@ -274,7 +277,7 @@ func init() {
 func NewWorld(opts Options) *World {
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
-		epochs: map[string]int{}, refs: map[string]string{}, committed: map[string]bool{},
+		epochs: map[string]int{}, began: map[string]time.Time{}, refs: map[string]string{}, committed: map[string]bool{},
 		licenses: map[string]int{}, vouched: map[types.UID]string{}, answered: map[types.UID][]string{}, wiped: map[int]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
@@ -340,8 +343,8 @@ func toolCR(t *SimTool) *v1.Tool {
 		// is far shorter than the retention); a refund found by its key
 		// is this one only if it refunds this charge (a namespace deleted
 		// and created again uses its keys again at once).
-		const thisLifetime = "response.status == 200 && type(response.body) == map && 'id' in response.body && " +
-			"timestamp(response.body.created) >= since - duration('1h')"
+		thisLifetime := "response.status == 200 && type(response.body) == map && 'id' in response.body && " +
+			fmt.Sprintf("timestamp(response.body.created) >= since - duration('%s')", clockMargin)
 		lookups := []struct{ path, found string }{
 			{"/v1/charges?key={idempotencyKey}", thisLifetime},
 			{"/v1/refunds?key={idempotencyKey}",
