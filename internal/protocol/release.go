@@ -90,11 +90,25 @@ type Release struct {
 //     takes over and reconciles before anything else). A record that names
 //     another owner is taken: that owner bound the record after this
 //     operation claimed (a key that is this operation's name), and defers
-//     to it once it sees the change.
+//     to it once it sees the change;
+//   - an outcome past its retention goes only into a record that names
+//     this operation (where it ends the lifetime: the next operation
+//     collects it and executes afresh), never into a new record or one
+//     that names another owner: nothing remembers that outcome any more
+//     (I7), and the scope's record may already be a later lifetime's,
+//     bound by an operation that executed again. A pass that read this
+//     operation before another manager released it, and writes late,
+//     would otherwise take that record and put the old outcome back, and
+//     the next request of the key, with other parameters, would find it
+//     expired and execute: a second effect in the new lifetime.
 func AtDeletion(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec *v1.IdempotencyRecordSpec,
 	own v1.IdempotencyRecordSpec, now time.Time) Release {
 	if c := st.Claim; c != nil && !st.State.IsTerminal() && now.Before(c.ExpiryTime.Time) {
 		return Release{Action: ReleaseWait, Wait: c.ExpiryTime.Sub(now)}
+	}
+	expired := st.State.IsTerminal() && st.ExpiryTime != nil && !now.Before(st.ExpiryTime.Time)
+	if expired && (rec == nil || rec.Owner.UID != self.UID) {
+		return Release{Action: ReleaseNow}
 	}
 	if st.Attempts == 0 || st.DuplicateOf != "" {
 		if st.Attempts == 0 && rec != nil && rec.Owner.UID == self.UID && rec.Outcome == nil && rec.PreviousOwner == nil {

@@ -108,6 +108,32 @@ func TestAtDeletion(t *testing.T) {
 			own:    own(outcome),
 			want:   Release{Action: ReleaseUpdate, Record: own(outcome)},
 		},
+		"ExpiredOutcomeKeptNowhere": {
+			reason: "An outcome past its retention is forgotten: a record that names another owner is a later lifetime's, which a late release must not take.",
+			st:     v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 1, ExpiryTime: at(-time.Second)},
+			rec:    &v1.IdempotencyRecordSpec{IdempotencyKey: "pay", RequestHash: "sha256:a", Owner: other},
+			own:    own(outcome),
+			want:   Release{Action: ReleaseNow},
+		},
+		"ExpiredOutcomeCreatesNothing": {
+			reason: "Nor does it make a record that would only be collected.",
+			st:     v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 1, ExpiryTime: at(0)},
+			own:    own(outcome),
+			want:   Release{Action: ReleaseNow},
+		},
+		"ExpiredOutcomeEndsItsOwnRecord": {
+			reason: "A record that names the operation gets its outcome, expired or not: without one it would be an unknown attempt for ever.",
+			st:     v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 1, ExpiryTime: at(-time.Second)},
+			rec:    &v1.IdempotencyRecordSpec{IdempotencyKey: "pay", Owner: me},
+			own:    own(outcome),
+			want:   Release{Action: ReleaseUpdate, Record: v1.IdempotencyRecordSpec{IdempotencyKey: "pay", Owner: me, Outcome: outcome}},
+		},
+		"OutcomeWithinRetentionIsKept": {
+			reason: "An outcome within its retention is kept, as before.",
+			st:     v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 1, ExpiryTime: at(time.Second)},
+			own:    own(outcome),
+			want:   Release{Action: ReleaseCreate, Record: own(outcome)},
+		},
 		"TerminalWithStaleClaim": {
 			reason: "A terminal record's claim is history, not a reason to wait.",
 			st: v1.SideEffectOperationStatus{State: v1.StateFailedFinal, Attempts: 2,

@@ -88,9 +88,9 @@ type change struct {
 // status subresource (a status write leaves spec and metadata alone, a
 // spec write leaves the status alone and bumps the generation), spec
 // immutability (the CRD's CEL rules), finalizers and deletion timestamps,
-// preconditions on delete, owner-reference garbage collection (of what an
-// owner owned, when it goes; of an object created after its owner went, when
-// the collector next looks), namespace
+// preconditions on delete, owner-reference garbage collection (what an
+// owner owned, and what was created after it went, when the collector next
+// looks), namespace
 // deletion, and the finalizer the admission policy adds to an operation at
 // create (config/policy). Each behaviour it models has a test against a
 // real API server (apiserver_test.go).
@@ -236,11 +236,11 @@ func (s *APIServer) Create(obj client.Object) error {
 	return nil
 }
 
-// Orphans are the objects created with owners that are all gone already
-// (a saga's pass that read its saga before a person deleted it creates the
-// next step after), by name, in order. The garbage collector deletes them
-// when it next looks (CollectOrphans), not at once: until then a manager
-// may reconcile them.
+// Orphans are the objects whose owners are all gone: what a deleted owner
+// owned, and what was created after its owner went (a saga's pass that read
+// its saga before a person deleted it creates the next step after), by
+// name, in order. The garbage collector deletes them when it next looks
+// (CollectOrphans), not at once: until then a manager may reconcile them.
 func (s *APIServer) Orphans() []objKey {
 	var out []objKey
 	for k, o := range s.objects {
@@ -253,8 +253,8 @@ func (s *APIServer) Orphans() []objKey {
 }
 
 // CollectOrphans is the garbage collector's pass over the orphans: it
-// deletes each (one with finalizers is marked deleted), as it deletes what
-// an owner owned when the owner goes (remove).
+// deletes each (one with finalizers is marked deleted), in the background
+// propagation's order: the owner first, then what it owned.
 func (s *APIServer) CollectOrphans() {
 	for _, k := range s.Orphans() {
 		if o, ok := s.objects[k]; ok && o.GetDeletionTimestamp().IsZero() {
@@ -416,24 +416,10 @@ func (s *APIServer) Delete(obj client.Object, pre *metav1.Preconditions) error {
 	return nil
 }
 
-// remove takes an object out of the store, and collects what it owned.
-func (s *APIServer) remove(k objKey, cur client.Object) {
+// remove takes an object out of the store. What it owned is left to the
+// garbage collector, which deletes it when it next looks (CollectOrphans).
+func (s *APIServer) remove(k objKey, _ client.Object) {
 	s.put(k, nil)
-	uid := cur.GetUID()
-	var owned []objKey
-	for ok, o := range s.objects {
-		for _, ref := range o.GetOwnerReferences() {
-			if ref.UID == uid {
-				owned = append(owned, ok)
-			}
-		}
-	}
-	sortKeys(owned)
-	for _, ok := range owned {
-		if o, still := s.objects[ok]; still {
-			_ = s.Delete(o, nil)
-		}
-	}
 	s.finishNamespace(k.Namespace)
 }
 

@@ -642,7 +642,9 @@ func modelNamespaceTerminating(r *modelRun) {
 //
 // Collecting the objects an owner owned is the garbage collector's work
 // (kube-controller-manager), which envtest does not run: on the real
-// server they stay. The model collects them when the owner goes (an owned
+// server they stay, as they do on a cluster until its collector looks. The
+// model keeps them as the real server does until its collector looks
+// (CollectOrphans, a step of a schedule), then deletes them (an owned
 // object with finalizers is marked deleted), which is the collector's end
 // result; that is checked on the model alone.
 func modelOwnerReferences(r *modelRun) {
@@ -657,6 +659,13 @@ func modelOwnerReferences(r *modelRun) {
 	r.must("create an operation with a finalizer the saga owns", r.s.create(held))
 	r.call("delete the saga", r.s.delete(saga, nil), "ok")
 	r.gone("get the saga after delete", saga)
+	r.is("what the saga owned stays until the collector looks", modelOutcome(r.s.get(op.DeepCopy())), "ok")
+	collect := func() {
+		if r.sim != nil {
+			r.sim.CollectOrphans()
+		}
+	}
+	collect()
 	r.simIs("the model collected the owned operation", modelOutcome(r.s.get(op.DeepCopy())), "NotFound")
 	r.read(held)
 	r.simIs("the model marked the owned operation with a finalizer deleted", held.DeletionTimestamp != nil, true)
@@ -674,6 +683,7 @@ func modelOwnerReferences(r *modelRun) {
 	owner.Finalizers = nil
 	r.call("update removing the saga's finalizer", r.s.update(owner), "ok")
 	r.gone("get the saga after its finalizer went", owner)
+	collect()
 	r.simIs("the model collected what the saga owned", modelOutcome(r.s.get(dep.DeepCopy())), "NotFound")
 
 	late := r.op("order-late")
@@ -681,9 +691,7 @@ func modelOwnerReferences(r *modelRun) {
 	r.must("create an operation owned by the saga that is gone", r.s.create(late))
 	r.read(late)
 	r.is("an operation created after its owner went is kept until the collector looks", late.DeletionTimestamp == nil, true)
-	if r.sim != nil {
-		r.sim.CollectOrphans()
-	}
+	collect()
 	r.simIs("the model's collector deleted the operation created after its owner went",
 		modelOutcome(r.s.get(late.DeepCopy())), "NotFound")
 }

@@ -379,6 +379,9 @@ func (w *World) forget() {
 		w.refs[scopeOf(sc.Tool.Name, sc.Operation, sc.Key)] = refOf(op)
 		if op.Status.State == v1.StateCommitted {
 			w.committed[inNamespace(refOf(op), w.namespaces)] = true
+			if ref := metav1.GetControllerOfNoCopy(op); ref != nil && ref.Kind == "Saga" {
+				w.stepCommitted[string(ref.UID)+" "+refOf(op)] = true
+			}
 		}
 		// An operation remembers its scope once it has made an attempt
 		// or taken an outcome over; a new one knows nothing yet, nor does a
@@ -511,8 +514,11 @@ func (w *World) checkSagaOrder(e *Effect) {
 		return
 	}
 	if len(parts) == 2 && i > 0 {
+		// The step before committed in this lifetime of its key, or under
+		// the saga whose step made the effect: a step the saga created
+		// then may run much later, after that commit was forgotten.
 		prev := parts[0] + "/" + steps[i-1].Name
-		if !w.committed[inNamespace(prev, e.Namespace)] {
+		if !w.committed[inNamespace(prev, e.Namespace)] && (e.Saga == "" || !w.stepCommitted[string(e.Saga)+" "+prev]) {
 			w.fail(InvSagaOrder, e.Ref, "effect %s before step %s committed", e.ID, steps[i-1].Name)
 		}
 	}

@@ -28,6 +28,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	httpeffects "github.com/once-dev/once/internal/effects/http"
 	"github.com/once-dev/once/internal/protocol"
 )
@@ -85,8 +87,11 @@ type Effect struct {
 	// declared delay (Options.Lies): a lookup may have proven it absent.
 	// Known marks one that an answer Once recorded names.
 	Hidden, Known bool
-	// Holder made the request (the manager incarnation's claim holder).
+	// Holder made the request (the manager incarnation's claim holder);
+	// Saga is the UID of the saga that controls the operation whose pass
+	// made it, if one does.
 	Holder string
+	Saga   types.UID
 	Epoch  int
 }
 

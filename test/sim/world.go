@@ -154,6 +154,9 @@ type World struct {
 	// Committed as, when I10 accepted it then: a commit is true or false
 	// when it is made, not when the tool forgets the key later.
 	vouched map[types.UID]string
+	// stepCommitted holds the saga steps seen Committed, per saga object:
+	// its UID and the step's ref.
+	stepCommitted map[string]bool
 	// answered holds, per operation (its UID), the effects a tool answered
 	// its requests with: a replay within the tool's window is the tool's
 	// word that the effect is the request's, whenever Once reads it.
@@ -278,7 +281,7 @@ func NewWorld(opts Options) *World {
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
 		epochs: map[string]int{}, began: map[string]time.Time{}, refs: map[string]string{}, committed: map[string]bool{},
-		licenses: map[string]int{}, vouched: map[types.UID]string{}, answered: map[types.UID][]string{}, wiped: map[int]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
+		licenses: map[string]int{}, vouched: map[types.UID]string{}, stepCommitted: map[string]bool{}, answered: map[types.UID][]string{}, wiped: map[int]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
 	w.people = NewClient(w.server, nil, gate{})
@@ -632,6 +635,12 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	}
 	if pr := w.running; pr != nil {
 		e.Holder = pr.m.holder()
+		if op, ok := w.server.objects[objKey{Kind: kindOperation, NamespacedName: pr.req.NamespacedName}]; ok &&
+			pr.req.ctrl == ctrlOperation && op.GetUID() == pr.uid {
+			if ref := metav1.GetControllerOfNoCopy(op); ref != nil && ref.Kind == "Saga" {
+				e.Saga = ref.UID
+			}
+		}
 	}
 	// The first effect after a person's Retry is the one they allowed,
 	// whichever object of the scope makes it: the record carries their word
