@@ -204,18 +204,19 @@ func (r *SideEffectOperationReconciler) sagaGone(p *pass) (string, error) {
 			return "", err
 		}
 	}
+	var why string
 	switch {
 	case saga == nil:
-		return fmt.Sprintf("Saga %s, which made this operation, is gone: it does not run, and the garbage "+
-			"collector deletes it", ref.Name), nil
+		why = "is gone"
 	case saga.UID != ref.UID:
-		return fmt.Sprintf("Saga %s, which made this operation, is gone (the saga of that name now is another): "+
-			"it does not run, and the garbage collector deletes it", ref.Name), nil
+		why = "is gone (the saga of that name now is another)"
 	case !saga.DeletionTimestamp.IsZero():
-		return fmt.Sprintf("Saga %s, which made this operation, is being deleted: it does not run, and the "+
-			"garbage collector deletes it", ref.Name), nil
+		why = "is being deleted"
+	default:
+		return "", nil
 	}
-	return "", nil
+	return fmt.Sprintf("Saga %s, which made this operation, %s: it does not run, and the garbage collector deletes it",
+		ref.Name, why), nil
 }
 
 // settledElsewhere reports whether an operation no longer waits for a call
