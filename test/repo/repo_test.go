@@ -15,8 +15,8 @@ limitations under the License.
 */
 
 // Package repo checks that the repository explains itself: what a build
-// leaves in its root stays out of git, and every number the code and the
-// docs cite from docs/design.md is there.
+// leaves in its root stays out of git, every number the code and the docs
+// cite from docs/design.md is there, and the log reads at a glance.
 package repo
 
 import (
