@@ -21,6 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
+// MaxInputsBytes is the documented limit on a Saga's spec.inputs, measured
+// as canonical (RFC 8785) JSON. Expressions are estimated against it before
+// any runs.
+const MaxInputsBytes = 64 * 1024
+
 // SagaSpec is a business operation made of ordered steps, each one side
 // effect, with the compensations that undo them if a later step fails for
 // good.
@@ -46,7 +51,9 @@ type SagaSpec struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 
 	// inputs are the saga's own data, any JSON object, which step
-	// parameters can use as `inputs`.
+	// parameters can use as `inputs`. They are limited to 64 KiB of
+	// canonical JSON: a saga with larger inputs fails before any step, with
+	// reason InvalidSpec.
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless

@@ -114,22 +114,66 @@ var _ = Describe("Saga expressions", func() {
 		Expect(operationsOf(ns, "scale")).To(BeEmpty())
 	})
 
-	It("fails for good, before any effect, a step whose parameters exceed the cost limit", func() {
+	It("refuses, before any expression runs, a saga whose expressions may cost more than the limit", func() {
 		DeferCleanup(startManager(managerOptions{}))
-		// Three matches() over 30 000 characters with a 123-instruction
-		// program cost about 1.1 million, past the limit of one million,
-		// on every try.
 		steps := changeSteps()
-		steps[0].ParametersFrom = []v1.ParameterExpression{{Name: "flagged", Expression: "" +
-			"inputs.text.matches('[a-z]{1,60}b') || inputs.text.matches('[a-z]{1,60}c') || " +
-			"inputs.text.matches('[a-z]{1,60}d')"}}
+		steps[0].ParametersFrom = []v1.ParameterExpression{
+			// Three matches() over the largest inputs, a 123-instruction
+			// program each: about 2.4 million.
+			{Name: "flagged", Expression: "" +
+				"inputs.text.matches('[a-z]{1,60}b') || inputs.text.matches('[a-z]{1,60}c') || " +
+				"inputs.text.matches('[a-z]{1,60}d')"},
+			// Each character of the text replaced by the whole text: 12 KB
+			// of it took 137 MB before the cost limit fired, as it ran.
+			{Name: "square", Expression: "inputs.text.replace('a', inputs.text)"},
+		}
 		s := newSaga(ns, "scale", steps)
-		s.Spec.Inputs = raw(map[string]any{"service": "checkout", "text": strings.Repeat("a", 30_000)})
+		s.Spec.Inputs = raw(map[string]any{"service": "checkout", "text": strings.Repeat("a", 12_000)})
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 
 		s = waitSaga(ns, "scale", v1.StateFailedFinal)
+		msg := sagaCondition(s, v1.ConditionReady).Message
+		Expect(msg).To(ContainSubstring("spec.steps[0].parametersFrom[0] (flagged): may cost up to"))
+		Expect(msg).To(ContainSubstring("spec.steps[0].parametersFrom[1] (square): may cost up to"))
+		Expect(msg).To(ContainSubstring("more than the limit of 1000000"))
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal(v1.ReasonInvalidSpec))
+		Expect(stepStatus(s, "ticket").Validation).To(BeNil())
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+		Expect(sagaEffects(ns)).To(BeEmpty())
+	})
+
+	It("refuses, before any expression runs, a saga whose inputs pass their limit", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		s := newSaga(ns, "scale", changeSteps())
+		s.Spec.Inputs = raw(map[string]any{"service": "checkout", "text": strings.Repeat("a", v1.MaxInputsBytes)})
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+		s = waitSaga(ns, "scale", v1.StateFailedFinal)
+		Expect(sagaCondition(s, v1.ConditionReady).Message).
+			To(ContainSubstring("spec.inputs take 65568 bytes of canonical JSON; the limit is 65536"))
+		Expect(sagaCondition(s, v1.ConditionStalled).Reason).To(Equal(v1.ReasonInvalidSpec))
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+	})
+
+	It("fails for good, before any effect, a step whose parameters would build a value past the bound", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		// The estimate passes (cel-go counts join() by the list's length),
+		// so the bound stops it as it runs: 6 000 references to 6 000
+		// characters joined would be 36 MB.
+		list := make([]any, 6_000)
+		for i := range list {
+			list[i] = i
+		}
+		steps := changeSteps()
+		steps[0].ParametersFrom = []v1.ParameterExpression{{Name: "joined", Expression: "inputs.list.map(x, inputs.text).join()"}}
+		s := newSaga(ns, "scale", steps)
+		s.Spec.Inputs = raw(map[string]any{"service": "checkout", "text": strings.Repeat("a", 6_000), "list": list})
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+		s = waitSaga(ns, "scale", v1.StateFailedFinal)
+		Expect(stepStatus(s, "ticket").Validation).NotTo(BeNil())
 		Expect(stepStatus(s, "ticket").Validation.Outcome).To(Equal(v1.ValidationFailed))
-		Expect(stepStatus(s, "ticket").Validation.Message).To(ContainSubstring("stopped at the cost limit of 1000000"))
+		Expect(stepStatus(s, "ticket").Validation.Message).To(ContainSubstring("join() would build a string of"))
 		Expect(sagaEffects(ns)).To(BeEmpty())
 	})
 })

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
@@ -38,14 +39,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/celbound"
 	"github.com/once-dev/once/internal/celregex"
 	"github.com/once-dev/once/internal/protocol"
 )
 
 const (
-	// costLimit bounds one expression's work; inputs and results are at
-	// most 64 KiB, so this allows a few passes over them.
+	// costLimit bounds one expression's work, estimated when it is
+	// compiled and counted while it runs. Inputs are at most 64 KiB, so
+	// this allows a few passes over them.
 	costLimit = 1_000_000
+	// maxStepBytes bounds what an expression reads of a step: its result
+	// (canonical JSON, as the operation's status keeps it) and its
+	// externalObjectID.
+	maxStepBytes = v1.MaxResultBytes
 	// DefaultEvalTimeout bounds one expression's wall time, unless a Plan
 	// says otherwise; the evaluation looks at its context every
 	// interruptEvery iterations of a comprehension.
@@ -91,6 +98,9 @@ var env = func() *cel.Env {
 		cel.Variable(inputsVar, cel.DynType),
 		cel.Variable(stepsVar, cel.MapType(cel.StringType, cel.DynType)),
 		ext.Strings(),
+		// replace(), join() and format() refuse a result over a bound
+		// before they build it; cel-go charges their cost after.
+		celbound.Library(),
 		ext.Encoders(),
 		// A matches() runs to its end, past the cost limit and the
 		// timeout: its pattern must be a literal of a bounded size.
@@ -102,12 +112,14 @@ var env = func() *cel.Env {
 	return e
 }()
 
-// Compile checks every expression of spec: each must compile, and refer
-// only to steps before its own (a compensation also to its own step), by
-// name. It returns all problems, joined, each naming its field.
+// Compile checks every expression of spec: each must compile, refer only
+// to steps before its own (a compensation also to its own step), by name,
+// and cost at most the limit on the largest inputs and step data it may
+// read. It checks that the inputs are within their limit. It returns all
+// problems, joined, each naming its field.
 func Compile(spec *v1.SagaSpec) (*Plan, error) {
 	plan := &Plan{steps: make([]stepPlan, len(spec.Steps))}
-	var errs []error
+	errs := []error{checkInputs(spec.Inputs)}
 	for i, s := range spec.Steps {
 		before := names(spec.Steps[:i])
 		at := fmt.Sprintf("spec.steps[%d]", i)
@@ -124,6 +136,22 @@ func Compile(spec *v1.SagaSpec) (*Plan, error) {
 		return nil, err
 	}
 	return plan, nil
+}
+
+// checkInputs refuses inputs over their limit, measured as canonical JSON:
+// every expression's estimate assumes it.
+func checkInputs(in *runtime.RawExtension) error {
+	if in == nil || len(in.Raw) == 0 {
+		return nil
+	}
+	canonical, err := protocol.Canonical(in.Raw)
+	if err != nil {
+		return fmt.Errorf("spec.inputs: %w", err)
+	}
+	if len(canonical) > v1.MaxInputsBytes {
+		return fmt.Errorf("spec.inputs take %d bytes of canonical JSON; the limit is %d", len(canonical), v1.MaxInputsBytes)
+	}
+	return nil
 }
 
 func names(steps []v1.SagaStep) []string {
@@ -160,6 +188,17 @@ func compile(at string, literal *runtime.RawExtension, exprs []v1.ParameterExpre
 			}
 			refs[name] = true
 		}
+		est, err := env.EstimateCost(checked, sizes{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: estimating its cost: %w", field, err))
+			continue
+		}
+		if est.Max > costLimit {
+			errs = append(errs, fmt.Errorf("%s: may cost up to %d on inputs of %d KiB and step data of %d KiB, "+
+				"more than the limit of %d: iterate over less, or build smaller strings",
+				field, est.Max, v1.MaxInputsBytes>>10, maxStepBytes>>10, costLimit))
+			continue
+		}
 		prg, err := env.Program(checked, cel.CostLimit(costLimit), cel.CostTracking(celregex.Cost{}),
 			cel.InterruptCheckFrequency(interruptEvery))
 		if err != nil {
@@ -170,6 +209,34 @@ func compile(at string, literal *runtime.RawExtension, exprs []v1.ParameterExpre
 	}
 	out.refs = slices.Sorted(maps.Keys(refs))
 	return out, errors.Join(errs...)
+}
+
+// sizes bounds, for cost estimates, everything an expression reads:
+// inputs at most MaxInputsBytes, and each step's data at most
+// maxStepBytes. Compile and activation check both before anything runs.
+type sizes struct{}
+
+func (sizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	if path := n.Path(); len(path) > 0 {
+		switch path[0] {
+		case inputsVar:
+			return &checker.SizeEstimate{Min: 0, Max: v1.MaxInputsBytes}
+		case stepsVar:
+			return &checker.SizeEstimate{Min: 0, Max: maxStepBytes}
+		}
+	}
+	if t := n.Type(); t != nil && t.Kind() == types.TypeKind {
+		// A type, as type(inputs.x) == string compares: CEL has no size
+		// for it and would assume the largest.
+		return &checker.SizeEstimate{Min: 1, Max: 1}
+	}
+	return nil
+}
+
+// EstimateCallCost charges a matches() by its program's size on the
+// largest string an expression reads; cel-go estimates the rest.
+func (sizes) EstimateCallCost(_, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	return celregex.Estimate(overloadID, target, args, max(v1.MaxInputsBytes, maxStepBytes))
 }
 
 func badRef(name string, allowed []string, self string) string {
@@ -288,6 +355,9 @@ func activation(inputs []byte, refs []string, data map[string]StepData) (map[str
 		if !ok {
 			return nil, fmt.Errorf("step %s has no recorded outcome to use", name)
 		}
+		if err := checkStep(name, d); err != nil {
+			return nil, err
+		}
 		var result any
 		if len(d.Result) > 0 {
 			if err := json.Unmarshal(d.Result, &result); err != nil {
@@ -297,6 +367,27 @@ func activation(inputs []byte, refs []string, data map[string]StepData) (map[str
 		steps[name] = map[string]any{"result": protocol.WholeNumbers(result), "externalObjectID": d.ExternalObjectID}
 	}
 	return map[string]any{inputsVar: protocol.WholeNumbers(in), stepsVar: steps}, nil
+}
+
+// checkStep refuses a step's data over the size every expression's
+// estimate assumes.
+func checkStep(name string, d StepData) error {
+	if len(d.ExternalObjectID) > maxStepBytes {
+		return fmt.Errorf("the externalObjectID of step %s takes %d bytes; the limit is %d",
+			name, len(d.ExternalObjectID), maxStepBytes)
+	}
+	if len(d.Result) <= maxStepBytes {
+		return nil
+	}
+	canonical, err := protocol.Canonical(d.Result)
+	if err != nil {
+		return fmt.Errorf("the result of step %s: %w", name, err)
+	}
+	if len(canonical) > maxStepBytes {
+		return fmt.Errorf("the result of step %s takes %d bytes of canonical JSON; the limit is %d",
+			name, len(canonical), maxStepBytes)
+	}
+	return nil
 }
 
 func eval(ctx context.Context, np namedProgram, act map[string]any, timeout time.Duration) (any, error) {
@@ -311,6 +402,10 @@ func eval(ctx context.Context, np namedProgram, act map[string]any, timeout time
 	}
 	if err != nil {
 		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
+	}
+	if n := celbound.Size(v, celbound.MaxValueBytes); n > celbound.MaxValueBytes {
+		return nil, fmt.Errorf("parameter %s (%q): its value may take %d bytes or more as JSON, more than the limit of %d",
+			np.name, np.expr, n, celbound.MaxValueBytes)
 	}
 	native, err := v.ConvertToNative(reflect.TypeFor[*structpb.Value]())
 	if err != nil {

@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/lru"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/celbound"
 	"github.com/once-dev/once/internal/celregex"
 	"github.com/once-dev/once/internal/protocol"
 )
@@ -88,6 +89,9 @@ func NewCompiler() (*Compiler, error) {
 		cel.Variable("since", cel.TimestampType),
 		cel.Variable("secrets", cel.MapType(cel.StringType, cel.StringType)),
 		ext.Strings(),
+		// replace(), join() and format() refuse a result over a bound
+		// before they build it; cel-go charges their cost after.
+		celbound.Library(),
 		ext.Encoders(),
 		// A matches() runs to its end, past the cost limit and the
 		// timeout: its pattern must be a literal of a bounded size.
@@ -259,6 +263,10 @@ func (c *Compiler) JSON(ctx context.Context, expr string, r activation) ([]byte,
 	v, err := c.eval(ctx, expr, r)
 	if err != nil {
 		return nil, err
+	}
+	if n := celbound.Size(v, celbound.MaxValueBytes); n > celbound.MaxValueBytes {
+		return nil, fmt.Errorf("%q: its value may take %d bytes or more as JSON, more than the limit of %d",
+			expr, n, celbound.MaxValueBytes)
 	}
 	native, err := v.ConvertToNative(reflect.TypeFor[*structpb.Value]())
 	if err != nil {

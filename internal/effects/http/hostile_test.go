@@ -25,6 +25,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -427,6 +428,51 @@ func TestCELCost(t *testing.T) {
 			_, err := c.Bool(tc.ctx(), tc.expr, response{Status: 200, Body: tc.body})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.expr) {
 				t.Errorf("want an error naming the expression, about %q; got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// TestCELBuildsBounded: an expression that cel-go's estimate lets through
+// but that would build a value of hundreds of megabytes (a list of 12 000
+// references to one 12 000-character string, joined or written as JSON)
+// is stopped before it builds it.
+func TestCELBuildsBounded(t *testing.T) {
+	c, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := make([]any, 12_000)
+	for i := range list {
+		list[i] = int64(i)
+	}
+	body := map[string]any{"a": strings.Repeat("a", 12_000), "list": list}
+	cases := map[string]struct {
+		run  func(expr string) error
+		expr string
+		want string
+	}{
+		"Join": {run: func(expr string) error {
+			_, err := c.String(context.Background(), expr, response{Status: 200, Body: body})
+			return err
+		}, expr: "response.body.list.map(x, response.body.a).join()", want: "join() would build a string of"},
+		"JSON": {run: func(expr string) error {
+			_, err := c.JSON(context.Background(), expr, response{Status: 200, Body: body})
+			return err
+		}, expr: "response.body.list.map(x, response.body.a)", want: "its value may take"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var before, after goruntime.MemStats
+			goruntime.GC()
+			goruntime.ReadMemStats(&before)
+			err := tc.run(tc.expr)
+			goruntime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.expr) {
+				t.Errorf("want an error naming the expression, about %q; got %v", tc.want, err)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+				t.Errorf("allocated %d bytes, more than 8 MiB", n)
 			}
 		})
 	}

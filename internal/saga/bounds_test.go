@@ -1,0 +1,169 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package saga
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"strings"
+	"testing"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// TestCompileBounds: what a saga's expressions may cost, and the inputs
+// they read, are checked before any expression runs.
+func TestCompileBounds(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		inputs string
+		exprs  []v1.ParameterExpression
+		// err must be in the error; empty means Compile succeeds.
+		err string
+	}{
+		"Plain": {
+			reason: "what the samples and the docs write costs little",
+			exprs: from("title", "'Scale ' + inputs.service + ' to ' + string(inputs.replicas)",
+				"id", "inputs.id.matches('^[a-z0-9]{1,40}$')", "tags", "inputs.tags.join(',')",
+				"slug", "inputs.name.lowerAscii().replace(' ', '-')", "count", "inputs.items.filter(i, i > 0).size()"),
+		},
+		"Replace": {
+			reason: "each character replaced by the whole input may cost 4 billion",
+			exprs:  from("square", "inputs.a.replace('a', inputs.a)"),
+			err:    "spec.steps[0].parametersFrom[0] (square): may cost up to 4295104926 on inputs of 64 KiB and step data of 16 KiB, more than the limit of 1000000",
+		},
+		"Regexes": {
+			reason: "three matches() over the largest inputs cost more than one",
+			exprs: from("flagged", "inputs.t.matches('[a-z]{1,60}b') || inputs.t.matches('[a-z]{1,60}c') || "+
+				"inputs.t.matches('[a-z]{1,60}d')"),
+			err: "(flagged): may cost up to",
+		},
+		"Nested": {
+			reason: "a comprehension over the largest list, each element compared with the largest string",
+			exprs:  from("n", "inputs.l.filter(x, x.s.startsWith(inputs.p)).map(x, x.s + inputs.p)"),
+			err:    "(n): may cost up to",
+		},
+		"InputsAtLimit": {
+			reason: "inputs of 64 KiB of canonical JSON are taken",
+			inputs: `{"a": "` + strings.Repeat("a", v1.MaxInputsBytes-8) + `"}`,
+		},
+		"InputsOverLimit": {
+			reason: "one byte more is refused, measured canonical",
+			inputs: `{"a":   "` + strings.Repeat("a", v1.MaxInputsBytes-7) + `"}`,
+			err:    "spec.inputs take 65537 bytes of canonical JSON; the limit is 65536",
+		},
+		"InputsNotJSON": {
+			reason: "inputs that are no JSON are refused before they are read",
+			inputs: `{"a": `,
+			err:    "spec.inputs: ",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec := &v1.SagaSpec{Steps: []v1.SagaStep{exprStep("order", tc.exprs, nil)}}
+			if tc.inputs != "" {
+				spec.Inputs = &k8sruntime.RawExtension{Raw: []byte(tc.inputs)}
+			}
+			plan, err := Compile(spec)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("%s: %v", tc.reason, err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("%s: got %v, want an error that says %q", tc.reason, err, tc.err)
+			case tc.err != "" && plan != nil:
+				t.Errorf("%s: a refused spec gave a plan", tc.reason)
+			}
+		})
+	}
+}
+
+// TestParametersBounds: what an expression reads and builds is checked as
+// it runs, before the work: a step's data over what the estimate assumed,
+// a string or a value past celbound's bound. Each stays within a few MiB.
+func TestParametersBounds(t *testing.T) {
+	list := make([]any, 12_000)
+	for i := range list {
+		list[i] = i
+	}
+	big, err := json.Marshal(map[string]any{"a": strings.Repeat("a", 12_000), "list": list})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		reason string
+		expr   string
+		inputs []byte
+		data   map[string]StepData
+		err    string
+	}{
+		"Join": {
+			reason: "cel-go estimates join() by the list's length: it runs, and stops before it builds",
+			expr:   "inputs.list.map(x, inputs.a).join()",
+			inputs: big,
+			err:    "join() would build a string of",
+		},
+		"Value": {
+			reason: "a value of 12 000 references to 12 000 characters is refused before it becomes JSON",
+			expr:   "inputs.list.map(x, inputs.a)",
+			inputs: big,
+			err:    `("inputs.list.map(x, inputs.a)"): its value may take`,
+		},
+		"ExternalObjectID": {
+			reason: "a step's id longer than the estimate assumed is not read",
+			expr:   "steps.order.externalObjectID",
+			data:   map[string]StepData{"order": {ExternalObjectID: strings.Repeat("x", maxStepBytes+1)}},
+			err:    "the externalObjectID of step order takes 16385 bytes; the limit is 16384",
+		},
+		"Result": {
+			reason: "a step's result longer than the estimate assumed is not read",
+			expr:   "steps.order.result",
+			data:   map[string]StepData{"order": {Result: []byte(`{"a": "` + strings.Repeat("x", maxStepBytes) + `"}`)}},
+			err:    "the result of step order takes 16392 bytes of canonical JSON; the limit is 16384",
+		},
+		"ResultWritten": {
+			reason: "a result whose stored form is longer than its canonical one is measured canonical",
+			expr:   "steps.order.result.a",
+			data:   map[string]StepData{"order": {Result: []byte(`{"a":      "` + strings.Repeat("x", maxStepBytes-8) + `"}`)}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			steps := []v1.SagaStep{exprStep("order", nil, nil), exprStep("charge", from("p", tc.expr), nil)}
+			plan, err := Compile(&v1.SagaSpec{Steps: steps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err = plan.Parameters(context.Background(), 1, false, tc.inputs, tc.data)
+			runtime.ReadMemStats(&after)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("%s: %v", tc.reason, err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("%s: got %v, want an error that says %q", tc.reason, err, tc.err)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+				t.Errorf("%s: allocated %d bytes, more than 8 MiB", tc.reason, n)
+			}
+		})
+	}
+}
