@@ -225,8 +225,21 @@ type message struct {
 	// id and source name the message: a CloudEvent's id and source, a
 	// webhook's key and an empty source.
 	id, source string
+	// signed is a message whose id its sender signed.
+	signed bool
 	// params is the data, a JSON object.
 	params []byte
+}
+
+// name is the operation m becomes on route. A signed message is named by
+// what its signature covers, the id: a binary-mode CloudEvent's source is
+// a header the signature does not cover, and whoever replays a captured
+// delivery could change it to make another operation.
+func (m message) name(route string) string {
+	if m.signed {
+		return Name(route, "", m.id)
+	}
+	return Name(route, m.source, m.id)
 }
 
 // now is the handler's clock.
@@ -267,7 +280,7 @@ func parse(r *http.Request, body []byte, signed bool) (message, int, error) {
 		if ct := ev.DataContentType(); ct != "" && !isJSON(ct) {
 			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("the event's data must be JSON, not %s", ct)
 		}
-		m = message{id: ev.ID(), source: ev.Source(), params: ev.Data()}
+		m = message{id: ev.ID(), source: ev.Source(), signed: signed, params: ev.Data()}
 		if signed && m.id != r.Header.Get(HeaderMessageID) {
 			return message{}, http.StatusBadRequest, fmt.Errorf("the event's id is not the signed %s", HeaderWebhookID)
 		}
@@ -277,7 +290,7 @@ func parse(r *http.Request, body []byte, signed bool) (message, int, error) {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("a webhook's body must be JSON, not %s", ct)
 		}
-		m = message{id: r.Header.Get(HeaderMessageID), params: body}
+		m = message{id: r.Header.Get(HeaderMessageID), signed: true, params: body}
 	} else {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 			return message{}, http.StatusUnsupportedMediaType, fmt.Errorf("a webhook's body must be JSON, not %s", ct)
@@ -322,7 +335,7 @@ func isJSON(ct string) bool {
 // Name is the operation a message on route becomes: "<route>-" and 24 hex
 // of the SHA-256 of the route, the source and the id. It is a DNS label,
 // the same for every delivery of the message, and different for messages
-// of different sources or routes.
+// of different sources or routes. A signed message has the empty source.
 func Name(route, source, id string) string {
 	sum := sha256.Sum256([]byte(route + "\x00" + source + "\x00" + id))
 	return route + "-" + hex.EncodeToString(sum[:])[:hashChars]
@@ -333,7 +346,7 @@ func Name(route, source, id string) string {
 func (h *Handler) take(ctx context.Context, routeName string, route Route, m message) (int, Answer) {
 	log := logf.FromContext(ctx)
 	op := &v1.SideEffectOperation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: route.Namespace, Name: Name(routeName, m.source, m.id),
+		ObjectMeta: metav1.ObjectMeta{Namespace: route.Namespace, Name: m.name(routeName),
 			Labels:      map[string]string{LabelRoute: routeName},
 			Annotations: map[string]string{AnnotationMessageID: m.id}},
 		Spec: v1.SideEffectOperationSpec{ToolRef: route.ToolRef, Operation: route.Operation,
@@ -344,6 +357,9 @@ func (h *Handler) take(ctx context.Context, routeName string, route Route, m mes
 		op.Annotations[AnnotationSource] = m.source
 	}
 	if status, a, ok := h.recorded(ctx, op, m); ok {
+		return status, a
+	}
+	if status, a, ok := h.namedBefore(ctx, routeName, op, m); ok {
 		return status, a
 	}
 	err := h.Client.Create(ctx, op)
@@ -363,6 +379,28 @@ func (h *Handler) take(ctx context.Context, routeName string, route Route, m mes
 		return http.StatusServiceUnavailable, Answer{MessageID: m.id, Error: CodeUnavailable,
 			Message: "The operation cannot be made now; send the message again"}
 	}
+}
+
+// namedBefore answers a signed CloudEvent that the release before named
+// with its source, if its operation or its record is still there, so that
+// a message taken then and delivered again now makes no second operation.
+// It can go once every route's retention has passed since that upgrade.
+func (h *Handler) namedBefore(ctx context.Context, routeName string, op *v1.SideEffectOperation, m message) (
+	int, Answer, bool) {
+	if !m.signed || m.source == "" {
+		return 0, Answer{}, false
+	}
+	before := op.DeepCopy()
+	before.Name = Name(routeName, m.source, m.id)
+	if status, a, ok := h.recorded(ctx, before, m); ok {
+		return status, a, true
+	}
+	err := h.Client.Get(ctx, client.ObjectKeyFromObject(before), &v1.SideEffectOperation{})
+	if apierrors.IsNotFound(err) {
+		return 0, Answer{}, false
+	}
+	status, a := h.existing(ctx, before, m)
+	return status, a, true
 }
 
 // existing answers a message whose operation exists: the same message

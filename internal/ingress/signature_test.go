@@ -29,6 +29,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
@@ -148,7 +149,7 @@ func TestSignedRoute(t *testing.T) {
 	ev := signed(key, "evt-7", now, body, "Ce-Specversion", "1.0", "Ce-Id", "evt-7", "Ce-Source", "/shop",
 		"Ce-Type", "order.placed")
 	status, a = post(t, url, ev, body)
-	if status != http.StatusAccepted || a.Name != Name("orders", "/shop", "evt-7") {
+	if status != http.StatusAccepted || a.Name != Name("orders", "", "evt-7") {
 		t.Errorf("signed CloudEvent: want 202, got %d: %+v", status, a)
 	}
 	if n := operations(t, ns); n != 2 {
@@ -201,5 +202,78 @@ func TestSigningLoad(t *testing.T) {
 				t.Errorf("%s\nwant key %q, got %q, %v", tc.reason, tc.wantKey, s.key, err)
 			}
 		})
+	}
+}
+
+// TestSignedDeliveryReplayed: a signed delivery captured on the way (from
+// a proxy's log, say) and posted again within the tolerance, with every
+// header the signature does not cover changed, is the same message: one
+// operation. A binary-mode CloudEvent's source was once part of the name,
+// and each new source made another operation of the same payment.
+func TestSignedDeliveryReplayed(t *testing.T) {
+	key := []byte("route-signing-key-0123456789abcdef")
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	srv, ns := signedServer(t, key, now)
+	url := srv.URL + "/ingress/orders"
+	body := `{"amount":42}`
+	event := func(extra ...string) map[string]string {
+		return signed(key, "evt-9", now, body, append([]string{"Ce-Specversion", "1.0", "Ce-Id", "evt-9",
+			"Ce-Source", "/shop", "Ce-Type", "order.placed"}, extra...)...)
+	}
+	status, first := post(t, url, event(), body)
+	if status != http.StatusAccepted {
+		t.Fatalf("the delivery: want 202, got %d: %+v", status, first)
+	}
+	replays := map[string]map[string]string{
+		"OtherSource":     event("Ce-Source", "/attacker"),
+		"ShortSource":     event("Ce-Source", "x"),
+		"OtherType":       event("Ce-Type", "order.refunded"),
+		"Subject":         event("Ce-Subject", "another"),
+		"Time":            event("Ce-Time", "2026-12-05T11:59:00Z"),
+		"Extension":       event("Ce-Tenant", "other"),
+		"ContentType":     event("Content-Type", "application/json; charset=utf-8"),
+		"IdempotencyKey":  event("Idempotency-Key", "chosen-by-someone-else"),
+		"MessageID":       event("Message-Id", "chosen-by-someone-else"),
+		"AsPlainWebhook":  signed(key, "evt-9", now, body),
+		"WebhookWithKeys": signed(key, "evt-9", now, body, "Idempotency-Key", "k", "Message-Id", "m"),
+	}
+	for name, h := range replays {
+		t.Run(name, func(t *testing.T) {
+			status, a := post(t, url, h, body)
+			if status != http.StatusAccepted || !a.Duplicate || a.Name != first.Name {
+				t.Errorf("want 202 and the first delivery's operation %s, got %d: %+v", first.Name, status, a)
+			}
+		})
+	}
+	if n := operations(t, ns); n != 1 {
+		t.Errorf("one signed delivery posted %d times made %d operations", len(replays)+1, n)
+	}
+}
+
+// TestSignedNamedBefore: a signed CloudEvent taken by the release before,
+// whose name held its source, is found under that name when delivered
+// again, and makes no second operation.
+func TestSignedNamedBefore(t *testing.T) {
+	key := []byte("route-signing-key-0123456789abcdef")
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	srv, ns := signedServer(t, key, now)
+	body := `{"amount":42}`
+	before := &v1.SideEffectOperation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: Name("orders", "/shop", "evt-3"),
+			Labels: map[string]string{LabelRoute: "orders"}},
+		Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create",
+			Parameters: &runtime.RawExtension{Raw: []byte(body)}},
+	}
+	if err := k8s.Create(t.Context(), before); err != nil {
+		t.Fatal(err)
+	}
+	h := signed(key, "evt-3", now, body, "Ce-Specversion", "1.0", "Ce-Id", "evt-3", "Ce-Source", "/shop",
+		"Ce-Type", "order.placed")
+	status, a := post(t, srv.URL+"/ingress/orders", h, body)
+	if status != http.StatusAccepted || !a.Duplicate || a.Name != before.Name {
+		t.Errorf("want 202 and the operation named before, %s; got %d: %+v", before.Name, status, a)
+	}
+	if n := operations(t, ns); n != 1 {
+		t.Errorf("want the one operation made before, got %d", n)
 	}
 }
