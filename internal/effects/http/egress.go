@@ -37,9 +37,23 @@ var metadataAddresses = []netip.Prefix{
 // thisNetwork is 0.0.0.0/8: Linux connects 0.0.0.0 to the local host.
 var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 
-// nat64 is the well-known NAT64 prefix (RFC 6052): its addresses reach the
-// IPv4 address in their last 32 bits.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// carriers are the IPv6 forms that reach an IPv4 address they carry, and
+// the byte where it starts. An IPv4-mapped address (::ffff:0:0/96) is
+// unmapped before anything else.
+var carriers = []struct {
+	prefix netip.Prefix
+	at     int
+}{
+	{netip.MustParsePrefix("64:ff9b::/96"), 12},    // NAT64's well-known prefix (RFC 6052)
+	{netip.MustParsePrefix("::/96"), 12},           // IPv4-compatible (RFC 4291, deprecated)
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), 12}, // IPv4-translated (SIIT, RFC 2765)
+	{netip.MustParsePrefix("2002::/16"), 2},        // 6to4 (RFC 3056)
+}
+
+// localNAT64 is NAT64's local-use prefix (RFC 8215). Its operator chooses
+// the prefix's length, and so where the IPv4 address sits: it is refused
+// unless allowed.
+var localNAT64 = netip.MustParsePrefix("64:ff9b:1::/48")
 
 // ErrEgressRefused marks a call the egress policy did not let leave.
 var ErrEgressRefused = errors.New("egress refused")
@@ -68,13 +82,25 @@ func (e *Egress) Check(ip netip.Addr) error {
 	if why := e.refusal(ip); why != "" {
 		return fmt.Errorf("%w: %s is %s", ErrEgressRefused, ip, why)
 	}
-	if nat64.Contains(ip) {
-		b := ip.As16()
-		if v4 := netip.AddrFrom4([4]byte(b[12:])); e.refusal(v4) != "" {
-			return e.Check(v4)
-		}
+	if v4, ok := carried(ip); ok && e.refusal(v4) != "" {
+		return e.Check(v4)
 	}
 	return nil
+}
+
+// carried returns the IPv4 address an IPv6 address reaches, if it is of a
+// form that carries one.
+func carried(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
+	for _, c := range carriers {
+		if c.prefix.Contains(ip) {
+			return netip.AddrFrom4([4]byte(b[c.at : c.at+4])), true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 func (e *Egress) allowed() []netip.Prefix {
@@ -95,6 +121,8 @@ func (e *Egress) refusal(ip netip.Addr) string {
 		return "an unspecified address"
 	case ip.IsMulticast():
 		return "a multicast address"
+	case localNAT64.Contains(ip):
+		return "a local-use NAT64 address, whose IPv4 address cannot be told"
 	}
 	for _, p := range metadataAddresses {
 		if p.Contains(ip) {

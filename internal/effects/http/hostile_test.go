@@ -275,6 +275,24 @@ func TestEgressCheck(t *testing.T) {
 		"MulticastRefused":     {"224.0.0.1", true},
 		"PublicIPv6":           {"2001:db8::1", false},
 		"NAT64PublicIsAllowed": {"64:ff9b::5db8:d822", false},
+		// Every IPv6 form that carries an IPv4 address carries a refused
+		// one: metadata, the cluster's range, and 127.0.0.1 where only
+		// the IPv4 loopback is allowed (allowed through each form).
+		"CompatibleMetadata":      {"::169.254.169.254", true},
+		"CompatibleService":       {"::10.100.0.1", true},
+		"CompatiblePublic":        {"::93.184.216.34", false},
+		"CompatibleLoopback":      {"::127.0.0.1", false},
+		"TranslatedMetadata":      {"::ffff:0:169.254.169.254", true},
+		"TranslatedService":       {"::ffff:0:10.100.0.1", true},
+		"TranslatedPublic":        {"::ffff:0:93.184.216.34", false},
+		"SixToFourMetadata":       {"2002:a9fe:a9fe::1", true},
+		"SixToFourPublic":         {"2002:5db8:d822::1", false},
+		"LocalNAT64Metadata":      {"64:ff9b:1::a9fe:a9fe", true},
+		"LocalNAT64Metadata48":    {"64:ff9b:1:a9fe:a9:fe00::", true},
+		"LocalNAT64Public":        {"64:ff9b:1::5db8:d822", true},
+		"NAT64ServiceRange":       {"64:ff9b::a64:1", true},
+		"MappedServiceRange":      {"::ffff:10.100.0.1", true},
+		"CompatibleUnspecifiedV4": {"::0.0.0.2", true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
