@@ -412,7 +412,8 @@ type DerivedKey struct {
 type RequestShape struct {
 	// pathValues fill the {name} placeholders of the operation's path, each
 	// path-escaped, for example `name: repo, value: parameters.repo` for
-	// `/repos/{repo}/issues`.
+	// `/repos/{repo}/issues`. A placeholder after the path's `?` is
+	// query-escaped, so that a value adds no query parameter.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

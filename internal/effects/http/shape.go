@@ -116,7 +116,7 @@ func (c *Client) shape(ctx context.Context, method, path string, s *v1.RequestSh
 			// way resolves them: the request would go to another route.
 			return o, fmt.Errorf("path value %s is %q, which names no path segment", pv.Name, v)
 		}
-		path = strings.ReplaceAll(path, "{"+pv.Name+"}", url.PathEscape(v))
+		path = placeValue(path, pv.Name, v)
 	}
 	u, err := c.url(path, req.Key)
 	if err != nil {
@@ -160,6 +160,18 @@ func (c *Client) shape(ctx context.Context, method, path string, s *v1.RequestSh
 		o.contentType = "application/x-www-form-urlencoded"
 	}
 	return o, nil
+}
+
+// placeValue puts v in place of {name} in a path: path-escaped before
+// the ?, query-escaped after it, so that a value can add no path segment
+// and no query parameter.
+func placeValue(path, name, v string) string {
+	head, query, hasQuery := strings.Cut(path, "?")
+	head = strings.ReplaceAll(head, "{"+name+"}", url.PathEscape(v))
+	if !hasQuery {
+		return head
+	}
+	return head + "?" + strings.ReplaceAll(query, "{"+name+"}", url.QueryEscape(v))
 }
 
 // body builds the body of shape s: canonical JSON, or a form.
