@@ -80,14 +80,16 @@ func Size(pattern string) (int, error) {
 	return len(prog.Inst), nil
 }
 
-// Check returns why pattern may not be used, or nil.
+// Check returns why pattern may not be used, or nil. It bounds every
+// pattern a user writes: CEL's matches() and a parameters schema's
+// pattern alike.
 func Check(pattern string) error {
 	n, err := Size(pattern)
 	if err != nil {
-		return fmt.Errorf("matches(%q): %w", pattern, err)
+		return fmt.Errorf("pattern %q: %w", pattern, err)
 	}
 	if n > MaxProgram {
-		return fmt.Errorf("matches(%q): the pattern compiles to %d instructions, more than the limit of %d "+
+		return fmt.Errorf("pattern %q compiles to %d instructions, more than the limit of %d "+
 			"(a repetition {n,m} counts m times, nested ones multiply): use smaller counts, or * and +",
 			pattern, n, MaxProgram)
 	}

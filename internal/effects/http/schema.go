@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	nethttp "net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/utils/lru"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/celregex"
 	"github.com/once-dev/once/internal/effects"
 	"github.com/once-dev/once/internal/protocol"
 )
@@ -59,6 +61,16 @@ func (refuseLoads) Load(url string) (any, error) {
 	return nil, fmt.Errorf("%s: schemas may not refer to other documents", url)
 }
 
+// boundedRegexp compiles a schema's pattern with Go's regexp, if its
+// program is within the bound CEL's matches() has: a match takes the
+// input's length times the program's size.
+func boundedRegexp(pattern string) (jsonschema.Regexp, error) {
+	if err := celregex.Check(pattern); err != nil {
+		return nil, err
+	}
+	return regexp.Compile(pattern)
+}
+
 func (s *schemas) compile(raw []byte) (*jsonschema.Schema, error) {
 	s.once.Do(func() { s.cache = lru.New(maxSchemas) })
 	canonical, err := protocol.Canonical(raw)
@@ -75,6 +87,7 @@ func (s *schemas) compile(raw []byte) (*jsonschema.Schema, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refuseLoads{})
+	c.UseRegexpEngine(boundedRegexp)
 	const url = "parametersSchema.json"
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, err

@@ -110,6 +110,23 @@ func TestParametersSchemaValidated(t *testing.T) {
 	if err := c.Validate(schemaTool(chargeSchema)); err != nil {
 		t.Errorf("a good schema refused: %v", err)
 	}
+	// A pattern's match takes the input's length times its program's
+	// size: a schema's patterns have the bound of CEL's matches(). The
+	// first compiles to 702 instructions, the second to 2 222.
+	bounded := map[string]string{
+		"Pattern": `{"type": "object", "properties": {"note": {"type": "string", ` +
+			`"pattern": "^([a-z0-9]{1,20}[ ,.]{0,3}){1,10}([A-Z]{1,5}[0-9]{0,4}){0,10}(x|y|z){1,5}$"}}}`,
+		"PatternProperties": `{"type": "object", "patternProperties": {"((a{1,10}){1,10}){1,10}b": {"type": "string"}}}`,
+	}
+	for name, schema := range bounded {
+		t.Run(name, func(t *testing.T) {
+			err := c.Validate(schemaTool(schema))
+			if err == nil || !strings.Contains(err.Error(), "parametersSchema") ||
+				!strings.Contains(err.Error(), "more than the limit of 128") {
+				t.Errorf("want the tool refused, naming parametersSchema and the bound; got %v", err)
+			}
+		})
+	}
 }
 
 // TestCheckParametersBuildsTheRequest: parameters the request cannot be
