@@ -145,7 +145,7 @@ func (responseSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 		case "key":
 			return &checker.SizeEstimate{Min: 0, Max: 255}
 		case "secrets":
-			return &checker.SizeEstimate{Min: 0, Max: 4096}
+			return &checker.SizeEstimate{Min: 0, Max: maxSecretValue}
 		}
 	}
 	if t := n.Type(); t != nil && t.Kind() == types.TypeKind {

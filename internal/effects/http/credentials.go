@@ -98,6 +98,10 @@ func (r *secretReader) identifier(what, name, key string) string {
 	return v
 }
 
+// maxSecretValue bounds a secret value that expressions read: their cost
+// is estimated with each at most this long. A Secret's value may be 1 MiB.
+const maxSecretValue = 4096
+
 // credentials resolves a tool's headers, auth and TLS; an OAuth2 token only
 // if fetch is set, else the source a Client fetches it from.
 func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool, fetch bool) (credentials, error) {
@@ -118,7 +122,13 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool, fetch 
 	}
 	values := map[string]string{}
 	for _, sv := range spec.SecretValues {
-		values[sv.Name] = r.get("secretValues "+sv.Name, sv.SecretKeyRef.Name, sv.SecretKeyRef.Key)
+		v := r.get("secretValues "+sv.Name, sv.SecretKeyRef.Name, sv.SecretKeyRef.Key)
+		if len(v) > maxSecretValue {
+			r.errs = append(r.errs, fmt.Errorf("secretValues %s: Secret %s/%s key %q holds %d bytes, "+
+				"more than the %d that expressions are estimated with", sv.Name, namespace, sv.SecretKeyRef.Name,
+				sv.SecretKeyRef.Key, len(v), maxSecretValue))
+		}
+		values[sv.Name] = v
 	}
 	transport, err := c.transport(r, spec.TLS)
 	if err != nil {

@@ -309,6 +309,27 @@ func TestSecretValues(t *testing.T) {
 	}
 }
 
+// TestSecretValueBounded: expressions are estimated with each secret
+// value at most maxSecretValue long, and a Secret's value may be 1 MiB: a
+// longer one makes the tool unusable before any expression reads it. A
+// value of 64 KiB once made one expression allocate 125 MB.
+func TestSecretValueBounded(t *testing.T) {
+	for _, n := range []int{maxSecretValue, maxSecretValue + 1} {
+		secrets := secretsOf(t, map[string]map[string]string{"big": {"v": strings.Repeat("k", n)}})
+		c := connector(t, secrets, NewTransport(loopback))
+		tool := authTool("http://127.0.0.1:1", nil, nil)
+		tool.Spec.HTTP.SecretValues = []v1.SecretValue{{Name: "big", SecretKeyRef: v1.SecretKeySelector{Name: "big", Key: "v"}}}
+		_, err := c.Connect(context.Background(), tool)
+		switch {
+		case n <= maxSecretValue && err != nil:
+			t.Errorf("a value of %d bytes: %v", n, err)
+		case n > maxSecretValue && (err == nil || !strings.Contains(err.Error(),
+			`secretValues big: Secret ns/big key "v" holds 4097 bytes, more than the 4096`)):
+			t.Errorf("a value of %d bytes: want it refused, naming the field and the bound; got %v", n, err)
+		}
+	}
+}
+
 // TestBasicUsername: a Basic username shorter than minIdentifier is an
 // ordinary word, not scrubbed where it appears (a username "api" would
 // garble every path); a longer one is scrubbed; the password always is.
