@@ -48,6 +48,12 @@ const (
 	DefaultIdempotencyHeader = "Idempotency-Key"
 )
 
+// MaxTimeout bounds one call (ToolSpec.timeout, and an operation's or a
+// saga step's, which may shorten its tool's and never lengthen it): a
+// worker waits for the call, and a claim is renewed while it runs. The
+// CRDs say the same in their rules.
+const MaxTimeout = time.Hour
+
 // DefaultClientTTLSecondsAfterFinished is the ttlSecondsAfterFinished that
 // programs which make operations and sagas for their callers (the Go
 // client, the MCP gateway, the ingress) set unless told otherwise: they

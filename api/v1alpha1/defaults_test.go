@@ -97,3 +97,21 @@ func crdDefault(plural, path string) ([]byte, error) {
 	}
 	return s.Default.Raw, nil
 }
+
+// TestMaxTimeoutMatchesCRDs: every timeout's rule in the CRDs bounds it
+// at MaxTimeout, which the controller holds stored objects to.
+func TestMaxTimeoutMatchesCRDs(t *testing.T) {
+	rule := fmt.Sprintf("duration(self) <= duration('%dh')", int(MaxTimeout.Hours()))
+	if time.Duration(int(MaxTimeout.Hours()))*time.Hour != MaxTimeout {
+		t.Fatalf("MaxTimeout %s is not whole hours: write the rule below by hand", MaxTimeout)
+	}
+	for _, plural := range []string{"tools", "clustertools", "sideeffectoperations", "sagas"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "effects.once.dev_"+plural+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), rule) {
+			t.Errorf("the CRD of %s has no rule %q", plural, rule)
+		}
+	}
+}

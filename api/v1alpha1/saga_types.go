@@ -165,9 +165,11 @@ type SagaStep struct {
 	// +kubebuilder:validation:MaxItems=32
 	ParametersFrom []ParameterExpression `json:"parametersFrom,omitempty"`
 
-	// timeout bounds one call; defaults to the tool's.
+	// timeout bounds one call; defaults to the tool's, and may only shorten
+	// it. At most 1h.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be positive"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1h')",message="timeout is at most 1h, and a call never waits longer than its tool's timeout"
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(oldSelf)",message="spec.steps are immutable: create a new Saga with a new idempotency key"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 

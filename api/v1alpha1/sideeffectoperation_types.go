@@ -74,11 +74,13 @@ type SideEffectOperationSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.parameters are immutable: an idempotency key cannot be bound to different parameters; create a new SideEffectOperation with a new idempotency key"
 	Parameters *runtime.RawExtension `json:"parameters,omitempty"`
 
-	// timeout bounds one call to the tool. Defaults to the tool's timeout.
-	// A call that runs out of time has an unknown outcome: it is reconciled,
+	// timeout bounds one call to the tool. Defaults to the tool's timeout,
+	// and may only shorten it: a longer one is the tool's. At most 1h. A
+	// call that runs out of time has an unknown outcome: it is reconciled,
 	// never retried blindly.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.timeout must be positive"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1h')",message="spec.timeout is at most 1h, and a call never waits longer than its tool's timeout"
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(oldSelf)",message="spec.timeout is immutable"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 

@@ -35,10 +35,12 @@ type ToolSpec struct {
 	// +required
 	Idempotency ToolIdempotency `json:"idempotency"`
 
-	// timeout bounds one call, unless the operation sets its own.
+	// timeout bounds one call, at most 1h. An operation may set a shorter
+	// one, never a longer one.
 	// +optional
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be positive"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1h')",message="timeout is at most 1h: a worker waits for each call"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// operations the tool offers, by name.

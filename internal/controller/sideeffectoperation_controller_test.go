@@ -144,6 +144,33 @@ var _ = Describe("SideEffectOperation", func() {
 			Expect(effectsIn(ns)).To(Equal(1))
 		})
 
+		It("refuses a timeout over an hour, on an operation, a tool and a saga step", func() {
+			day := &metav1.Duration{Duration: 24 * time.Hour}
+			op := newOp(ns, "charge-1", "payments", map[string]any{"amount": 100})
+			op.Spec.Timeout = day
+			err := k8sClient.Create(ctx, op)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring("spec.timeout is at most 1h"))
+
+			tool := &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"}, Spec: v1.ToolSpec{
+				HTTP: v1.HTTPBackend{URL: toolURL}, Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative},
+				Timeout: day, Operations: []v1.ToolOperation{{Name: "charge.create", Path: "/charges"}}}}
+			err = k8sClient.Create(ctx, tool)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring("timeout is at most 1h"))
+
+			s := &v1.Saga{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"}, Spec: v1.SagaSpec{
+				Steps: []v1.SagaStep{{Name: "charge", ToolRef: v1.StepToolReference{Name: "payments"},
+					Operation: "charge.create", Irreversible: true, Timeout: day}}}}
+			err = k8sClient.Create(ctx, s)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring("timeout is at most 1h"))
+
+			op = newOp(ns, "charge-2", "payments", map[string]any{"amount": 100})
+			op.Spec.Timeout = &metav1.Duration{Duration: time.Hour}
+			Expect(k8sClient.Create(ctx, op)).To(Succeed())
+		})
+
 		It("takes a full update from a typed client, and refuses a resolution outside NeedsReview", func() {
 			newTool(ns, "payments", v1.IdempotencyNative)
 			create(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100}))

@@ -46,10 +46,17 @@ func (l Limits) MaxClaimDuration() time.Duration {
 	return l.MaxClaim + l.ClaimGrace
 }
 
-// Timeout bounds one call of the operation: its own timeout, or its tool's,
-// or the default.
+// Timeout bounds one call of the operation: its tool's timeout (or the
+// default), or its own where that is shorter, and never more than
+// MaxTimeout. An operation's author may not hold a worker longer than the
+// tool's author allows; objects stored before the CRDs' bound are held to
+// it here.
 func Timeout(tool *v1.ToolSpec, op *v1.SideEffectOperationSpec) time.Duration {
-	return durationOr(op.Timeout, durationOr(tool.Timeout, v1.DefaultTimeout))
+	t := min(durationOr(tool.Timeout, v1.DefaultTimeout), v1.MaxTimeout)
+	if op.Timeout != nil && op.Timeout.Duration > 0 {
+		t = min(t, op.Timeout.Duration)
+	}
+	return t
 }
 
 // Retention is how long the operation's scope record keeps its outcome

@@ -18,6 +18,9 @@ package protocol
 
 import (
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
@@ -41,5 +44,32 @@ func TestPromiseOfDefaultedMethods(t *testing.T) {
 	}
 	if post := PromiseOf(tool("", "POST"), "charge.create"); post == empty {
 		t.Error("a lookup by POST promises what one by GET does")
+	}
+}
+
+// TestTimeout: an operation may shorten its tool's timeout, never lengthen
+// it, and no call waits more than MaxTimeout, whatever was stored.
+func TestTimeout(t *testing.T) {
+	d := func(x time.Duration) *metav1.Duration { return &metav1.Duration{Duration: x} }
+	cases := map[string]struct {
+		reason   string
+		tool, op *metav1.Duration
+		want     time.Duration
+	}{
+		"Default":           {reason: "neither sets one", want: v1.DefaultTimeout},
+		"Tools":             {reason: "the tool's", tool: d(2 * time.Minute), want: 2 * time.Minute},
+		"Shorter":           {reason: "an operation may shorten its tool's", tool: d(time.Minute), op: d(5 * time.Second), want: 5 * time.Second},
+		"Longer":            {reason: "an operation may not lengthen its tool's", tool: d(time.Minute), op: d(87600 * time.Hour), want: time.Minute},
+		"LongerThanDefault": {reason: "nor the default", op: d(10 * time.Minute), want: v1.DefaultTimeout},
+		"ToolStoredLong":    {reason: "a tool stored before the bound is held to it", tool: d(87600 * time.Hour), want: v1.MaxTimeout},
+		"BothStoredLong":    {reason: "so is an operation of it", tool: d(87600 * time.Hour), op: d(2 * time.Hour), want: v1.MaxTimeout},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Timeout(&v1.ToolSpec{Timeout: tc.tool}, &v1.SideEffectOperationSpec{Timeout: tc.op})
+			if got != tc.want {
+				t.Errorf("%s: got %s, want %s", tc.reason, got, tc.want)
+			}
+		})
 	}
 }
