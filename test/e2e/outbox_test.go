@@ -280,4 +280,72 @@ var _ = Describe("The ingress of the gateway", func() {
 		Expect(strings.Fields(kubectl("", "get", "seo", "-n", ns, "-o", "name"))).To(HaveLen(1))
 		Expect(effectsPerKey(ns)).To(Equal(map[string]int{toolKey(ns, "Tool:pay", "charge.create", first.Name): 1}))
 	})
+
+	// A signed delivery captured on the way (a proxy's log) and posted
+	// again within the signature's tolerance, with every header the
+	// signature does not cover changed: one operation and one effect.
+	It("turns a signed delivery posted again with other unsigned headers into one effect", func() {
+		ns := newNamespace("ingress-signed")
+		startManager(ns, manager{holder: "ingress-signed"})
+		apply(ns, toolYAML("pay", "Native"))
+		apply(ns, agentRBAC("sender"))
+		token := apiServerToken(ns, "sender")
+
+		dir := GinkgoT().TempDir()
+		key := []byte("route-signing-key-0123456789abcdef")
+		secret := filepath.Join(dir, "orders-secret")
+		Expect(os.WriteFile(secret, key, 0o600)).To(Succeed())
+		routes := filepath.Join(dir, "routes.yaml")
+		Expect(os.WriteFile(routes, []byte(fmt.Sprintf(`routes:
+  orders:
+    namespace: %s
+    toolRef: {name: pay}
+    operation: charge.create
+    signing: {secretFile: %s}
+`, ns, secret)), 0o600)).To(Succeed())
+		addr, err := harness.FreeAddr()
+		Expect(err).NotTo(HaveOccurred())
+		p, mcpURL, err := cp.StartGateway(addr, logFile(ns+"-gateway"), "--namespace", ns, "--ingress-routes", routes)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { p.Stop(10 * time.Second) })
+		url := strings.TrimSuffix(mcpURL, "/mcp") + "/ingress/orders"
+
+		body := `{"amount": 78}`
+		signed := ingress.Sign(key, "order-78", time.Now(), []byte(body))
+		send := func(extra map[string]string) ingress.Answer {
+			GinkgoHelper()
+			req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+			Expect(err).NotTo(HaveOccurred())
+			for k, v := range signed {
+				req.Header[k] = v
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+token)
+			for k, v := range extra {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			defer func() { _ = resp.Body.Close() }()
+			var a ingress.Answer
+			Expect(json.NewDecoder(resp.Body).Decode(&a)).To(Succeed())
+			Expect(resp.StatusCode).To(BeElementOf(http.StatusAccepted, http.StatusOK), "%+v", a)
+			return a
+		}
+		event := func(source string) map[string]string {
+			return map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "order-78", "Ce-Source": source,
+				"Ce-Type": "com.example.order.placed"}
+		}
+		first := send(event("/shop"))
+		names := map[string]bool{first.Name: true}
+		for _, extra := range []map[string]string{event("/a"), event("/b"), event("/c"), nil,
+			{"Idempotency-Key": "another"}} {
+			names[send(extra).Name] = true
+		}
+		Expect(names).To(HaveLen(1))
+		waitState(ns, first.Name, "Committed")
+		send(event("/d"))
+		Expect(strings.Fields(kubectl("", "get", "seo", "-n", ns, "-o", "name"))).To(HaveLen(1))
+		Expect(effectsPerKey(ns)).To(Equal(map[string]int{toolKey(ns, "Tool:pay", "charge.create", first.Name): 1}))
+	})
 })
