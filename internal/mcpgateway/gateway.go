@@ -60,10 +60,12 @@ type Config struct {
 	Audience string
 	// ResourceURL is the gateway's MCP endpoint as its clients reach it,
 	// the resource of its protected-resource metadata (RFC 9728). Empty: no
-	// metadata is served.
+	// metadata is served. Without AuthorizationServers, the metadata paths
+	// answer 404 and say how to get a token.
 	ResourceURL string
 	// AuthorizationServers are the issuers (OIDC) whose tokens for Audience
 	// the API server accepts, named in the protected-resource metadata.
+	// None: callers send Kubernetes tokens meant for Audience.
 	AuthorizationServers []string
 	// Namespace is where operations are made, unless an HTTP caller asks
 	// for another with the Once-Namespace header.
