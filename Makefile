@@ -60,7 +60,7 @@ test: manifests generate fmt vet controlplane-binaries ## Run all tests: unit, e
 UNIT_SKIP = /test/e2e$$|/internal/controller$$|/internal/ingress$$|/internal/shard$$|/internal/presence$$|/test/apiserver$$|/test/harness$$
 
 .PHONY: mcp-clients
-mcp-clients: test/mcpts/node_modules/.package-lock.json ## Install the official MCP TypeScript SDK, at the version test/mcpts pins, for the end-to-end tests' clients.
+mcp-clients: test/mcpts/node_modules/.package-lock.json ## Install the official MCP TypeScript SDK (its v1 package and its v2 client), at the versions test/mcpts pins, for the end-to-end tests' clients.
 test/mcpts/node_modules/.package-lock.json: test/mcpts/package.json test/mcpts/package-lock.json
 	cd test/mcpts && npm ci --no-audit --no-fund
 

@@ -48,7 +48,8 @@ func (w *webFlags) register() {
 	flag.StringVar(&w.publicURL, "public-url", "", "the gateway's MCP endpoint as clients reach it, the resource "+
 		"of its protected-resource metadata; by default https://ADDR/mcp of --listen")
 	flag.Func("authorization-server", "the URL of an OIDC issuer the API server trusts for --audience, named "+
-		"in the protected-resource metadata (repeat for several)", func(s string) error {
+		"in the protected-resource metadata (repeat for several); without one, the gateway serves no metadata "+
+		"and hosts send Kubernetes tokens for --audience", func(s string) error {
 		w.authorizationServers = append(w.authorizationServers, s)
 		return nil
 	})

@@ -360,6 +360,7 @@ const callerExtra = "once.dev/caller"
 
 // challenge answers 401 with a Bearer challenge that names the
 // protected-resource metadata, and the error code when a token was sent.
+// A gateway without metadata names none, and says how to get a token.
 func (g *Gateway) challenge(w http.ResponseWriter, r *http.Request, code, msg string) {
 	unread(w, r)
 	params := []string{}
@@ -368,6 +369,8 @@ func (g *Gateway) challenge(w http.ResponseWriter, r *http.Request, code, msg st
 	}
 	if u := g.metadataURL(); u != "" {
 		params = append(params, fmt.Sprintf("resource_metadata=%q", u))
+	} else {
+		msg += "; " + g.noIssuer()
 	}
 	w.Header().Set("WWW-Authenticate", strings.TrimSpace("Bearer "+strings.Join(params, ", ")))
 	http.Error(w, msg, http.StatusUnauthorized)

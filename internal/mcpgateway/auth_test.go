@@ -20,6 +20,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,25 +59,37 @@ func TestUnverifiedClaims(t *testing.T) {
 // TestChallenge: a request without a token, or with one the gateway
 // does not take, is answered 401 with a challenge naming the metadata; an
 // HTTP/1 connection closes after it, so that net/http does not read the
-// body first.
+// body first. A gateway that names no authorization server has no
+// metadata to name: its challenge names none, and its answer says how to
+// get a token (it once named metadata that sent OAuth hosts to the
+// gateway's own /authorize, which does not exist).
 func TestChallenge(t *testing.T) {
-	g, err := New(Config{REST: &rest.Config{Host: "https://127.0.0.1:1"}, ResourceURL: "https://mcp.example/agents/mcp"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	const metadata = `resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/agents/mcp"`
 	cases := map[string]struct {
-		code string
-		want http.Header
+		issuers []string
+		code    string
+		want    http.Header
+		body    []string
 	}{
-		"Missing": {want: http.Header{
-			"Www-Authenticate": {`Bearer resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/agents/mcp"`},
-			"Connection":       {"close"}}},
-		"Invalid": {code: "invalid_token", want: http.Header{
-			"Www-Authenticate": {`Bearer error="invalid_token", resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/agents/mcp"`},
-			"Connection":       {"close"}}},
+		"Missing": {issuers: []string{"https://issuer.example"}, want: http.Header{
+			"Www-Authenticate": {`Bearer ` + metadata}, "Connection": {"close"}},
+			body: []string{"no"}},
+		"Invalid": {issuers: []string{"https://issuer.example"}, code: "invalid_token", want: http.Header{
+			"Www-Authenticate": {`Bearer error="invalid_token", ` + metadata}, "Connection": {"close"}},
+			body: []string{"no"}},
+		"MissingNoIssuer": {want: http.Header{"Www-Authenticate": {`Bearer`}, "Connection": {"close"}},
+			body: []string{"no", "names no authorization server", "--audience once-mcp"}},
+		"InvalidNoIssuer": {code: "invalid_token", want: http.Header{
+			"Www-Authenticate": {`Bearer error="invalid_token"`}, "Connection": {"close"}},
+			body: []string{"no", "names no authorization server", "--audience once-mcp"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			g, err := New(Config{REST: &rest.Config{Host: "https://127.0.0.1:1"},
+				ResourceURL: "https://mcp.example/agents/mcp", AuthorizationServers: tc.issuers})
+			if err != nil {
+				t.Fatal(err)
+			}
 			w := httptest.NewRecorder()
 			g.challenge(w, httptest.NewRequest(http.MethodPost, "/mcp", nil), tc.code, "no")
 			if w.Code != http.StatusUnauthorized {
@@ -86,6 +99,51 @@ func TestChallenge(t *testing.T) {
 				"Connection": w.Header().Values("Connection")}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("-want, +got:\n%s", diff)
+			}
+			for _, part := range tc.body {
+				if !strings.Contains(w.Body.String(), part) {
+					t.Errorf("the answer %q does not say %q", w.Body.String(), part)
+				}
+			}
+		})
+	}
+}
+
+// TestMetadata: the protected-resource metadata names the authorization
+// servers, as the MCP specification requires at least one. A gateway
+// without one serves no metadata: both paths answer 404 and say how to
+// get a token. It once served metadata without an authorization server,
+// and a host that follows OAuth took the gateway for its own.
+func TestMetadata(t *testing.T) {
+	cases := map[string]struct {
+		issuers []string
+		status  int
+		body    []string
+	}{
+		"Issuer": {issuers: []string{"https://issuer.example"}, status: http.StatusOK,
+			body: []string{`"resource":"https://mcp.example/agents/mcp"`,
+				`"authorization_servers":["https://issuer.example"]`, `"bearer_methods_supported":["header"]`}},
+		"NoIssuer": {status: http.StatusNotFound,
+			body: []string{"names no authorization server", "kubectl create token", "--audience once-mcp"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g, err := New(Config{REST: &rest.Config{Host: "https://127.0.0.1:1"},
+				ResourceURL: "https://mcp.example/agents/mcp", AuthorizationServers: tc.issuers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, path := range []string{MetadataPath, MetadataPath + "/agents/mcp"} {
+				w := httptest.NewRecorder()
+				g.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+				if w.Code != tc.status {
+					t.Errorf("%s: status %d, want %d", path, w.Code, tc.status)
+				}
+				for _, part := range tc.body {
+					if !strings.Contains(w.Body.String(), part) {
+						t.Errorf("%s: the answer %q does not say %q", path, w.Body.String(), part)
+					}
+				}
 			}
 		})
 	}

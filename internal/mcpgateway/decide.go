@@ -120,24 +120,6 @@ func showsForms(e *mcp.ElicitationCapabilities) bool {
 	return e != nil && (e.Form != nil || e.URL == nil)
 }
 
-// inputRequired is a result that asks for input: the SDK marks results
-// that its own tool handlers return, and the gateway answers calls in a
-// middleware, so it marks its own.
-type inputRequired struct{ *mcp.CallToolResult }
-
-func (r inputRequired) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(r.CallToolResult)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	m["resultType"] = json.RawMessage(`"input_required"`)
-	return json.Marshal(m)
-}
-
 // resolutionChoices are what the user may answer about an operation in
 // NeedsReview, and the resolution each writes.
 var resolutionChoices = map[string]v1.ResolutionAction{
@@ -203,7 +185,11 @@ func askApproval(s *v1.Saga, step, why string) mcp.Result {
 // form is the JSON Schema of a form: an object of the properties, those
 // named required.
 func form(props map[string]any, required ...string) map[string]any {
-	return map[string]any{schemaType: "object", properties: props, "required": required}
+	f := map[string]any{schemaType: "object", properties: props}
+	if len(required) > 0 {
+		f["required"] = required
+	}
+	return f
 }
 
 // textField is a form's string field of minLength (none if 0) to maxLength

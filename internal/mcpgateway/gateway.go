@@ -60,10 +60,12 @@ type Config struct {
 	Audience string
 	// ResourceURL is the gateway's MCP endpoint as its clients reach it,
 	// the resource of its protected-resource metadata (RFC 9728). Empty: no
-	// metadata is served.
+	// metadata is served. Without AuthorizationServers, the metadata paths
+	// answer 404 and say how to get a token.
 	ResourceURL string
 	// AuthorizationServers are the issuers (OIDC) whose tokens for Audience
 	// the API server accepts, named in the protected-resource metadata.
+	// None: callers send Kubernetes tokens meant for Audience.
 	AuthorizationServers []string
 	// Namespace is where operations are made, unless an HTTP caller asks
 	// for another with the Once-Namespace header.
@@ -241,21 +243,34 @@ func (g *Gateway) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch r := req.(type) {
 		case *mcp.ListToolsRequest:
-			return g.listTools(ctx, r)
-		case *mcp.CallToolRequest:
-			c, ns, err := g.callerOf(r.Extra)
+			res, err := g.listTools(ctx, r)
 			if err != nil {
 				return nil, err
 			}
-			if !g.limit.acquire(c.user) {
-				return toolError(codeBusy, "the gateway waits for too many calls now (of yours, or in all); "+
-					"nothing was done for this call: call again later with the same idempotency key", nil), nil
+			return res, nil
+		case *mcp.CallToolRequest:
+			res, err := g.call(ctx, r)
+			if err != nil {
+				return nil, err
 			}
-			defer g.limit.release(c.user)
-			return g.callTool(ctx, r, c, ns)
+			return typed(r.ProtocolVersion(), res), nil
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// call answers a tools/call, within the bounds of calls that wait.
+func (g *Gateway) call(ctx context.Context, r *mcp.CallToolRequest) (mcp.Result, error) {
+	c, ns, err := g.callerOf(r.Extra)
+	if err != nil {
+		return nil, err
+	}
+	if !g.limit.acquire(c.user) {
+		return toolError(codeBusy, "the gateway waits for too many calls now (of yours, or in all); "+
+			"nothing was done for this call: call again later with the same idempotency key", nil), nil
+	}
+	defer g.limit.release(c.user)
+	return g.callTool(ctx, r, c, ns)
 }
 
 // callerOf is the caller of a request, and the namespace it works in.
@@ -287,7 +302,7 @@ func (g *Gateway) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 	if err != nil {
 		return nil, err
 	}
-	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}, Cacheable: toolsCacheable}
 	sagas, err := c.canCreate(ctx, ns, "sagas")
 	if err != nil {
 		return nil, err
@@ -349,6 +364,13 @@ func (g *Gateway) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 	slices.SortFunc(res.Tools, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
 	return res, nil
 }
+
+// toolsCacheable is how long a host may keep a tools/list answer, and for
+// whom. The list is the caller's own: RBAC decides it, so no one else may
+// be served it. It may change at any time (a Tool made, a Role bound), so
+// it is stale at once. The SDK's own handlers set these fields; the
+// gateway answers tools/list itself, so it sets them.
+var toolsCacheable = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
 
 // serves reports whether a ClusterTool serves the namespace whose labels
 // nsLabels reads, as the manager decides it; when the caller may not read

@@ -18,6 +18,7 @@ package mcpgateway
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -33,8 +34,11 @@ import (
 const MetadataPath = "/.well-known/oauth-protected-resource"
 
 // metadataURL is the absolute URL of the gateway's protected-resource
-// metadata, for its resource with a path.
+// metadata, for its resource with a path; "" when it serves none.
 func (g *Gateway) metadataURL() string {
+	if len(g.cfg.AuthorizationServers) == 0 {
+		return ""
+	}
 	u, err := url.Parse(g.cfg.ResourceURL)
 	if err != nil {
 		return ""
@@ -46,6 +50,12 @@ func (g *Gateway) metadataURL() string {
 // the gateway's public URL, the authorization servers the OIDC issuers the
 // API server trusts for the gateway's audience, and a token goes in the
 // Authorization header. The gateway is no authorization server of its own.
+//
+// The MCP specification requires the metadata to name at least one
+// authorization server. A host that finds none takes the MCP server for
+// its own authorization server, and asks the gateway's /authorize, which
+// does not exist. So a gateway without --authorization-server serves no
+// metadata: both paths answer 404 and say how to get a token.
 func (g *Gateway) mountMetadata() error {
 	u, err := url.Parse(g.cfg.ResourceURL)
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
@@ -56,15 +66,28 @@ func (g *Gateway) mountMetadata() error {
 			return fmt.Errorf("mcpgateway: the authorization server %q is not an https URL", as)
 		}
 	}
-	h := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-		Resource:               g.cfg.ResourceURL,
-		AuthorizationServers:   g.cfg.AuthorizationServers,
-		BearerMethodsSupported: []string{"header"},
-		ResourceName:           "Once MCP gateway",
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, g.noIssuer(), http.StatusNotFound)
 	})
+	if len(g.cfg.AuthorizationServers) > 0 {
+		h = auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+			Resource:               g.cfg.ResourceURL,
+			AuthorizationServers:   g.cfg.AuthorizationServers,
+			BearerMethodsSupported: []string{"header"},
+			ResourceName:           "Once MCP gateway",
+		})
+	}
 	g.mux.Handle(MetadataPath, h)
 	if p := strings.TrimSuffix(u.Path, "/"); p != "" {
 		g.mux.Handle(MetadataPath+p, h)
 	}
 	return nil
+}
+
+// noIssuer says that the gateway names no authorization server, and how a
+// host gets a token all the same.
+func (g *Gateway) noIssuer() string {
+	return fmt.Sprintf("this gateway names no authorization server (once-mcp --authorization-server), so it has no "+
+		"OAuth metadata and a host cannot get a token through OAuth here. Send a Kubernetes token meant for the "+
+		"gateway: kubectl create token NAME -n NAMESPACE --audience %s", g.cfg.Audience)
 }

@@ -157,8 +157,10 @@ const (
 )
 
 // The protocol versions the official SDKs' clients negotiate with the
-// gateway: the TypeScript SDK's latest (1.32.2, test/mcpts/package.json),
-// and the Go SDK's (v1.8.0, go.mod), which the gateway speaks too.
+// gateway, with their defaults: the TypeScript SDK's v1 package (1.32.2,
+// test/mcpts/package.json), and the Go SDK's (v1.8.0, go.mod), which the
+// gateway speaks too. mcp_clients_test.go runs the TypeScript SDK's v2
+// client as well.
 const (
 	tsProtocolVersion = "2025-11-25"
 	goProtocolVersion = "2026-07-28"

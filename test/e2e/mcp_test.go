@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -532,10 +533,24 @@ rules:
 		Expect(text(r)).To(ContainSubstring(`cannot create resource "sideeffectoperations"`))
 		Expect(kubectl("", "get", "seo", "-n", ns, "-o", "name")).To(BeEmpty())
 
-		By("a request without a token never reaches MCP")
+		By("a request without a token never reaches MCP; a gateway without an issuer names no metadata, and says so")
 		resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
+		Expect(err).NotTo(HaveOccurred())
+		body, err := io.ReadAll(resp.Body)
 		Expect(err).NotTo(HaveOccurred())
 		_ = resp.Body.Close()
 		Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
+		Expect(resp.Header.Values("WWW-Authenticate")).To(Equal([]string{"Bearer"}))
+		Expect(string(body)).To(ContainSubstring("names no authorization server"))
+		Expect(string(body)).To(ContainSubstring("--audience once-mcp"))
+		metadata := strings.Replace(url, "/mcp", "/.well-known/oauth-protected-resource/mcp", 1)
+		resp, err = http.Get(metadata)
+		Expect(err).NotTo(HaveOccurred())
+		body, err = io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		_ = resp.Body.Close()
+		_, _ = fmt.Fprintf(GinkgoWriter, "--- GET %s: %d\n%s", metadata, resp.StatusCode, body)
+		Expect(resp.StatusCode).To(Equal(http.StatusNotFound))
+		Expect(string(body)).To(ContainSubstring("names no authorization server"))
 	})
 })
