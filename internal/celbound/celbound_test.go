@@ -24,12 +24,11 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/ext"
 )
 
 func newEnv(t *testing.T) *cel.Env {
 	t.Helper()
-	env, err := cel.NewEnv(cel.Variable("inputs", cel.DynType), ext.Strings(), Library())
+	env, err := cel.NewEnv(cel.Variable("inputs", cel.DynType), Library())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,18 +151,31 @@ func TestSameResults(t *testing.T) {
 	}
 }
 
-// TestSizeBoundsJSON: Size is never below the length of the value's JSON,
-// and stops counting past its limit.
-func TestSizeBoundsJSON(t *testing.T) {
+// TestSizes: JSONSize is never below the length of a value's JSON, as
+// encoding/json writes it, and not far above it for plain data; what the
+// format() guard counts is never below what format() writes with any verb.
+func TestSizes(t *testing.T) {
 	values := map[string]any{
 		"String":   "plain",
-		"Escapes":  "\x00\x01\"\\\u2028é",
+		"Escapes":  "\x00\x01\"\\<>&\u2028é\xff",
 		"Number":   -1.7976931348623157e308,
 		"Int":      int64(-9223372036854775808),
 		"Nested":   map[string]any{"a": []any{"x", true, nil, 3.5, map[string]any{"\x00": "y"}}},
 		"Empty":    map[string]any{"l": []any{}, "m": map[string]any{}},
 		"Large":    strings.Repeat("\x01", 1000),
 		"ManyKeys": map[string]any{"k1": 1, "k2": 2, "k3": []any{1, 2, 3}},
+		"Bytes":    []byte("\x00\xffbytes"),
+		"Ints": func() []any {
+			l := make([]any, 3000)
+			for i := range l {
+				l[i] = int64(i)
+			}
+			return l
+		}(),
+	}
+	env, err := cel.NewEnv(cel.Variable("v", cel.DynType), Library())
+	if err != nil {
+		t.Fatal(err)
 	}
 	for name, v := range values {
 		t.Run(name, func(t *testing.T) {
@@ -171,9 +183,31 @@ func TestSizeBoundsJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := Size(types.DefaultTypeAdapter.NativeToValue(v), MaxValueBytes)
+			val := types.DefaultTypeAdapter.NativeToValue(v)
+			got := JSONSize(val, MaxValueBytes)
 			if got < int64(len(js)) {
-				t.Errorf("Size = %d, below the %d bytes of %s", got, len(js), js)
+				t.Errorf("JSONSize = %d, below the %d bytes of %s", got, len(js), js)
+			}
+			if got > 6*int64(len(js))+64 {
+				t.Errorf("JSONSize = %d, more than six times the %d bytes of its JSON", got, len(js))
+			}
+			counted := size(val, MaxValueBytes, formatted)
+			for _, verb := range []string{"%s", "%d", "%f", "%.100f", "%e", "%x", "%X", "%b", "%o"} {
+				ast, iss := env.Compile("'" + verb + "'.format([v])")
+				if iss.Err() != nil {
+					t.Fatal(iss.Err())
+				}
+				prg, err := env.Program(ast)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, _, err := prg.Eval(map[string]any{"v": v})
+				if err != nil {
+					continue // a verb that does not take the value
+				}
+				if n := int64(len(out.(types.String))); n > counted+int64(len(verb)) {
+					t.Errorf("%s wrote %d bytes; the guard counted %d", verb, n, counted)
+				}
 			}
 		})
 	}
@@ -184,7 +218,98 @@ func TestSizeBoundsJSON(t *testing.T) {
 	for i := range outer {
 		outer[i] = inner
 	}
-	if got := Size(types.DefaultTypeAdapter.NativeToValue(outer), 1000); got > 1000+2*element+scalar {
-		t.Errorf("Size counted to %d, past the limit of 1000 by more than one element", got)
+	if got := JSONSize(types.DefaultTypeAdapter.NativeToValue(outer), 1000); got > 1000+2*asJSON.item+40 {
+		t.Errorf("JSONSize counted to %d, past the limit of 1000 by more than one element", got)
+	}
+}
+
+// costLimit is the manager's limit for one expression.
+const costLimit = 1_000_000
+
+// TestCharged: calls cel-go charged by far less than their work are
+// charged by it, so that the cost limit stops them before they allocate
+// much or run long. Each of these passed the estimate; without the
+// charges, the first allocated 3 GB, the second 1.5 GB, the third 1.7 GB
+// and ran a second.
+func TestCharged(t *testing.T) {
+	l := make([]any, 16_000)
+	for i := range l {
+		l[i] = int64(0)
+	}
+	inputs := map[string]any{"s": strings.Repeat("a", 34_000), "ss": []any{strings.Repeat("b", 30_000)}, "l": l}
+	hundred := "[" + strings.TrimSuffix(strings.Repeat("0,", 100), ",") + "]"
+	sixty := "[" + strings.TrimSuffix(strings.Repeat("0,", 60), ",") + "]"
+	cases := map[string]string{
+		"Format":        hundred + ".map(y, " + sixty + ".map(x, '%s%s%s%s%s'.format([inputs.s, inputs.s, inputs.s, inputs.s, inputs.s])))",
+		"FormatEach":    "inputs.l.map(x, '%s'.format(inputs.ss))",
+		"IndexOfEmpty":  "inputs.l.map(x, inputs.s.indexOf(''))",
+		"LastIndexOf":   "inputs.l.map(x, inputs.s.lastIndexOf(''))",
+		"Quote":         "inputs.l.map(x, strings.quote(inputs.s))",
+		"RefusalHidden": hundred + ".map(y, '%s'.format([inputs.l]).size() > 0 || true)",
+	}
+	env := newEnv(t)
+	for name, expr := range cases {
+		t.Run(name, func(t *testing.T) {
+			ast, iss := env.Compile(expr)
+			if iss.Err() != nil {
+				t.Fatal(iss.Err())
+			}
+			prg, err := env.Program(ast, cel.CostLimit(costLimit), cel.CostTracking(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var evalErr error
+			bytes := allocated(func() { _, _, evalErr = prg.Eval(map[string]any{"inputs": inputs}) })
+			if evalErr == nil || !strings.Contains(evalErr.Error(), "cost limit") {
+				t.Errorf("want the cost limit, got %v", evalErr)
+			}
+			// A search is charged a tenth per byte, as cel-go charges
+			// text: the limit lets 10 MB be searched, which indexOf()
+			// holds as 40 MB of runes, one call's worth at a time.
+			if bytes > 48<<20 {
+				t.Errorf("allocated %d bytes, more than 48 MiB", bytes)
+			}
+		})
+	}
+}
+
+// TestComparisons: ==, != and in need an operand bounded by what the
+// expression reads. Two lists computed from each other can share their
+// elements: the refused case, ten levels deep, took two seconds in one
+// call that the time limit cannot interrupt, and each level doubles it.
+func TestComparisons(t *testing.T) {
+	doubled := "[[inputs.l] + [inputs.l]].map(a1, [a1 + a1].map(a2, [a2 + a2].map(a3, a3 == a3)))"
+	cases := map[string]struct {
+		expr    string
+		refused bool
+	}{
+		"Scalar":         {expr: "inputs.status == 200"},
+		"ScalarComputed": {expr: "inputs.l.map(x, x * 2).size() != 3"},
+		"String":         {expr: "inputs.a + 'x' == inputs.b + 'y'"},
+		"Literal":        {expr: "inputs.l.map(x, x) == [1, 2, 3]"},
+		"LiteralMap":     {expr: "inputs.m.filter(k, k != 'a') == ['b']"},
+		"ReadAsIs":       {expr: "inputs.a == inputs.b"},
+		"Element":        {expr: "inputs.items.exists(i, i == inputs.target)"},
+		"InScalar":       {expr: "'error' in inputs.m"},
+		"InLiteral":      {expr: "inputs.x in [[1], [2]]"},
+		"InReadAsIs":     {expr: "inputs.x in inputs.l"},
+		"Type":           {expr: "type(inputs.m) == map"},
+		"Doubled":        {expr: doubled, refused: true},
+		"ComputedBoth":   {expr: "inputs.l.map(x, inputs.l) == inputs.l.map(x, inputs.l)", refused: true},
+		"NotEqual":       {expr: "inputs.l + inputs.l != inputs.l + inputs.l", refused: true},
+		"InComputed":     {expr: "inputs.l + inputs.l in [inputs.l + inputs.l]", refused: true},
+		"Accumulator":    {expr: "inputs.l.map(x, [x]).exists(y, y == inputs.l + inputs.l)", refused: true},
+	}
+	env := newEnv(t)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, iss := env.Compile(tc.expr)
+			switch {
+			case tc.refused && (iss.Err() == nil || !strings.Contains(iss.Err().Error(), "may both be large and computed")):
+				t.Errorf("%s: want it refused, got %v", tc.expr, iss.Err())
+			case !tc.refused && iss.Err() != nil:
+				t.Errorf("%s: %v", tc.expr, iss.Err())
+			}
+		})
 	}
 }

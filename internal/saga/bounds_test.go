@@ -19,6 +19,7 @@ package saga
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -106,6 +107,14 @@ func TestParametersBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	items := make([]any, 1500)
+	for i := range items {
+		items[i] = map[string]any{"id": fmt.Sprintf("item-%d", i), "qty": i}
+	}
+	plain, err := json.Marshal(map[string]any{"numbers": list[:3000], "items": items})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]struct {
 		reason string
 		expr   string
@@ -123,7 +132,23 @@ func TestParametersBounds(t *testing.T) {
 			reason: "a value of 12 000 references to 12 000 characters is refused before it becomes JSON",
 			expr:   "inputs.list.map(x, inputs.a)",
 			inputs: big,
-			err:    `("inputs.list.map(x, inputs.a)"): its value may take`,
+			err:    `("inputs.list.map(x, inputs.a)"): the values may take`,
+		},
+		"CostLimit": {
+			reason: "format() is estimated by its pattern and charged by what it builds: 100 times 12 000 bytes",
+			expr:   "[" + strings.TrimSuffix(strings.Repeat("0,", 100), ",") + "].map(y, '%s'.format([inputs.a]))",
+			inputs: big,
+			err:    "stopped at the cost limit of 1000000",
+		},
+		"ListOfNumbers": {
+			reason: "3 000 numbers, 14 KB of JSON, are a parameter like any other",
+			expr:   "inputs.numbers",
+			inputs: plain,
+		},
+		"ListOfObjects": {
+			reason: "1 500 small objects, 40 KB of JSON, are too",
+			expr:   "inputs.items",
+			inputs: plain,
 		},
 		"ExternalObjectID": {
 			reason: "a step's id longer than the estimate assumed is not read",
@@ -165,5 +190,33 @@ func TestParametersBounds(t *testing.T) {
 				t.Errorf("%s: allocated %d bytes, more than 8 MiB", tc.reason, n)
 			}
 		})
+	}
+}
+
+// TestParametersShareTheBound: the values of one step share one bound, so
+// that many values each under it cannot add up to megabytes. Four lists
+// of a 64 000-character string twice, each character one that JSON
+// escapes in six, come to 3 MB.
+func TestParametersShareTheBound(t *testing.T) {
+	inputs, err := json.Marshal(map[string]any{"s": strings.Repeat("<", 64_000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := from("a", "[inputs.s, inputs.s]", "b", "[inputs.s, inputs.s]", "c", "[inputs.s, inputs.s]",
+		"d", "[inputs.s, inputs.s]")
+	plan, err := Compile(&v1.SagaSpec{Steps: []v1.SagaStep{exprStep("order", pairs, nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = plan.Parameters(context.Background(), 0, false, inputs, nil)
+	if err == nil || !strings.Contains(err.Error(), "more than the limit of 1048576") {
+		t.Errorf("want the step's values refused past the bound they share, got %v", err)
+	}
+	one, err := Compile(&v1.SagaSpec{Steps: []v1.SagaStep{exprStep("order", pairs[:1], nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Parameters(context.Background(), 0, false, inputs, nil); err != nil {
+		t.Errorf("one of them alone is within the bound: %v", err)
 	}
 }

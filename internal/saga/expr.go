@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"time"
 
@@ -34,8 +33,6 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -97,9 +94,7 @@ var env = func() *cel.Env {
 	e, err := cel.NewEnv(
 		cel.Variable(inputsVar, cel.DynType),
 		cel.Variable(stepsVar, cel.MapType(cel.StringType, cel.DynType)),
-		ext.Strings(),
-		// replace(), join() and format() refuse a result over a bound
-		// before they build it; cel-go charges their cost after.
+		// ext.Strings, with bounds where cel-go's costs fall short.
 		celbound.Library(),
 		ext.Encoders(),
 		// A matches() runs to its end, past the cost limit and the
@@ -327,12 +322,15 @@ func (p *Plan) Parameters(ctx context.Context, step int, undo bool, inputs []byt
 		if err != nil {
 			return nil, err
 		}
+		// The values of one step share one bound, checked before each is
+		// written.
+		var used int64
 		for _, np := range x.programs {
-			v, err := eval(ctx, np, act, cmp.Or(p.EvalTimeout, DefaultEvalTimeout))
+			v, n, err := eval(ctx, np, act, cmp.Or(p.EvalTimeout, DefaultEvalTimeout), used)
 			if err != nil {
 				return nil, err
 			}
-			params[np.name] = v
+			params[np.name], used = v, n
 		}
 	}
 	raw, err := json.Marshal(params)
@@ -390,34 +388,30 @@ func checkStep(name string, d StepData) error {
 	return nil
 }
 
-func eval(ctx context.Context, np namedProgram, act map[string]any, timeout time.Duration) (any, error) {
+// eval runs one program and returns its value, decoded from JSON, and
+// what the step's values may take with it, after used bytes. Values that
+// may take more than celbound.MaxValueBytes are refused before they are
+// written.
+func eval(ctx context.Context, np namedProgram, act map[string]any, timeout time.Duration, used int64) (any, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	v, _, err := np.prg.ContextEval(ctx, act)
 	if cancelled, ok := errors.AsType[interpreter.EvalCancelledError](err); ok && cancelled.Cause == interpreter.CostLimitExceeded {
-		return nil, fmt.Errorf("parameter %s (%q): stopped at the cost limit of %d", np.name, np.expr, costLimit)
+		return nil, 0, fmt.Errorf("parameter %s (%q): stopped at the cost limit of %d", np.name, np.expr, costLimit)
 	}
 	if err != nil && ctx.Err() != nil {
-		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, ErrTimeLimit)
+		return nil, 0, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, ErrTimeLimit)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
+		return nil, 0, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
 	}
-	if n := celbound.Size(v, celbound.MaxValueBytes); n > celbound.MaxValueBytes {
-		return nil, fmt.Errorf("parameter %s (%q): its value may take %d bytes or more as JSON, more than the limit of %d",
-			np.name, np.expr, n, celbound.MaxValueBytes)
-	}
-	native, err := v.ConvertToNative(reflect.TypeFor[*structpb.Value]())
+	raw, n, err := celbound.JSON(v, used, celbound.MaxValueBytes)
 	if err != nil {
-		return nil, fmt.Errorf("parameter %s (%q): not JSON: %w", np.name, np.expr, err)
-	}
-	raw, err := protojson.Marshal(native.(*structpb.Value))
-	if err != nil {
-		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
+		return nil, n, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
 	}
 	var out any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
+		return nil, n, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, err)
 	}
-	return out, nil
+	return out, n, nil
 }

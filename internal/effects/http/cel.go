@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -30,8 +29,6 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/utils/lru"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -88,9 +85,7 @@ func NewCompiler() (*Compiler, error) {
 		cel.Variable("key", cel.StringType),
 		cel.Variable("since", cel.TimestampType),
 		cel.Variable("secrets", cel.MapType(cel.StringType, cel.StringType)),
-		ext.Strings(),
-		// replace(), join() and format() refuse a result over a bound
-		// before they build it; cel-go charges their cost after.
+		// ext.Strings, with bounds where cel-go's costs fall short.
 		celbound.Library(),
 		ext.Encoders(),
 		// A matches() runs to its end, past the cost limit and the
@@ -258,23 +253,16 @@ func (c *Compiler) String(ctx context.Context, expr string, r activation) (strin
 	}
 }
 
-// JSON evaluates a result and encodes it as JSON.
+// JSON evaluates a result and encodes it as JSON, refused before it is
+// written when it may pass celbound.MaxValueBytes.
 func (c *Compiler) JSON(ctx context.Context, expr string, r activation) ([]byte, error) {
 	v, err := c.eval(ctx, expr, r)
 	if err != nil {
 		return nil, err
 	}
-	if n := celbound.Size(v, celbound.MaxValueBytes); n > celbound.MaxValueBytes {
-		return nil, fmt.Errorf("%q: its value may take %d bytes or more as JSON, more than the limit of %d",
-			expr, n, celbound.MaxValueBytes)
-	}
-	native, err := v.ConvertToNative(reflect.TypeFor[*structpb.Value]())
+	out, _, err := celbound.JSON(v, 0, celbound.MaxValueBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%q: converting to JSON: %w", expr, err)
-	}
-	out, err := protojson.Marshal(native.(*structpb.Value))
-	if err != nil {
-		return nil, fmt.Errorf("%q: encoding JSON: %w", expr, err)
+		return nil, fmt.Errorf("%q: %w", expr, err)
 	}
 	return out, nil
 }

@@ -477,7 +477,7 @@ func TestCELBuildsBounded(t *testing.T) {
 		"JSON": {run: func(expr string) error {
 			_, err := c.JSON(context.Background(), expr, response{Status: 200, Body: body})
 			return err
-		}, expr: "response.body.list.map(x, response.body.a)", want: "its value may take"},
+		}, expr: "response.body.list.map(x, response.body.a)", want: "the values may take"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
