@@ -19,25 +19,32 @@ limitations under the License.
 //
 // cel-go charges a call after it returns, by what it estimates the call
 // did. Where that is far less than what the call built or walked, one
-// expression can allocate gigabytes or run for hours within its cost
-// limit. Library closes each such case that the manager's environments
+// expression can allocate gigabytes or run for seconds within its cost
+// limit. A call whose arguments are dyn, as everything read from JSON is,
+// has no overload at run time, and cel-go charges it 1 whatever it did.
+// Library and Cost close each such case that the manager's environments
 // have:
 //
 //   - replace(), join() and format() refuse a result over MaxValueBytes
-//     before they build it, and are charged by what they built. cel-go
-//     charges format() by its pattern alone, and estimates join() by the
-//     length of its list.
-//   - strings.quote() is charged by what it built, and indexOf() and
-//     lastIndexOf() by the string they search, an empty needle too.
-//   - A refusal costs a quarter of the cost limit, so that an || or an &&
-//     that swallows it can try again only a few times.
+//     before they build it.
+//   - Every call that builds a string, bytes or a list is charged a unit
+//     per byte or element built: concatenation, conversions, replace(),
+//     join(), format(), strings.quote(). cel-go charged format() by its
+//     pattern, and + on dyn values 1.
+//   - A call that reads text is charged a tenth per byte read, and one that
+//     turns it into runes (charAt(), indexOf(), substring()) a unit per
+//     byte. Conversions and size() on dyn values cost 1 in cel-go.
+//   - A refusal costs refusalCost, so that an || or an && that swallows it
+//     can try again only a few times.
 //   - ==, != and in must have an operand whose size is bounded by what the
 //     expression reads: a scalar, a literal, or a value read as it is. Two
 //     computed lists can share their elements (a + a, doubled twenty
 //     times), and comparing them walks every element of both, in one call
 //     that nothing interrupts.
 //
-// JSON writes a value as JSON, refusing it first when it may pass a bound.
+// Estimates still come from cel-go, and may count less than these charges:
+// the charges, counted as the expression runs, are the bound. JSON writes
+// a value as JSON, refusing it first when it may pass a bound.
 package celbound
 
 import (
@@ -46,6 +53,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/ast"
@@ -59,6 +68,8 @@ import (
 	"github.com/google/cel-go/interpreter"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/once-dev/once/internal/celregex"
 )
 
 // MaxValueBytes bounds one string that replace(), join() or format()
@@ -66,9 +77,10 @@ import (
 // times the largest input (64 KiB).
 const MaxValueBytes = 1 << 20
 
-// refusalCost is what a refused call costs: a quarter of the manager's
-// cost limit of one million, so that the error is reported when nothing
-// swallows it, and an evaluation that swallows refusals stops at the fourth.
+// refusalCost is what a refused call costs: a quarter of a saga
+// expression's cost limit and a fortieth of a Tool's, so that the error is
+// reported when nothing swallows it, and an evaluation that swallows
+// refusals soon stops. Each refusal's own count stops at MaxValueBytes.
 const refusalCost = 250_000
 
 // Library adds ext.Strings to an environment with the bounds above. Add it
@@ -103,8 +115,9 @@ func (library) CompileOptions() []cel.EnvOption {
 	}
 }
 
-// ProgramOptions charges the calls whose cost cel-go counts by less than
-// their work. Added after ext.Strings' own trackers, they replace them.
+// ProgramOptions charges ext.Strings' calls by what they build and read.
+// Added after ext.Strings' own trackers, they replace them. Cost charges
+// the others.
 func (library) ProgramOptions() []cel.ProgramOption {
 	return []cel.ProgramOption{cel.CostTrackerOptions(
 		interpreter.OverloadCostTracker("string_replace_string_string", chargeReplace),
@@ -113,10 +126,13 @@ func (library) ProgramOptions() []cel.ProgramOption {
 		interpreter.OverloadCostTracker("list_join_string", chargeBuilt),
 		interpreter.OverloadCostTracker("string_format", chargeBuilt),
 		interpreter.OverloadCostTracker(overloads.ExtQuoteString, chargeBuilt),
-		interpreter.OverloadCostTracker("string_index_of_string", chargeSearch),
-		interpreter.OverloadCostTracker("string_index_of_string_int", chargeSearch),
-		interpreter.OverloadCostTracker("string_last_index_of_string", chargeSearch),
-		interpreter.OverloadCostTracker("string_last_index_of_string_int", chargeSearch),
+		interpreter.OverloadCostTracker("string_index_of_string", chargeRunes),
+		interpreter.OverloadCostTracker("string_index_of_string_int", chargeRunes),
+		interpreter.OverloadCostTracker("string_last_index_of_string", chargeRunes),
+		interpreter.OverloadCostTracker("string_last_index_of_string_int", chargeRunes),
+		interpreter.OverloadCostTracker("string_char_at_int", chargeRunes),
+		interpreter.OverloadCostTracker("string_substring_int", chargeRunes),
+		interpreter.OverloadCostTracker("string_substring_int_int", chargeRunes),
 	)}
 }
 
@@ -194,7 +210,9 @@ func guardJoin(next functions.FunctionOp) functions.FunctionOp {
 			var n int64
 			for it := l.Iterator(); it.HasNext() == types.True; {
 				s, _ := it.Next().(types.String)
-				if n += int64(len(s)) + int64(len(sep)); n > MaxValueBytes {
+				// An element counts at least one, so that a list of empty
+				// strings is not walked past the bound.
+				if n += 1 + int64(len(s)) + int64(len(sep)); n > MaxValueBytes {
 					return tooLarge("join()", n)
 				}
 			}
@@ -215,41 +233,127 @@ func guardFormat(next functions.FunctionOp) functions.FunctionOp {
 	}
 }
 
-// chargeBuilt charges a call by the bytes it built, and a refusal
-// refusalCost.
-func chargeBuilt(_ []ref.Val, result ref.Val) *uint64 {
+// chargeBuilt charges a call a tenth per byte or element it read and a
+// unit per byte it built, and a refusal refusalCost.
+func chargeBuilt(args []ref.Val, result ref.Val) *uint64 {
 	c := uint64(refusalCost)
 	if s, ok := result.(types.String); ok {
-		c = 1 + uint64(len(s))
+		c = 1 + read(args) + uint64(len(s))
 	}
 	return &c
 }
 
-// chargeReplace charges a replace() as ext.Strings does, the search and
-// the result, by bytes; a refusal refusalCost.
+// chargeReplace charges a replace() its search, a tenth per byte of the
+// text times the needle's length, and a unit per byte built; a refusal
+// refusalCost.
 func chargeReplace(args []ref.Val, result ref.Val) *uint64 {
 	c := uint64(refusalCost)
 	if s, ok := result.(types.String); ok {
-		c = *chargeSearch(args, result) + uint64(len(s))
+		c = 1 + uint64(math.Ceil(float64(byteLen(args[0]))*float64(max(1, byteLen(args[1])))*0.1)) + uint64(len(s))
 	}
 	return &c
 }
 
-// chargeSearch charges a search a tenth per byte of the string searched
-// times the needle's length, at least one: each call also builds the
-// string's runes.
-func chargeSearch(args []ref.Val, _ ref.Val) *uint64 {
-	target, needle := byteLen(args[0]), uint64(1)
+// chargeRunes charges a call that turns its text into runes (four bytes
+// each) a unit per byte of the text, and a search a tenth per byte times
+// the needle's length besides.
+func chargeRunes(args []ref.Val, result ref.Val) *uint64 {
+	text := byteLen(args[0])
+	c := 1 + text + byteLen(result)
 	if len(args) > 1 {
-		needle = max(1, byteLen(args[1]))
+		if needle, ok := args[1].(types.String); ok {
+			c += uint64(math.Ceil(float64(text) * float64(max(1, len(needle))) * 0.1))
+		}
 	}
-	c := 1 + uint64(math.Ceil(float64(target)*float64(needle)*0.1))
 	return &c
 }
 
+// byteLen is the bytes of a string, 0 for anything else.
 func byteLen(v ref.Val) uint64 {
 	s, _ := v.(types.String)
 	return uint64(len(s))
+}
+
+// read is a tenth of the bytes of text and the elements of lists and maps
+// among args.
+func read(args []ref.Val) uint64 {
+	var n uint64
+	for _, a := range args {
+		n += weight(a)
+	}
+	return uint64(math.Ceil(float64(n) * 0.1))
+}
+
+// weight is the bytes of a string or bytes, the elements of a list or a
+// map, and 0 for anything else.
+func weight(v ref.Val) uint64 {
+	switch x := v.(type) {
+	case types.String:
+		return uint64(len(x))
+	case types.Bytes:
+		return uint64(len(x))
+	case traits.Sizer:
+		if n, ok := x.Size().(types.Int); ok && n > 0 {
+			return uint64(n)
+		}
+	}
+	return 0
+}
+
+// Cost charges the calls that no overload tracker charges: cel-go's own
+// functions, and every call on dyn values, which has no overload at run
+// time. A call is charged 1, a tenth per byte or element it read, and a
+// unit per byte or element it built; a value that is one of its arguments
+// was not built. A call that failed is charged its arguments whole.
+// matches() is charged as celregex.Cost says. Use it with
+// cel.CostTracking in every program of an environment with Library.
+type Cost struct{}
+
+var _ interpreter.ActualCostEstimator = Cost{}
+
+// CallCost returns the cost of a call.
+func (Cost) CallCost(function, overloadID string, args []ref.Val, result ref.Val) *uint64 {
+	if c := (celregex.Cost{}).CallCost(function, overloadID, args, result); c != nil {
+		return c
+	}
+	switch function {
+	case operators.LogicalAnd, operators.LogicalOr, operators.LogicalNot, operators.Conditional,
+		operators.NotStrictlyFalse, operators.OldNotStrictlyFalse:
+		// What cel-go charges: nothing is read or built.
+		return nil
+	}
+	var n uint64
+	passed := false
+	for _, a := range args {
+		if same(result, a) {
+			// Passed through, or appended to in place (a comprehension's
+			// result): neither read whole nor built.
+			passed = true
+			continue
+		}
+		n += weight(a)
+	}
+	c := 1 + uint64(math.Ceil(float64(n)*0.1))
+	switch {
+	case types.IsError(result):
+		// An error may quote its arguments whole, as a failed conversion
+		// does.
+		c += n
+	case !passed:
+		c += weight(result)
+	}
+	return &c
+}
+
+// same reports whether v is a: the same string bytes, or the same list or
+// map.
+func same(v, a ref.Val) bool {
+	if s, ok := v.(types.String); ok {
+		t, ok := a.(types.String)
+		return ok && len(s) > 0 && len(s) == len(t) && unsafe.StringData(string(s)) == unsafe.StringData(string(t))
+	}
+	vv, va := reflect.ValueOf(v), reflect.ValueOf(a)
+	return vv.Kind() == reflect.Pointer && va.Kind() == reflect.Pointer && vv.Pointer() == va.Pointer()
 }
 
 // JSON writes v as JSON, after values of used bytes. It refuses v first
@@ -337,23 +441,22 @@ func size(v ref.Val, limit int64, m measure) int64 {
 	return n
 }
 
-// jsonString is at least the bytes of s as a JSON string: a control
-// character or <, > and & as \u00XX, " and \ as two, and a byte past ASCII
-// as three (a byte that is not UTF-8 becomes \ufffd; U+2028 takes six
-// for its three).
+// jsonString is the bytes of s as a JSON string as encoding/json writes
+// it, escapes included: a control character, <, > and &, U+2028 and
+// U+2029, and a byte that is not UTF-8 (as \ufffd) take six.
 func jsonString(s string) int64 {
 	n := int64(2)
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20, c == '<', c == '>', c == '&':
+	for i := 0; i < len(s); {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r < 0x20, r == '<', r == '>', r == '&', r == 0x2028, r == 0x2029, r == utf8.RuneError && w == 1:
 			n += 6
-		case c == '"', c == '\\':
+		case r == '"', r == '\\':
 			n += 2
-		case c >= 0x80:
-			n += 3
 		default:
-			n++
+			n += int64(w)
 		}
+		i += w
 	}
 	return n
 }
@@ -456,8 +559,10 @@ func (c comparer) bounded(call ast.CallExpr, plainVars map[string]bool) bool {
 		return c.scalar(a) || c.scalar(b) || literal(a) || literal(b) ||
 			(c.plain(a, plainVars) && c.plain(b, plainVars))
 	case operators.In:
-		// a in b: a compared with each element of b.
-		return c.scalar(a) || literal(a) || literal(b) || (c.plain(a, plainVars) && c.plain(b, plainVars))
+		// a in b: a compared with each element of b, or looked up among
+		// a map's keys.
+		return c.scalar(a) || literal(a) || literal(b) || c.isMap(b) ||
+			(c.plain(a, plainVars) && c.plain(b, plainVars))
 	}
 	return true
 }
@@ -475,6 +580,12 @@ func (c comparer) scalar(e ast.Expr) bool {
 		return true
 	}
 	return false
+}
+
+// isMap reports whether e's type is a map.
+func (c comparer) isMap(e ast.Expr) bool {
+	t := c.ast.GetType(e.ID())
+	return t != nil && t.Kind() == types.MapKind
 }
 
 // literal reports whether e is written out whole in the expression.
@@ -500,11 +611,12 @@ func literal(e ast.Expr) bool {
 	return false
 }
 
-// plain reports whether e is a value read as it is: a variable the
-// environment declares, a field or an element of one, or a comprehension
-// variable that ranges over such a value. What the expression reads is
-// decoded JSON, which shares nothing, so such a value is no larger than
-// the input.
+// plain reports whether e is a value read as it is, or a part of one:
+// a variable the environment declares, a field or an element of one, a
+// comprehension variable that ranges over such a value, dyn() of one,
+// either branch of a condition, or a filter() or map() of one whose
+// elements are parts of its elements. What the expression reads is decoded
+// JSON, which shares nothing, so such a value is no larger than the input.
 func (c comparer) plain(e ast.Expr, plainVars map[string]bool) bool {
 	switch e.Kind() {
 	case ast.IdentKind:
@@ -517,12 +629,66 @@ func (c comparer) plain(e ast.Expr, plainVars map[string]bool) bool {
 		return !sel.IsTestOnly() && c.plain(sel.Operand(), plainVars)
 	case ast.CallKind:
 		call := e.AsCall()
-		if call.FunctionName() == operators.Index && len(call.Args()) == 2 {
-			return c.plain(call.Args()[0], plainVars)
+		args := call.Args()
+		switch {
+		case call.FunctionName() == operators.Index && len(args) == 2:
+			return c.plain(args[0], plainVars)
+		case call.FunctionName() == "dyn" && len(args) == 1:
+			return c.plain(args[0], plainVars)
+		case call.FunctionName() == operators.Conditional && len(args) == 3:
+			return c.plain(args[1], plainVars) && c.plain(args[2], plainVars)
 		}
+	case ast.ComprehensionKind:
+		return c.plainSelection(e.AsComprehension(), plainVars)
 	}
 	return false
 }
+
+// plainSelection reports whether a comprehension is a filter() or a map()
+// of a plain value whose elements are each a part of one element: the
+// accumulator starts empty, each step appends such a part or nothing, and
+// the result is the accumulator.
+func (c comparer) plainSelection(comp ast.ComprehensionExpr, plainVars map[string]bool) bool {
+	init, result := comp.AccuInit(), comp.Result()
+	if init.Kind() != ast.ListKind || init.AsList().Size() != 0 || result.Kind() != ast.IdentKind ||
+		result.AsIdent() != comp.AccuVar() || !c.plain(comp.IterRange(), plainVars) {
+		return false
+	}
+	step := comp.LoopStep()
+	if step.Kind() == ast.CallKind && step.AsCall().FunctionName() == operators.Conditional {
+		args := step.AsCall().Args()
+		if len(args) != 3 || !isIdent(args[2], comp.AccuVar()) {
+			return false
+		}
+		step = args[1]
+	}
+	if step.Kind() != ast.CallKind || step.AsCall().FunctionName() != operators.Add {
+		return false
+	}
+	args := step.AsCall().Args()
+	if len(args) != 2 || !isIdent(args[0], comp.AccuVar()) || args[1].Kind() != ast.ListKind ||
+		args[1].AsList().Size() != 1 {
+		return false
+	}
+	return partOf(args[1].AsList().Elements()[0], comp.IterVar())
+}
+
+// partOf reports whether e is the variable v, or a field or an element of
+// it.
+func partOf(e ast.Expr, v string) bool {
+	switch e.Kind() {
+	case ast.IdentKind:
+		return e.AsIdent() == v
+	case ast.SelectKind:
+		return !e.AsSelect().IsTestOnly() && partOf(e.AsSelect().Operand(), v)
+	case ast.CallKind:
+		call := e.AsCall()
+		return call.FunctionName() == operators.Index && len(call.Args()) == 2 && partOf(call.Args()[0], v)
+	}
+	return false
+}
+
+func isIdent(e ast.Expr, name string) bool { return e.Kind() == ast.IdentKind && e.AsIdent() == name }
 
 func operatorName(fn string) string {
 	switch fn {

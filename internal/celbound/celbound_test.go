@@ -18,9 +18,11 @@ package celbound
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -239,7 +241,27 @@ func TestCharged(t *testing.T) {
 	inputs := map[string]any{"s": strings.Repeat("a", 34_000), "ss": []any{strings.Repeat("b", 30_000)}, "l": l}
 	hundred := "[" + strings.TrimSuffix(strings.Repeat("0,", 100), ",") + "]"
 	sixty := "[" + strings.TrimSuffix(strings.Repeat("0,", 60), ",") + "]"
+	nest := func(levels int, start, step, end string) string {
+		// [start].map(v0, [step(v0)].map(v1, ... end(vN)))
+		e := strings.ReplaceAll(end, "$", fmt.Sprintf("v%d", levels))
+		for i := levels; i >= 1; i-- {
+			e = "[" + strings.ReplaceAll(step, "$", fmt.Sprintf("v%d", i-1)) + "].map(v" + fmt.Sprint(i) + ", " + e + ")"
+		}
+		return "[" + start + "].map(v0, " + e + ")"
+	}
+	sizes := strings.TrimSuffix(strings.Repeat("size(s), ", 400), ", ")
+	stamps := strings.TrimSuffix(strings.Repeat("timestamp(s) < timestamp(s) || true, ", 110), ", ")
 	cases := map[string]string{
+		// A review's expressions, each within the estimate: a join()
+		// estimated at a byte, doubled by + on dyn values, which cel-go
+		// charges 1 (491 MB live at 12 levels); size() and conversions of
+		// a large string, charged 1 each (3 s, 1.6 GB); a join() of
+		// doubled lists of empty strings (34 s in one call); in on them.
+		"DynDoubling":   nest(12, "[inputs.s].join()", "dyn($) + dyn($)", "size($)"),
+		"Size":          "[inputs.s].map(s, " + hundred + ".map(i, [" + sizes + "]))",
+		"Conversions":   "[inputs.s].map(s, " + hundred + ".map(i, [" + stamps + "]))",
+		"EmptyStrings":  nest(10, "[inputs.s].join().split('a')", "$ + $", "$.join()"),
+		"InDoubled":     nest(12, "[inputs.s].join().split('a')", "$ + $", "'x' in $"),
 		"Format":        hundred + ".map(y, " + sixty + ".map(x, '%s%s%s%s%s'.format([inputs.s, inputs.s, inputs.s, inputs.s, inputs.s])))",
 		"FormatEach":    "inputs.l.map(x, '%s'.format(inputs.ss))",
 		"IndexOfEmpty":  "inputs.l.map(x, inputs.s.indexOf(''))",
@@ -254,12 +276,16 @@ func TestCharged(t *testing.T) {
 			if iss.Err() != nil {
 				t.Fatal(iss.Err())
 			}
-			prg, err := env.Program(ast, cel.CostLimit(costLimit), cel.CostTracking(nil))
+			prg, err := env.Program(ast, cel.CostLimit(costLimit), cel.CostTracking(Cost{}))
 			if err != nil {
 				t.Fatal(err)
 			}
 			var evalErr error
+			start := time.Now()
 			bytes := allocated(func() { _, _, evalErr = prg.Eval(map[string]any{"inputs": inputs}) })
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("took %s, more than a second", took)
+			}
 			if evalErr == nil || !strings.Contains(evalErr.Error(), "cost limit") {
 				t.Errorf("want the cost limit, got %v", evalErr)
 			}
@@ -294,6 +320,15 @@ func TestComparisons(t *testing.T) {
 		"InLiteral":      {expr: "inputs.x in [[1], [2]]"},
 		"InReadAsIs":     {expr: "inputs.x in inputs.l"},
 		"Type":           {expr: "type(inputs.m) == map"},
+		"Filtered":       {expr: "inputs.items.filter(i, i.ok).exists(i, i.ref == inputs.ref)"},
+		"Mapped":         {expr: "inputs.items.map(i, i.id).exists(id, id == inputs.id)"},
+		"InMapped":       {expr: "inputs.id in inputs.items.map(i, i.id)"},
+		"FilteredIndex":  {expr: "inputs.items.filter(i, i.ok)[0].amount == inputs.amount"},
+		"Dyn":            {expr: "dyn(inputs.a) == inputs.b"},
+		"Ternary":        {expr: "(inputs.c ? inputs.a : inputs.b.c) == inputs.d"},
+		"InMap":          {expr: "inputs.l + inputs.l in {'a': 1}"},
+		"MappedWhole":    {expr: "inputs.l.map(x, inputs.l) == inputs.l.map(x, inputs.l)", refused: true},
+		"MappedComputed": {expr: "inputs.l.map(x, [x, x]) == inputs.l", refused: true},
 		"Doubled":        {expr: doubled, refused: true},
 		"ComputedBoth":   {expr: "inputs.l.map(x, inputs.l) == inputs.l.map(x, inputs.l)", refused: true},
 		"NotEqual":       {expr: "inputs.l + inputs.l != inputs.l + inputs.l", refused: true},

@@ -81,8 +81,8 @@ type SagaReconciler struct {
 	Shards *shard.Sharder
 	// ErrorBackoff is how a pass that returned an error is retried.
 	ErrorBackoff ErrorBackoff
-	// EvalTimeout bounds the wall time of one of a saga's expressions;
-	// saga.DefaultEvalTimeout if zero.
+	// EvalTimeout bounds the wall time of the expressions of one of a
+	// saga's steps, together; saga.DefaultEvalTimeout if zero.
 	EvalTimeout time.Duration
 
 	// plans keeps the compiled expressions of recent sagas: compiling

@@ -50,9 +50,10 @@ const (
 	// (canonical JSON, as the operation's status keeps it) and its
 	// externalObjectID.
 	maxStepBytes = v1.MaxResultBytes
-	// DefaultEvalTimeout bounds one expression's wall time, unless a Plan
-	// says otherwise; the evaluation looks at its context every
-	// interruptEvery iterations of a comprehension.
+	// DefaultEvalTimeout bounds the wall time of the expressions of one
+	// step or compensation, together, unless a Plan says otherwise; the
+	// evaluation looks at its context every interruptEvery iterations of a
+	// comprehension.
 	DefaultEvalTimeout = time.Second
 	interruptEvery     = 100
 	// stepsVar and inputsVar are what expressions see.
@@ -69,8 +70,8 @@ var ErrTimeLimit = errors.New("stopped before its end by the time limit; tried a
 // step and of its compensation, and the steps each refers to.
 type Plan struct {
 	steps []stepPlan
-	// EvalTimeout bounds one expression's wall time; DefaultEvalTimeout
-	// if zero.
+	// EvalTimeout bounds the wall time of one step's expressions, together;
+	// DefaultEvalTimeout if zero.
 	EvalTimeout time.Duration
 }
 
@@ -194,7 +195,7 @@ func compile(at string, literal *runtime.RawExtension, exprs []v1.ParameterExpre
 				field, est.Max, v1.MaxInputsBytes>>10, maxStepBytes>>10, costLimit))
 			continue
 		}
-		prg, err := env.Program(checked, cel.CostLimit(costLimit), cel.CostTracking(celregex.Cost{}),
+		prg, err := env.Program(checked, cel.CostLimit(costLimit), cel.CostTracking(celbound.Cost{}),
 			cel.InterruptCheckFrequency(interruptEvery))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", field, err))
@@ -322,11 +323,14 @@ func (p *Plan) Parameters(ctx context.Context, step int, undo bool, inputs []byt
 		if err != nil {
 			return nil, err
 		}
-		// The values of one step share one bound, checked before each is
-		// written.
+		// The expressions of one step share one time limit, and their
+		// values one bound, checked before each is written: a step may
+		// have 32 expressions.
+		ctx, cancel := context.WithTimeout(ctx, cmp.Or(p.EvalTimeout, DefaultEvalTimeout))
+		defer cancel()
 		var used int64
 		for _, np := range x.programs {
-			v, n, err := eval(ctx, np, act, cmp.Or(p.EvalTimeout, DefaultEvalTimeout), used)
+			v, n, err := eval(ctx, np, act, used)
 			if err != nil {
 				return nil, err
 			}
@@ -392,9 +396,7 @@ func checkStep(name string, d StepData) error {
 // what the step's values may take with it, after used bytes. Values that
 // may take more than celbound.MaxValueBytes are refused before they are
 // written.
-func eval(ctx context.Context, np namedProgram, act map[string]any, timeout time.Duration, used int64) (any, int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+func eval(ctx context.Context, np namedProgram, act map[string]any, used int64) (any, int64, error) {
 	v, _, err := np.prg.ContextEval(ctx, act)
 	if cancelled, ok := errors.AsType[interpreter.EvalCancelledError](err); ok && cancelled.Cause == interpreter.CostLimitExceeded {
 		return nil, 0, fmt.Errorf("parameter %s (%q): stopped at the cost limit of %d", np.name, np.expr, costLimit)

@@ -116,7 +116,7 @@ func (c *Compiler) Compile(expr string) (cel.Program, error) {
 		return nil, fmt.Errorf("%q may cost up to %d on a response of %d KiB, more than the limit of %d: "+
 			"iterate over less of the body, or compare less", expr, est.Max, maxBody>>10, costLimit)
 	}
-	p, err := c.env.Program(ast, cel.CostLimit(costLimit), cel.CostTracking(celregex.Cost{}),
+	p, err := c.env.Program(ast, cel.CostLimit(costLimit), cel.CostTracking(celbound.Cost{}),
 		cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, fmt.Errorf("planning %q: %w", expr, err)
