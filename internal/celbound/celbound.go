@@ -57,6 +57,7 @@ import (
 	"unsafe"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/functions"
 	"github.com/google/cel-go/common/operators"
@@ -96,8 +97,18 @@ func (library) LibraryName() string { return "once.celbound" }
 
 func (library) CompileOptions() []cel.EnvOption {
 	s, l := cel.StringType, cel.ListType(cel.StringType)
+	list, mapT := cel.ListType(cel.TypeParamType("T")), cel.MapType(cel.TypeParamType("K"), cel.TypeParamType("V"))
 	return []cel.EnvOption{
 		ext.Strings(),
+		ext.Encoders(),
+		// built passes a literal through, so that Cost charges what it
+		// built (Prepare wraps each literal in it).
+		cel.Function(builtFunction,
+			cel.Overload("once_built_list", []*cel.Type{list}, list, cel.UnaryBinding(func(v ref.Val) ref.Val { return v })),
+			cel.Overload("once_built_map", []*cel.Type{mapT}, mapT, cel.UnaryBinding(func(v ref.Val) ref.Val { return v }))),
+		cel.CostEstimatorOptions(
+			checker.OverloadCostEstimate("once_built_list", estimateBuilt),
+			checker.OverloadCostEstimate("once_built_map", estimateBuilt)),
 		cel.Function("replace",
 			cel.MemberOverload("string_replace_string_string", []*cel.Type{s, s, s}, s,
 				cel.FunctionBinding(guardReplace(original("replace", "string_replace_string_string")))),
@@ -111,13 +122,18 @@ func (library) CompileOptions() []cel.EnvOption {
 		cel.Function("format",
 			cel.MemberOverload("string_format", []*cel.Type{s, cel.ListType(cel.DynType)}, s,
 				cel.FunctionBinding(guardFormat(original("format", "string_format"))))),
+		cel.Function("split",
+			cel.MemberOverload("string_split_string", []*cel.Type{s, s}, l,
+				cel.FunctionBinding(guardSplit(original("split", "string_split_string")))),
+			cel.MemberOverload("string_split_string_int", []*cel.Type{s, s, cel.IntType}, l,
+				cel.FunctionBinding(guardSplit(original("split", "string_split_string_int"))))),
 		cel.ASTValidators(comparisons{}),
 	}
 }
 
-// ProgramOptions charges ext.Strings' calls by what they build and read.
-// Added after ext.Strings' own trackers, they replace them. Cost charges
-// the others.
+// ProgramOptions charges some of ext.Strings' and ext.Encoders' calls by
+// what they build and read. Added after their own trackers, they replace
+// those of the same overloads. Cost charges the calls without a tracker.
 func (library) ProgramOptions() []cel.ProgramOption {
 	return []cel.ProgramOption{cel.CostTrackerOptions(
 		interpreter.OverloadCostTracker("string_replace_string_string", chargeReplace),
@@ -133,6 +149,10 @@ func (library) ProgramOptions() []cel.ProgramOption {
 		interpreter.OverloadCostTracker("string_char_at_int", chargeRunes),
 		interpreter.OverloadCostTracker("string_substring_int", chargeRunes),
 		interpreter.OverloadCostTracker("string_substring_int_int", chargeRunes),
+		interpreter.OverloadCostTracker("string_split_string", chargeSplit),
+		interpreter.OverloadCostTracker("string_split_string_int", chargeSplit),
+		interpreter.OverloadCostTracker("base64_encode_bytes", chargeCall),
+		interpreter.OverloadCostTracker("base64_decode_string", chargeCall),
 	)}
 }
 
@@ -221,6 +241,22 @@ func guardJoin(next functions.FunctionOp) functions.FunctionOp {
 	}
 }
 
+// maxSearch bounds a split()'s text times its separator, in bytes: a
+// search compares them, in one call, in up to that many steps.
+const maxSearch = 1 << 26
+
+// guardSplit refuses a split() whose search may take more than maxSearch
+// steps.
+func guardSplit(next functions.FunctionOp) functions.FunctionOp {
+	return func(args ...ref.Val) ref.Val {
+		if n := byteLen(args[0]) * max(1, byteLen(args[1])); n > maxSearch {
+			return types.NewErr("split() would compare a text and a separator of %d bytes by %d, more than the limit of %d",
+				byteLen(args[0]), byteLen(args[1]), maxSearch)
+		}
+		return next(args...)
+	}
+}
+
 // guardFormat refuses a format() whose result may pass the bound: its
 // text and what formatted counts of its arguments.
 func guardFormat(next functions.FunctionOp) functions.FunctionOp {
@@ -268,32 +304,71 @@ func chargeRunes(args []ref.Val, result ref.Val) *uint64 {
 	return &c
 }
 
+// chargeSplit charges a split() its search, as a replace(), and what it
+// built; a refusal refusalCost.
+func chargeSplit(args []ref.Val, result ref.Val) *uint64 {
+	c := uint64(refusalCost)
+	if !types.IsError(result) {
+		c = 1 + uint64(math.Ceil(float64(byteLen(args[0]))*float64(max(1, byteLen(args[1])))*0.1)) + built(result)
+	}
+	return &c
+}
+
+// chargeCall charges a call as Cost charges one without a tracker.
+func chargeCall(args []ref.Val, result ref.Val) *uint64 {
+	return Cost{}.CallCost("", "", args, result)
+}
+
 // byteLen is the bytes of a string, 0 for anything else.
 func byteLen(v ref.Val) uint64 {
 	s, _ := v.(types.String)
 	return uint64(len(s))
 }
 
-// read is a tenth of the bytes of text and the elements of lists and maps
-// among args.
+// read is a tenth of the bytes of text among args.
 func read(args []ref.Val) uint64 {
 	var n uint64
 	for _, a := range args {
-		n += weight(a)
+		n += textLen(a)
 	}
 	return uint64(math.Ceil(float64(n) * 0.1))
 }
 
-// weight is the bytes of a string or bytes, the elements of a list or a
-// map, and 0 for anything else.
-func weight(v ref.Val) uint64 {
+// textLen is the bytes of a string or bytes, 0 for anything else.
+func textLen(v ref.Val) uint64 {
 	switch x := v.(type) {
 	case types.String:
 		return uint64(len(x))
 	case types.Bytes:
 		return uint64(len(x))
-	case traits.Sizer:
+	}
+	return 0
+}
+
+// elementBytes is what a built list or map is charged per element or
+// entry: the reference it holds.
+const elementBytes = 16
+
+// built is what a value that a call built is charged: its bytes, or
+// elementBytes per element of a list or entry of a map.
+func built(v ref.Val) uint64 {
+	if n := textLen(v); n > 0 {
+		return n
+	}
+	if x, ok := v.(traits.Sizer); ok {
 		if n, ok := x.Size().(types.Int); ok && n > 0 {
+			return elementBytes * uint64(n)
+		}
+	}
+	return 0
+}
+
+// elements is the elements of a list or the entries of a map, 0 for
+// anything else.
+func elements(v ref.Val) uint64 {
+	switch v.(type) {
+	case traits.Lister, traits.Mapper:
+		if n, ok := v.(traits.Sizer).Size().(types.Int); ok && n > 0 {
 			return uint64(n)
 		}
 	}
@@ -302,11 +377,13 @@ func weight(v ref.Val) uint64 {
 
 // Cost charges the calls that no overload tracker charges: cel-go's own
 // functions, and every call on dyn values, which has no overload at run
-// time. A call is charged 1, a tenth per byte or element it read, and a
-// unit per byte or element it built; a value that is one of its arguments
-// was not built. A call that failed is charged its arguments whole.
-// matches() is charged as celregex.Cost says. Use it with
-// cel.CostTracking in every program of an environment with Library.
+// time. A call is charged 1, a tenth per byte of text it read, and what
+// it built: its bytes, or elementBytes per element (a value passed
+// through or appended to in place was not built). A comparison is also
+// charged a tenth per element it may walk, a literal (wrapped by Prepare)
+// what it built, and a call that failed its arguments whole. matches() is
+// charged as celregex.Cost says. Use it with cel.CostTracking in every
+// program of an environment with Library.
 type Cost struct{}
 
 var _ interpreter.ActualCostEstimator = Cost{}
@@ -321,8 +398,11 @@ func (Cost) CallCost(function, overloadID string, args []ref.Val, result ref.Val
 		operators.NotStrictlyFalse, operators.OldNotStrictlyFalse:
 		// What cel-go charges: nothing is read or built.
 		return nil
+	case builtFunction:
+		c := 1 + built(args[0])
+		return &c
 	}
-	var n uint64
+	var text, walked uint64
 	passed := false
 	for _, a := range args {
 		if same(result, a) {
@@ -331,16 +411,21 @@ func (Cost) CallCost(function, overloadID string, args []ref.Val, result ref.Val
 			passed = true
 			continue
 		}
-		n += weight(a)
+		text += textLen(a)
+		walked += elements(a)
 	}
-	c := 1 + uint64(math.Ceil(float64(n)*0.1))
+	c := 1 + uint64(math.Ceil(float64(text)*0.1))
+	switch function {
+	case operators.Equals, operators.NotEquals, operators.In:
+		c += uint64(math.Ceil(float64(walked) * 0.1))
+	}
 	switch {
 	case types.IsError(result):
 		// An error may quote its arguments whole, as a failed conversion
 		// does.
-		c += n
+		c += text
 	case !passed:
-		c += weight(result)
+		c += built(result)
 	}
 	return &c
 }
@@ -354,6 +439,72 @@ func same(v, a ref.Val) bool {
 	}
 	vv, va := reflect.ValueOf(v), reflect.ValueOf(a)
 	return vv.Kind() == reflect.Pointer && va.Kind() == reflect.Pointer && vv.Pointer() == va.Pointer()
+}
+
+// estimateBuilt estimates once.built(literal) as Cost charges it, and
+// gives the literal's size as its result's.
+func estimateBuilt(_ checker.CostEstimator, _ *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	if len(args) != 1 {
+		return nil
+	}
+	size := args[0].ComputedSize()
+	if size == nil {
+		return nil
+	}
+	return &checker.CallEstimate{
+		CostEstimate: checker.CostEstimate{Min: 1 + elementBytes*size.Min, Max: 1 + elementBytes*size.Max},
+		ResultSize:   size,
+	}
+}
+
+// builtFunction wraps literals: see Prepare.
+const builtFunction = "once.built"
+
+// Prepare rewrites a checked expression for Cost: each list or map literal
+// of more than one entry becomes once.built(literal), a call Cost charges
+// by what the literal built. cel-go charges a literal 10 or 30 however
+// many entries it has, and a literal in a comprehension is built again at
+// each step. A literal of one entry, as map() and filter() append, is
+// left as it is.
+func Prepare(env *cel.Env, a *cel.Ast) (*cel.Ast, error) {
+	opt, err := cel.NewStaticOptimizer(literals{})
+	if err != nil {
+		return nil, err
+	}
+	out, iss := opt.Optimize(env, a)
+	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	return out, nil
+}
+
+// literals wraps literals in once.built.
+type literals struct{}
+
+func (literals) Optimize(ctx *cel.OptimizerContext, a *ast.AST) *ast.AST {
+	found := ast.MatchDescendants(ast.NavigateAST(a), func(e ast.NavigableExpr) bool {
+		return (e.Kind() == ast.ListKind && e.AsList().Size() > 1) || (e.Kind() == ast.MapKind && e.AsMap().Size() > 1)
+	})
+	// Innermost first: each wrapper takes its literal's entries as they
+	// are then.
+	for i := len(found) - 1; i >= 0; i-- {
+		e := found[i]
+		var lit ast.Expr
+		if e.Kind() == ast.ListKind {
+			l := e.AsList()
+			lit = ctx.NewList(l.Elements(), l.OptionalIndices())
+		} else {
+			// New entries, each with an id of its own.
+			var entries []ast.EntryExpr
+			for _, en := range e.AsMap().Entries() {
+				me := en.AsMapEntry()
+				entries = append(entries, ctx.NewMapEntry(me.Key(), me.Value(), me.IsOptional()))
+			}
+			lit = ctx.NewMap(entries)
+		}
+		ctx.UpdateExpr(e, ctx.NewCall(builtFunction, lit))
+	}
+	return a
 }
 
 // JSON writes v as JSON, after values of used bytes. It refuses v first
@@ -560,9 +711,11 @@ func (c comparer) bounded(call ast.CallExpr, plainVars map[string]bool) bool {
 			(c.plain(a, plainVars) && c.plain(b, plainVars))
 	case operators.In:
 		// a in b: a compared with each element of b, or looked up among
-		// a map's keys.
-		return c.scalar(a) || literal(a) || literal(b) || c.isMap(b) ||
-			(c.plain(a, plainVars) && c.plain(b, plainVars))
+		// a map's keys. Each comparison takes at most the shorter of the
+		// two: b must be written out or read as it is, or a must be a
+		// literal. A large computed string compared with each element of
+		// a large computed list took 10 s in one call.
+		return literal(a) || literal(b) || c.isMap(b) || c.plain(b, plainVars)
 	}
 	return true
 }

@@ -88,6 +88,11 @@ func TestRefusedBeforeBuilt(t *testing.T) {
 			expr:   "inputs.list.map(x, 'b').join(inputs.a)",
 			want:   "join() would build",
 		},
+		"Split": {
+			reason: "a split() compares its text with its separator at each place: 12 000 by 12 000",
+			expr:   "inputs.a.split(inputs.a + 'b')",
+			want:   "split() would compare a text and a separator of 12000 bytes by 12001",
+		},
 		"Format": {
 			reason: "format() writes out every element of its list",
 			expr:   "'%s'.format([inputs.list.map(x, inputs.a)])",

@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
@@ -218,5 +219,63 @@ func TestParametersShareTheBound(t *testing.T) {
 	}
 	if _, err := one.Parameters(context.Background(), 0, false, inputs, nil); err != nil {
 		t.Errorf("one of them alone is within the bound: %v", err)
+	}
+}
+
+// TestWorkBounded: what a third review found within the estimate, on the
+// saga's own path (Compile, then Parameters). cel-go charged a literal 10
+// however many entries it has, built again at each step of a
+// comprehension (229 MB live); compared a large computed string with each
+// element of a large computed list in one call (2 s); and checked the
+// time limit only between comprehension steps, never between a step's
+// expressions (8 s for four). Ordinary expressions stay well within.
+func TestWorkBounded(t *testing.T) {
+	zeros := func(n int) string { return "[" + strings.TrimSuffix(strings.Repeat("0,", n), ",") + "]" }
+	items := make([]any, 4000)
+	for i := range items {
+		items[i] = map[string]any{"q": i}
+	}
+	inputs, err := json.Marshal(map[string]any{"a": strings.Repeat("x", 60_000), "items": items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		expr    string
+		timeout time.Duration
+		// err is in the error of Compile or of Parameters; none: it runs.
+		err []string
+	}{
+		"Literals": {expr: "size(" + zeros(10) + ".map(a, " + zeros(10) + ".map(b, " + zeros(10) + ".map(c, " +
+			zeros(300) + "))))", err: []string{"cost"}},
+		"InComputed": {expr: "[string(inputs.a) + 'b'].map(u, [[u + 'c', u + 'd']].map(l, u in l + l))",
+			err: []string{"may both be large and computed"}},
+		"TimeBetween":   {expr: "inputs.a", timeout: time.Nanosecond, err: []string{"time limit"}},
+		"SizeOfList":    {expr: "inputs.items.all(i, i.q < size(inputs.items))"},
+		"MapToField":    {expr: "inputs.items.map(i, i.q).size()"},
+		"SmallLiterals": {expr: "{'q': inputs.items[0].q, 'pair': [size(inputs.a), 2], 'of': ['a', 'b', 'c']}"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			plan, err := Compile(&v1.SagaSpec{Steps: []v1.SagaStep{exprStep("order", from("p", tc.expr), nil)}})
+			if err == nil {
+				plan.EvalTimeout = tc.timeout
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				start := time.Now()
+				_, err = plan.Parameters(context.Background(), 0, false, inputs, nil)
+				took := time.Since(start)
+				runtime.ReadMemStats(&after)
+				if n := after.TotalAlloc - before.TotalAlloc; n > 48<<20 || took > time.Second {
+					t.Errorf("allocated %d bytes in %s", n, took)
+				}
+			}
+			switch {
+			case len(tc.err) == 0 && err != nil:
+				t.Errorf("%s: %v", tc.expr, err)
+			case len(tc.err) > 0 && (err == nil || !strings.Contains(err.Error(), tc.err[0])):
+				t.Errorf("%s: want an error about %q, got %v", tc.expr, tc.err[0], err)
+			}
+		})
 	}
 }

@@ -31,7 +31,6 @@ import (
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -52,10 +51,10 @@ const (
 	maxStepBytes = v1.MaxResultBytes
 	// DefaultEvalTimeout bounds the wall time of the expressions of one
 	// step or compensation, together, unless a Plan says otherwise; the
-	// evaluation looks at its context every interruptEvery iterations of a
-	// comprehension.
+	// evaluation looks at its context at each iteration of a comprehension
+	// (interruptEvery), since one iteration can hold many calls.
 	DefaultEvalTimeout = time.Second
-	interruptEvery     = 100
+	interruptEvery     = 1
 	// stepsVar and inputsVar are what expressions see.
 	stepsVar, inputsVar = "steps", "inputs"
 )
@@ -95,9 +94,9 @@ var env = func() *cel.Env {
 	e, err := cel.NewEnv(
 		cel.Variable(inputsVar, cel.DynType),
 		cel.Variable(stepsVar, cel.MapType(cel.StringType, cel.DynType)),
-		// ext.Strings, with bounds where cel-go's costs fall short.
+		// ext.Strings and ext.Encoders, with bounds where cel-go's costs
+		// fall short.
 		celbound.Library(),
-		ext.Encoders(),
 		// A matches() runs to its end, past the cost limit and the
 		// timeout: its pattern must be a literal of a bounded size.
 		cel.ASTValidators(celregex.Validator{}),
@@ -183,6 +182,11 @@ func compile(at string, literal *runtime.RawExtension, exprs []v1.ParameterExpre
 				continue
 			}
 			refs[name] = true
+		}
+		checked, err = celbound.Prepare(env, checked)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+			continue
 		}
 		est, err := env.EstimateCost(checked, sizes{})
 		if err != nil {
@@ -330,6 +334,9 @@ func (p *Plan) Parameters(ctx context.Context, step int, undo bool, inputs []byt
 		defer cancel()
 		var used int64
 		for _, np := range x.programs {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, ErrTimeLimit)
+			}
 			v, n, err := eval(ctx, np, act, used)
 			if err != nil {
 				return nil, err

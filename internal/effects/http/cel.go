@@ -27,7 +27,6 @@ import (
 	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
 	"k8s.io/utils/lru"
 
@@ -47,8 +46,9 @@ const (
 	// cross products; evalTimeout bounds the time as well.
 	costLimit = 10_000_000
 	// interruptEvery is how many comprehension iterations pass between
-	// checks of the call's context.
-	interruptEvery = 100
+	// checks of the call's context: each, since one step can hold many
+	// calls.
+	interruptEvery = 1
 	// evalTimeout bounds the time of one evaluation, within the call's. The
 	// cost limit bounds the work, but cel-go's cost tracking makes long
 	// iterations slower than their cost says.
@@ -85,9 +85,9 @@ func NewCompiler() (*Compiler, error) {
 		cel.Variable("key", cel.StringType),
 		cel.Variable("since", cel.TimestampType),
 		cel.Variable("secrets", cel.MapType(cel.StringType, cel.StringType)),
-		// ext.Strings, with bounds where cel-go's costs fall short.
+		// ext.Strings and ext.Encoders, with bounds where cel-go's costs
+		// fall short.
 		celbound.Library(),
-		ext.Encoders(),
 		// A matches() runs to its end, past the cost limit and the
 		// timeout: its pattern must be a literal of a bounded size.
 		cel.ASTValidators(celregex.Validator{}),
@@ -107,6 +107,10 @@ func (c *Compiler) Compile(expr string) (cel.Program, error) {
 	ast, iss := c.env.Compile(expr)
 	if iss.Err() != nil {
 		return nil, fmt.Errorf("compiling %q: %w", expr, iss.Err())
+	}
+	ast, err := celbound.Prepare(c.env, ast)
+	if err != nil {
+		return nil, fmt.Errorf("compiling %q: %w", expr, err)
 	}
 	est, err := c.env.EstimateCost(ast, responseSizes{})
 	if err != nil {
