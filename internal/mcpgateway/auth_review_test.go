@@ -261,7 +261,7 @@ func TestReviewAudiences(t *testing.T) {
 			token, known := tc.token(t)
 			api := &reviewAPI{tokens: map[string]stubToken{token: known}, now: time.Now}
 			a := authenticatorOf(t, api, tc.audience, []string{issuer})
-			c, _, err := a.authenticate(context.Background(), token)
+			c, _, err := a.authenticate(context.Background(), "client", token)
 			switch {
 			case tc.wantUser == "" && !errors.Is(err, errInvalidToken):
 				t.Errorf("%s: got %v, want errInvalidToken", tc.reason, err)
@@ -315,7 +315,7 @@ func TestVerdictKeptUntilTheTokenExpires(t *testing.T) {
 			check := func(at time.Duration, wantReviews int, wantErr error) {
 				t.Helper()
 				set(at)
-				c, exp, err := a.authenticate(context.Background(), token)
+				c, exp, err := a.authenticate(context.Background(), "client", token)
 				if !errors.Is(err, wantErr) {
 					t.Fatalf("%s: at %s, got %v, want %v", tc.reason, at, err, wantErr)
 				}
@@ -388,7 +388,7 @@ func TestImpersonation(t *testing.T) {
 			api := &reviewAPI{now: time.Now, tokens: map[string]stubToken{"token": {kind: audienceAware,
 				audiences: []string{DefaultAudience}, user: tc.user}}}
 			a := authenticatorOf(t, api, "", nil)
-			c, _, err := a.authenticate(context.Background(), "token")
+			c, _, err := a.authenticate(context.Background(), "client", "token")
 			if err != nil {
 				t.Fatal(err)
 			}

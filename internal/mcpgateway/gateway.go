@@ -152,7 +152,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("mcpgateway: %w", err)
 	}
 	// One bound on the TokenReviews in flight, for callers and senders.
-	reviews := make(chan struct{}, maxReviews)
+	reviews := &limiter{total: maxReviews, perCaller: reviewShare}
 	g := &Gateway{cfg: cfg, schemas: compiler,
 		limit: &limiter{total: cfg.MaxCalls, perCaller: cfg.MaxCallsPerCaller},
 		auth: &authenticator{reviewer: reviewer, base: cfg.REST, audience: cfg.Audience,

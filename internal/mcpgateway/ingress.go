@@ -45,10 +45,14 @@ func (g *Gateway) MountIngress(routes map[string]ingress.Route) error {
 			refuse(w, r, http.StatusUnauthorized, errUnauthenticated.Error())
 			return
 		}
-		c, _, err := g.senders.authenticate(r.Context(), token)
+		c, _, err := g.senders.authenticate(r.Context(), clientOf(r), token)
 		switch {
 		case errors.Is(err, errInvalidToken):
 			refuse(w, r, http.StatusUnauthorized, "the token is not valid: it is unknown, expired or revoked")
+			return
+		case errors.Is(err, errBusy):
+			busy(w, r)
+			refuse(w, r, http.StatusServiceUnavailable, "the gateway cannot check tokens now; try again later")
 			return
 		case err != nil:
 			g.cfg.Logger.Error("checking a sender's token", "error", err)
