@@ -146,7 +146,7 @@ func run() error {
 	if *stdio {
 		return g.RunStdio(ctx)
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(g.Handler(), defaultTimeouts)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
