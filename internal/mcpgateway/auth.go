@@ -109,8 +109,7 @@ type authenticator struct {
 	// base is the gateway's own configuration, which the callers' clients
 	// extend with impersonation.
 	base *rest.Config
-	// audience is the one a token must be meant for; empty, the API
-	// server's own (a token for the API server, as the ingress takes).
+	// audience is the one a token must be meant for.
 	audience string
 	// issuers are the authorization servers whose JWTs may be reviewed
 	// again without audiences (Config.AuthorizationServers).
@@ -232,18 +231,19 @@ func (a *authenticator) keep(id [32]byte, v verdict) {
 // server verified, decides (docs/mcp.md, "Identity and RBAC").
 func (a *authenticator) review(ctx context.Context, token string) (verdict, error) {
 	claims := unverifiedClaims(token)
-	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
-	if a.audience != "" {
-		tr.Spec.Audiences = []string{a.audience}
+	if a.audience == "" {
+		return verdict{}, errors.New("the gateway has no audience to check tokens for")
 	}
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token,
+		Audiences: []string{a.audience}}}
 	if err := a.reviewer.Create(ctx, tr); err != nil {
 		return verdict{}, fmt.Errorf("asking the API server about the token (TokenReview): %w", err)
 	}
-	ok := tr.Status.Authenticated && (a.audience == "" || slices.Contains(tr.Status.Audiences, a.audience))
+	ok := tr.Status.Authenticated && slices.Contains(tr.Status.Audiences, a.audience)
 	// Only a JWT of an issuer the gateway names as its authorization
 	// server: the claim is that issuer's, and no other authenticator's
 	// answer (a webhook's, which ignores audiences too) stands in for it.
-	if !ok && a.audience != "" && slices.Contains(claims.Audiences, a.audience) && slices.Contains(a.issuers, claims.Issuer) {
+	if !ok && slices.Contains(claims.Audiences, a.audience) && slices.Contains(a.issuers, claims.Issuer) {
 		tr = &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 		if err := a.reviewer.Create(ctx, tr); err != nil {
 			return verdict{}, fmt.Errorf("asking the API server about the token (TokenReview): %w", err)
