@@ -40,7 +40,8 @@ import (
 )
 
 // DefaultAudience is the audience a token must be meant for, unless the
-// gateway is told another (Config.Audience).
+// gateway is told another (Config.Audience). once-mcp tells it its
+// --public-url when given.
 const DefaultAudience = "once-mcp"
 
 // errInvalidToken: the API server does not accept the token for the
