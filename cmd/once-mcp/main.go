@@ -153,8 +153,10 @@ func run() error {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	logger.Info("taking tokens meant for this audience", "audience", web.tokenAudience())
+	// The first line says where the gateway listens: the harness and
+	// scripts read it.
 	fmt.Fprintf(os.Stderr, "once-mcp listening on %s://%s/mcp\n", web.scheme(), l.Addr())
+	logger.Info("taking tokens meant for this audience", "audience", web.tokenAudience())
 	if err := web.serve(srv, l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
