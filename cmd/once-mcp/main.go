@@ -73,7 +73,7 @@ func run() error {
 	listen := flag.String("listen", "",
 		"serve MCP over streamable HTTP at https://ADDR/mcp; callers authenticate with a bearer token meant for --audience")
 	var web webFlags
-	web.register()
+	web.register(flag.CommandLine)
 	stdio := flag.Bool("stdio", false, "serve one MCP client over stdin and stdout, as the kubeconfig's user")
 	namespace := flag.String("namespace", "", "namespace of the operations; by default the kubeconfig context's "+
 		"(an HTTP caller may choose another with the Once-Namespace header)")
@@ -122,7 +122,7 @@ func run() error {
 	}
 	g, err := mcpgateway.New(mcpgateway.Config{
 		REST: cfg, Namespace: *namespace, CallTimeout: *callTimeout, Logger: logger,
-		Audience: web.audience, ResourceURL: web.resourceURL(l), AuthorizationServers: web.authorizationServers,
+		Audience: web.tokenAudience(), ResourceURL: web.resourceURL(l), AuthorizationServers: web.authorizationServers,
 		MaxCalls: *maxCalls, MaxCallsPerCaller: *maxCallsPerCaller,
 		TTLSecondsAfterFinished: new(int32(*ttl)), Retention: *retention,
 	})
@@ -146,14 +146,17 @@ func run() error {
 	if *stdio {
 		return g.RunStdio(ctx)
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(g.Handler(), defaultTimeouts)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
+	// The first line says where the gateway listens: the harness and
+	// scripts read it.
 	fmt.Fprintf(os.Stderr, "once-mcp listening on %s://%s/mcp\n", web.scheme(), l.Addr())
+	logger.Info("taking tokens meant for this audience", "audience", web.tokenAudience())
 	if err := web.serve(srv, l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

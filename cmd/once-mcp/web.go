@@ -38,21 +38,34 @@ type webFlags struct {
 	authorizationServers []string
 }
 
-func (w *webFlags) register() {
-	flag.StringVar(&w.certFile, "tls-cert-file", "", "the certificate (PEM, with its chain) the gateway serves HTTPS with")
-	flag.StringVar(&w.keyFile, "tls-key-file", "", "the private key (PEM) of --tls-cert-file")
-	flag.BoolVar(&w.insecureHTTP, "insecure-http", false, "serve plain HTTP instead of HTTPS; only on a loopback "+
+func (w *webFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&w.certFile, "tls-cert-file", "", "the certificate (PEM, with its chain) the gateway serves HTTPS with")
+	fs.StringVar(&w.keyFile, "tls-key-file", "", "the private key (PEM) of --tls-cert-file")
+	fs.BoolVar(&w.insecureHTTP, "insecure-http", false, "serve plain HTTP instead of HTTPS; only on a loopback "+
 		"address (the MCP authorization spec requires HTTPS except for localhost)")
-	flag.StringVar(&w.audience, "audience", mcpgateway.DefaultAudience,
-		"the audience a caller's token must be meant for (checked by a TokenReview)")
-	flag.StringVar(&w.publicURL, "public-url", "", "the gateway's MCP endpoint as clients reach it, the resource "+
+	fs.StringVar(&w.audience, "audience", "", "the audience a caller's or ingress sender's token must be meant "+
+		"for (checked by a TokenReview); by default --public-url, or "+mcpgateway.DefaultAudience+" without it")
+	fs.StringVar(&w.publicURL, "public-url", "", "the gateway's MCP endpoint as clients reach it, the resource "+
 		"of its protected-resource metadata; by default https://ADDR/mcp of --listen")
-	flag.Func("authorization-server", "the URL of an OIDC issuer the API server trusts for --audience, named "+
+	fs.Func("authorization-server", "the URL of an OIDC issuer the API server trusts for --audience, named "+
 		"in the protected-resource metadata (repeat for several); without one, the gateway serves no metadata "+
 		"and hosts send Kubernetes tokens for --audience", func(s string) error {
 		w.authorizationServers = append(w.authorizationServers, s)
 		return nil
 	})
+}
+
+// tokenAudience is the audience callers' and senders' tokens must be
+// meant for: --audience; else --public-url, the resource the metadata
+// names, which is this deployment's alone (RFC 8707); else once-mcp.
+func (w *webFlags) tokenAudience() string {
+	if w.audience != "" {
+		return w.audience
+	}
+	if w.publicURL != "" {
+		return strings.TrimSuffix(w.publicURL, "/")
+	}
+	return mcpgateway.DefaultAudience
 }
 
 func (w *webFlags) scheme() string {

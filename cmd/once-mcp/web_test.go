@@ -17,9 +17,12 @@ limitations under the License.
 package main
 
 import (
+	"flag"
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestListenRefusesPlainHTTPOffLoopback: plain HTTP only when asked for,
@@ -72,6 +75,37 @@ func TestListenRefusesPlainHTTPOffLoopback(t *testing.T) {
 			}
 			if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("want an error about %q, got %v", tc.err, err)
+			}
+		})
+	}
+}
+
+// TestTokenAudience: the audience is --audience, or the public URL the
+// metadata advertises as the resource, or once-mcp when neither is given.
+// It was once-mcp whatever --public-url said, an audience no deployment
+// has alone (RFC 8707 binds a token to one server).
+func TestTokenAudience(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"Nothing":            {want: "once-mcp"},
+		"PublicURL":          {args: []string{"--public-url", "https://mcp.example.com/mcp"}, want: "https://mcp.example.com/mcp"},
+		"PublicURLWithSlash": {args: []string{"--public-url", "https://mcp.example.com/mcp/"}, want: "https://mcp.example.com/mcp"},
+		"Audience":           {args: []string{"--audience", "shop-gateway"}, want: "shop-gateway"},
+		"AudienceAndPublicURL": {args: []string{"--audience", "once-mcp", "--public-url", "https://mcp.example.com/mcp"},
+			want: "once-mcp"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var w webFlags
+			fs := flag.NewFlagSet("once-mcp", flag.ContinueOnError)
+			w.register(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, w.tokenAudience()); diff != "" {
+				t.Errorf("audience of %q: -want, +got:\n%s", tc.args, diff)
 			}
 		})
 	}

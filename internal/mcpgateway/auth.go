@@ -24,7 +24,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -38,7 +40,8 @@ import (
 )
 
 // DefaultAudience is the audience a token must be meant for, unless the
-// gateway is told another (Config.Audience).
+// gateway is told another (Config.Audience). once-mcp tells it its
+// --public-url when given.
 const DefaultAudience = "once-mcp"
 
 // errInvalidToken: the API server does not accept the token for the
@@ -64,10 +67,38 @@ const (
 	// a flood of distinct made-up tokens is answered 503 beyond it, and
 	// costs the API server no more.
 	maxReviews = 32
+	// reviewShare is how many of them one client (clientOf) may hold: a
+	// client's flood leaves the other places to other clients.
+	reviewShare = max(maxReviews/4, 1)
+	// busyRetryAfter is the Retry-After, in seconds, of a request answered
+	// 503 because the reviews are bounded.
+	busyRetryAfter = "1"
 )
 
-// errBusy: too many tokens are being reviewed now.
+// errBusy: too many tokens are being reviewed now, in all or for the
+// client.
 var errBusy = errors.New("too many tokens are being checked now")
+
+// clientOf is who sent a request, for the share of TokenReviews: its
+// remote IP address, an IPv6 address by its /64, which a single host may
+// hold whole. Behind a proxy every client is the proxy's address: the
+// share then bounds the proxy, and the bound in all still holds.
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
 
 // authenticator turns bearer tokens into callers: it asks the API server,
 // with the gateway's own credentials, whether a token is valid for the
@@ -79,8 +110,7 @@ type authenticator struct {
 	// base is the gateway's own configuration, which the callers' clients
 	// extend with impersonation.
 	base *rest.Config
-	// audience is the one a token must be meant for; empty, the API
-	// server's own (a token for the API server, as the ingress takes).
+	// audience is the one a token must be meant for.
 	audience string
 	// issuers are the authorization servers whose JWTs may be reviewed
 	// again without audiences (Config.AuthorizationServers).
@@ -88,8 +118,9 @@ type authenticator struct {
 	now     func() time.Time
 
 	flight singleflight.Group
-	// reviews holds a place per TokenReview in flight (maxReviews).
-	reviews chan struct{}
+	// reviews holds a place per TokenReview in flight, maxReviews in all
+	// and reviewShare per client, for callers and senders together.
+	reviews *limiter
 
 	mu    sync.Mutex
 	known map[[32]byte]verdict
@@ -106,10 +137,12 @@ type verdict struct {
 
 // authenticate returns the caller a token authenticates for the gateway's
 // audience, and the token's expiry when it carries one; errInvalidToken
-// when the API server does not accept it. At most one review per token is
-// in flight; its verdict is kept (accepted until the token expires or for
-// acceptedTTL, refused for refusedTTL).
-func (a *authenticator) authenticate(ctx context.Context, token string) (*caller, time.Time, error) {
+// when the API server does not accept it; errBusy when the reviews in
+// flight are at their bound, in all or for client. At most one review per
+// token is in flight; it holds a place of the client that asked first. Its
+// verdict is kept (accepted until the token expires or for acceptedTTL,
+// refused for refusedTTL).
+func (a *authenticator) authenticate(ctx context.Context, client, token string) (*caller, time.Time, error) {
 	id := sha256.Sum256([]byte(token))
 	if v, ok := a.cached(id); ok {
 		return v.result()
@@ -120,12 +153,10 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (*caller
 		}
 		// One review serves every request waiting for it: none of their
 		// contexts may end it.
-		select {
-		case a.reviews <- struct{}{}:
-			defer func() { <-a.reviews }()
-		default:
+		if !a.reviews.acquire(client) {
 			return verdict{}, errBusy
 		}
+		defer a.reviews.release(client)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
 		v, err := a.review(rctx, token)
@@ -201,18 +232,19 @@ func (a *authenticator) keep(id [32]byte, v verdict) {
 // server verified, decides (docs/mcp.md, "Identity and RBAC").
 func (a *authenticator) review(ctx context.Context, token string) (verdict, error) {
 	claims := unverifiedClaims(token)
-	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
-	if a.audience != "" {
-		tr.Spec.Audiences = []string{a.audience}
+	if a.audience == "" {
+		return verdict{}, errors.New("the gateway has no audience to check tokens for")
 	}
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token,
+		Audiences: []string{a.audience}}}
 	if err := a.reviewer.Create(ctx, tr); err != nil {
 		return verdict{}, fmt.Errorf("asking the API server about the token (TokenReview): %w", err)
 	}
-	ok := tr.Status.Authenticated && (a.audience == "" || slices.Contains(tr.Status.Audiences, a.audience))
+	ok := tr.Status.Authenticated && slices.Contains(tr.Status.Audiences, a.audience)
 	// Only a JWT of an issuer the gateway names as its authorization
 	// server: the claim is that issuer's, and no other authenticator's
 	// answer (a webhook's, which ignores audiences too) stands in for it.
-	if !ok && a.audience != "" && slices.Contains(claims.Audiences, a.audience) && slices.Contains(a.issuers, claims.Issuer) {
+	if !ok && slices.Contains(claims.Audiences, a.audience) && slices.Contains(a.issuers, claims.Issuer) {
 		tr = &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 		if err := a.reviewer.Create(ctx, tr); err != nil {
 			return verdict{}, fmt.Errorf("asking the API server about the token (TokenReview): %w", err)
@@ -336,10 +368,14 @@ func (g *Gateway) requireToken(next http.Handler) http.Handler {
 			g.challenge(w, r, "", errUnauthenticated.Error())
 			return
 		}
-		c, exp, err := g.auth.authenticate(r.Context(), token)
+		c, exp, err := g.auth.authenticate(r.Context(), clientOf(r), token)
 		switch {
 		case errors.Is(err, errInvalidToken):
 			g.challenge(w, r, "invalid_token", errInvalidToken.Error())
+			return
+		case errors.Is(err, errBusy):
+			busy(w, r)
+			http.Error(w, "the gateway cannot check tokens now; try again later", http.StatusServiceUnavailable)
 			return
 		case err != nil:
 			g.cfg.Logger.Error("checking a token", "error", err)
@@ -374,6 +410,14 @@ func (g *Gateway) challenge(w http.ResponseWriter, r *http.Request, code, msg st
 	}
 	w.Header().Set("WWW-Authenticate", strings.TrimSpace("Bearer "+strings.Join(params, ", ")))
 	http.Error(w, msg, http.StatusUnauthorized)
+}
+
+// busy readies the 503 of a request whose token waits for a review
+// place: no log, since a flood of made-up tokens would fill it, and a
+// Retry-After.
+func busy(w http.ResponseWriter, r *http.Request) {
+	unread(w, r)
+	w.Header().Set("Retry-After", busyRetryAfter)
 }
 
 // unread answers a request whose body the gateway does not read: over

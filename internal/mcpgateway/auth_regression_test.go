@@ -44,8 +44,8 @@ import (
 // be reproduced without one.
 type reviewStub struct {
 	reviews atomic.Int64
-	// hold, when set, keeps every TokenReview waiting until it is closed;
-	// peak is the most in flight at once.
+	// hold, when set, keeps every TokenReview of a token but "good"
+	// waiting until it is closed; peak is the most in flight at once.
 	hold           chan struct{}
 	inFlight, peak atomic.Int64
 	// passedOn counts requests that came with the caller's own token as
@@ -77,7 +77,7 @@ func (s *reviewStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for p := s.peak.Load(); now > p && !s.peak.CompareAndSwap(p, now); p = s.peak.Load() {
 		}
 		defer s.inFlight.Add(-1)
-		if s.hold != nil {
+		if s.hold != nil && review.Spec["token"] != "good" {
 			<-s.hold
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -121,7 +121,15 @@ func stubbedGatewayWith(t *testing.T, routes map[string]ingress.Route) (*httptes
 			t.Fatal(err)
 		}
 	}
-	srv := httptest.NewServer(g.Handler())
+	// A request's header Test-Client stands for its remote address: the
+	// clients of a test all come from one.
+	h := g.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c := r.Header.Get("Test-Client"); c != "" {
+			r.RemoteAddr = net.JoinHostPort(c, "40000")
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	return srv, stub
 }
@@ -205,27 +213,24 @@ func TestInvalidTokenIs401(t *testing.T) {
 	}
 }
 
-// TestReviewsAreBounded: made-up tokens, each new, sent at once (a flood
-// that singleflight per token cannot merge) cost the API server at most
-// maxReviews reviews in flight; the rest are answered 503 at once.
+// TestReviewsAreBounded: made-up tokens, each new, sent at once by many
+// clients (a flood that singleflight per token cannot merge) cost the API
+// server at most maxReviews reviews in flight; the rest are answered 503
+// at once, with Retry-After.
 func TestReviewsAreBounded(t *testing.T) {
 	srv, stub := stubbedGateway(t)
 	stub.hold = make(chan struct{})
-	const n = 3 * maxReviews
+	const n, clients = 3 * maxReviews, 8
 	var wg sync.WaitGroup
 	var busy atomic.Int64
 	for i := range n {
 		wg.Go(func() {
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(`{}`))
-			req.Header.Set("Authorization", fmt.Sprintf("Bearer made-up-%d", i))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusServiceUnavailable {
+			status, retry := post(t, srv.URL+"/mcp", fmt.Sprintf("10.0.0.%d", i%clients), fmt.Sprintf("made-up-%d", i))
+			if status == http.StatusServiceUnavailable {
 				busy.Add(1)
+				if retry == "" {
+					t.Error("a request answered 503 says no Retry-After")
+				}
 			}
 		})
 	}
@@ -242,6 +247,70 @@ func TestReviewsAreBounded(t *testing.T) {
 	if got := busy.Load(); got != n-maxReviews {
 		t.Errorf("%d of %d requests were answered 503, want the %d beyond the bound", got, n, n-maxReviews)
 	}
+}
+
+// TestOneClientCannotTakeEveryReview: a client that sends made-up tokens
+// at once holds at most its share of the reviews in flight, and a valid
+// token of another client is still accepted. One client's 32 made-up
+// tokens once took every place, and the valid caller was answered 503.
+func TestOneClientCannotTakeEveryReview(t *testing.T) {
+	srv, stub := stubbedGatewayWith(t, map[string]ingress.Route{
+		"orders": {Namespace: "shop", ToolRef: v1.ToolReference{Name: "payments"}, Operation: "charge"},
+	})
+	stub.hold = make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stub.hold)
+	var busy atomic.Int64
+	for i := range maxReviews {
+		wg.Go(func() {
+			// Half at the MCP endpoint, half at the ingress: one share for both.
+			url := srv.URL + "/mcp"
+			if i%2 == 1 {
+				url = srv.URL + "/ingress/orders"
+			}
+			if status, _ := post(t, url, "10.0.0.1", fmt.Sprintf("made-up-%d", i)); status == http.StatusServiceUnavailable {
+				busy.Add(1)
+			}
+		})
+	}
+	// Every made-up token is either in review, held, or answered 503.
+	deadline := time.Now().Add(30 * time.Second)
+	for stub.inFlight.Load()+busy.Load() < maxReviews && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, want := stub.inFlight.Load(), int64(reviewShare); got != want {
+		t.Errorf("one client's %d made-up tokens have %d reviews in flight, want its share, %d", maxReviews, got, want)
+	}
+	// The gateway acts as alice only once it accepted her token.
+	for _, path := range []string{"/mcp", "/ingress/orders"} {
+		before := stub.impersonated.Load()
+		status, retry := post(t, srv.URL+path, "10.0.0.2", "good")
+		if stub.impersonated.Load() == before {
+			t.Errorf("%s: another client's valid token, while the first holds its share, was not accepted: "+
+				"status %d, Retry-After %q", path, status, retry)
+		}
+	}
+}
+
+// post sends a tools/list (or a message) to url as client, with token, and
+// returns the status and Retry-After of the answer.
+func post(t *testing.T, url, client, token string) (int, string) {
+	req, _ := http.NewRequest(http.MethodPost, url,
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Test-Client", client)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set(ingress.HeaderIdempotencyKey, "order-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, ""
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Retry-After")
 }
 
 // TestIngressReviewsSendersTokens: the ingress checks a sender's token as

@@ -32,6 +32,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/rest"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/ingress"
 )
 
 // apiAudience is the API server's own audience (--api-audiences), for
@@ -261,7 +264,7 @@ func TestReviewAudiences(t *testing.T) {
 			token, known := tc.token(t)
 			api := &reviewAPI{tokens: map[string]stubToken{token: known}, now: time.Now}
 			a := authenticatorOf(t, api, tc.audience, []string{issuer})
-			c, _, err := a.authenticate(context.Background(), token)
+			c, _, err := a.authenticate(context.Background(), "client", token)
 			switch {
 			case tc.wantUser == "" && !errors.Is(err, errInvalidToken):
 				t.Errorf("%s: got %v, want errInvalidToken", tc.reason, err)
@@ -315,7 +318,7 @@ func TestVerdictKeptUntilTheTokenExpires(t *testing.T) {
 			check := func(at time.Duration, wantReviews int, wantErr error) {
 				t.Helper()
 				set(at)
-				c, exp, err := a.authenticate(context.Background(), token)
+				c, exp, err := a.authenticate(context.Background(), "client", token)
 				if !errors.Is(err, wantErr) {
 					t.Fatalf("%s: at %s, got %v, want %v", tc.reason, at, err, wantErr)
 				}
@@ -388,7 +391,7 @@ func TestImpersonation(t *testing.T) {
 			api := &reviewAPI{now: time.Now, tokens: map[string]stubToken{"token": {kind: audienceAware,
 				audiences: []string{DefaultAudience}, user: tc.user}}}
 			a := authenticatorOf(t, api, "", nil)
-			c, _, err := a.authenticate(context.Background(), "token")
+			c, _, err := a.authenticate(context.Background(), "client", "token")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -402,6 +405,66 @@ func TestImpersonation(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, api.impersonated[0]); diff != "" {
 				t.Errorf("%s: the Impersonate-* headers, -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestIngressTakesTheGatewaysAudience: the ingress takes a sender's token
+// only for the gateway's audience, as /mcp does, and reviews it for that
+// audience. It once reviewed tokens without audiences, and so took any
+// token the API server accepts for itself: a pod's own token, or one
+// stolen from another service.
+func TestIngressTakesTheGatewaysAudience(t *testing.T) {
+	sender := authenticationv1.UserInfo{Username: "system:serviceaccount:shop:sender",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:shop", "system:authenticated"}}
+	api := &reviewAPI{now: time.Now, tokens: map[string]stubToken{
+		"for-the-api-server": {kind: audienceAware, audiences: []string{apiAudience}, user: sender},
+		"for-the-gateway":    {kind: audienceAware, audiences: []string{DefaultAudience}, user: sender},
+	}}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	cfg := &rest.Config{Host: srv.URL, QPS: 1000, Burst: 1000, ContentConfig: rest.ContentConfig{
+		ContentType: "application/json", AcceptContentTypes: "application/json"}}
+	g, err := New(Config{REST: cfg, Namespace: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.MountIngress(map[string]ingress.Route{
+		"orders": {Namespace: "shop", ToolRef: v1.ToolReference{Name: "payments"}, Operation: "charge"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(g.Handler())
+	t.Cleanup(gw.Close)
+	cases := map[string]struct {
+		reason string
+		token  string
+		// wantTaken: the gateway acts as the sender; else 401.
+		wantTaken bool
+	}{
+		"ForTheAPIServer": {reason: "a token for the API server's own audience is refused",
+			token: "for-the-api-server"},
+		"ForTheGateway": {reason: "a token for the gateway's audience is taken",
+			token: "for-the-gateway", wantTaken: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			before := len(api.reviewed())
+			req, _ := http.NewRequest(http.MethodPost, gw.URL+"/ingress/orders", strings.NewReader(`{"amount":1}`))
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(ingress.HeaderIdempotencyKey, "order-1")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if taken := resp.StatusCode != http.StatusUnauthorized; taken != tc.wantTaken {
+				t.Errorf("%s: status %d", tc.reason, resp.StatusCode)
+			}
+			if diff := cmp.Diff([][]string{{DefaultAudience}}, api.reviewed()[before:]); diff != "" {
+				t.Errorf("%s: the reviews' audiences, -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

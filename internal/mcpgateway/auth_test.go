@@ -148,3 +148,24 @@ func TestMetadata(t *testing.T) {
 		})
 	}
 }
+
+func TestClientOf(t *testing.T) {
+	cases := map[string]struct {
+		remote, want string
+	}{
+		"IPv4":       {remote: "192.0.2.7:40000", want: "192.0.2.7"},
+		"IPv4InIPv6": {remote: "[::ffff:192.0.2.7]:40000", want: "192.0.2.7"},
+		"IPv6":       {remote: "[2001:db8:1:2:3:4:5:6]:40000", want: "2001:db8:1:2::/64"},
+		"IPv6Zone":   {remote: "[fe80::1%eth0]:40000", want: "fe80::/64"},
+		"NoPort":     {remote: "192.0.2.7", want: "192.0.2.7"},
+		"NotAnIP":    {remote: "pipe", want: "pipe"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := clientOf(&http.Request{RemoteAddr: tc.remote})
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("client of %q: -want, +got:\n%s", tc.remote, diff)
+			}
+		})
+	}
+}

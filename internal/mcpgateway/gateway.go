@@ -52,11 +52,12 @@ const NamespaceHeader = "Once-Namespace"
 type Config struct {
 	// REST is the API server to talk to, with the gateway's credentials.
 	// Over HTTP the gateway reviews callers' and ingress senders' tokens
-	// with them and acts for each by impersonation (config/mcp-gateway
-	// grants both). Over stdio, its credentials are the caller's.
+	// for Audience with them, and acts for each by impersonation
+	// (config/mcp-gateway grants both). Over stdio, its credentials are the
+	// caller's.
 	REST *rest.Config
-	// Audience is the audience an HTTP caller's token must be meant for
-	// (DefaultAudience by default).
+	// Audience is the audience an HTTP caller's or ingress sender's token
+	// must be meant for (DefaultAudience by default).
 	Audience string
 	// ResourceURL is the gateway's MCP endpoint as its clients reach it,
 	// the resource of its protected-resource metadata (RFC 9728). Empty: no
@@ -99,14 +100,14 @@ type Config struct {
 // Gateway serves the operations of Tools and ClusterTools as MCP tools.
 type Gateway struct {
 	cfg Config
-	// auth reviews MCP callers' tokens, for the gateway's audience;
-	// senders the ingress's, for the API server's own.
-	auth, senders *authenticator
-	schemas       *httpeffects.Compiler
-	server        *mcp.Server
-	mux           *http.ServeMux
-	self          *caller // the stdio caller, once known
-	limit         *limiter
+	// auth reviews the tokens of MCP callers and ingress senders, for the
+	// gateway's audience.
+	auth    *authenticator
+	schemas *httpeffects.Compiler
+	server  *mcp.Server
+	mux     *http.ServeMux
+	self    *caller // the stdio caller, once known
+	limit   *limiter
 }
 
 // MaxCallTimeout bounds Config.CallTimeout: a call that waits longer holds
@@ -151,13 +152,11 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpgateway: %w", err)
 	}
-	// One bound on the TokenReviews in flight, for callers and senders.
-	reviews := make(chan struct{}, maxReviews)
 	g := &Gateway{cfg: cfg, schemas: compiler,
 		limit: &limiter{total: cfg.MaxCalls, perCaller: cfg.MaxCallsPerCaller},
 		auth: &authenticator{reviewer: reviewer, base: cfg.REST, audience: cfg.Audience,
-			issuers: cfg.AuthorizationServers, now: time.Now, reviews: reviews},
-		senders: &authenticator{reviewer: reviewer, base: cfg.REST, now: time.Now, reviews: reviews}}
+			issuers: cfg.AuthorizationServers, now: time.Now,
+			reviews: &limiter{total: maxReviews, perCaller: reviewShare}}}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "once-mcp", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Each tool here has a side effect that Once makes effectively once. Give every call an " +
 			"idempotencyKey that names the request, and retry a call that timed out or failed with the same key: " +

@@ -30,11 +30,12 @@ import (
 const IngressPath = "/ingress/"
 
 // MountIngress serves the ingress of messages at IngressPath. A sender
-// authenticates with its own Kubernetes bearer token, one the API server
-// accepts for itself (not a token for the MCP endpoint's audience: the
-// ingress is no MCP endpoint). The gateway reviews it as it does an MCP
-// caller's, and makes the operation as the sender by impersonation: RBAC
-// decides which routes' namespaces it may post to.
+// authenticates with a bearer token meant for the gateway's audience, as an
+// MCP caller does: a token the API server accepts for itself alone is
+// refused, so that no pod's own token, nor one meant for another service,
+// posts here. The gateway reviews it as it does an MCP caller's, and makes
+// the operation as the sender by impersonation: RBAC decides which routes'
+// namespaces it may post to.
 func (g *Gateway) MountIngress(routes map[string]ingress.Route) error {
 	if err := (&ingress.Handler{Routes: routes}).Validate(); err != nil {
 		return err
@@ -45,10 +46,15 @@ func (g *Gateway) MountIngress(routes map[string]ingress.Route) error {
 			refuse(w, r, http.StatusUnauthorized, errUnauthenticated.Error())
 			return
 		}
-		c, _, err := g.senders.authenticate(r.Context(), token)
+		c, _, err := g.auth.authenticate(r.Context(), clientOf(r), token)
 		switch {
 		case errors.Is(err, errInvalidToken):
-			refuse(w, r, http.StatusUnauthorized, "the token is not valid: it is unknown, expired or revoked")
+			refuse(w, r, http.StatusUnauthorized, "the token is not valid for this gateway: it is unknown, expired or "+
+				"revoked, or meant for another audience (give the sender a token for "+g.cfg.Audience+")")
+			return
+		case errors.Is(err, errBusy):
+			busy(w, r)
+			refuse(w, r, http.StatusServiceUnavailable, "the gateway cannot check tokens now; try again later")
 			return
 		case err != nil:
 			g.cfg.Logger.Error("checking a sender's token", "error", err)

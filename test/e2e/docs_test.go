@@ -71,6 +71,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -472,8 +473,13 @@ func readerEnv(home string) []string {
 		}
 		path = append(path, dir)
 	}
+	// A temporary folder of its own, which runDoc checks for credentials
+	// a doc left behind.
+	tmp := filepath.Join(home, "tmp")
+	Expect(os.MkdirAll(tmp, 0o700)).To(Succeed())
 	env := []string{
 		"HOME=" + home,
+		"TMPDIR=" + tmp,
 		"PATH=" + strings.Join(path, string(os.PathListSeparator)),
 		"LANG=C.UTF-8",
 		// assets is <cache>/controlplane/kube-<version>-etcd-<version>.
@@ -664,6 +670,39 @@ func runDoc(d *demo, file string, blocks []docBlock) {
 	for _, r := range faults.Rules {
 		Expect(r.Remaining).To(BeZero(), "%s left a sandbox fault pending: %+v", file, r)
 	}
+	for _, kv := range d.env {
+		if tmp, ok := strings.CutPrefix(kv, "TMPDIR="); ok {
+			Expect(filesWithTokens(tmp)).To(BeEmpty(), "%s left files that hold a token in $TMPDIR", file)
+		}
+	}
+}
+
+// kubeconfigToken is a kubeconfig user's bearer token.
+var kubeconfigToken = regexp.MustCompile(`(?m)^\s*token:\s*\S`)
+
+// filesWithTokens are the files under dir that hold a kubeconfig's token,
+// by name: never what they hold.
+func filesWithTokens(dir string) []string {
+	GinkgoHelper()
+	var found []string
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		if info, err := e.Info(); err != nil || info.Size() > 1<<20 {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if kubeconfigToken.Match(data) {
+			found = append(found, path)
+		}
+		return nil
+	})
+	Expect(err).NotTo(HaveOccurred())
+	return found
 }
 
 // runScript runs a script with bash from the root, in a process group of

@@ -104,20 +104,11 @@ subjects:
 
 // serviceAccountToken creates a service account and returns a token of
 // it meant for the MCP gateway (TokenRequest with the gateway's audience),
-// as a person would hand to an agent.
+// as a person would hand to an agent or to an ingress sender.
 func serviceAccountToken(ns, sa string) string {
 	GinkgoHelper()
 	kubectl("", "create", "serviceaccount", sa, "-n", ns)
-	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h", "--audience=once-mcp"))
-}
-
-// apiServerToken creates a service account and returns a token of it for
-// the API server (TokenRequest with its default audience), as an ingress
-// sender sends.
-func apiServerToken(ns, sa string) string {
-	GinkgoHelper()
-	kubectl("", "create", "serviceaccount", sa, "-n", ns)
-	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h"))
+	return strings.TrimSpace(kubectl("", "create", "token", sa, "-n", ns, "--duration=1h", "--audience="+gatewayAudience))
 }
 
 // startGateway runs bin/once-mcp on addr for namespace ns, as its own

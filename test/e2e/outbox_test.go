@@ -218,8 +218,10 @@ var _ = Describe("The ingress of the gateway", func() {
 		startManager(ns, manager{holder: "ingress"})
 		apply(ns, toolYAML("pay", "Native"))
 		apply(ns, agentRBAC("sender"))
-		token := apiServerToken(ns, "sender")
-		stranger := apiServerToken(ns, "stranger")
+		token := serviceAccountToken(ns, "sender")
+		stranger := serviceAccountToken(ns, "stranger")
+		// The sender's token for the API server alone, as its pod is given.
+		forAPIServer := strings.TrimSpace(kubectl("", "create", "token", "sender", "-n", ns, "--duration=1h"))
 
 		routes := filepath.Join(GinkgoT().TempDir(), "routes.yaml")
 		Expect(os.WriteFile(routes, []byte(fmt.Sprintf(`routes:
@@ -255,8 +257,10 @@ var _ = Describe("The ingress of the gateway", func() {
 			}
 			return resp.StatusCode, a
 		}
-		By("refusing a sender without a token, and one whose rights do not cover the route")
+		By("refusing a sender without a token, with a token for the API server, and one whose rights do not cover the route")
 		status, _ := send("")
+		Expect(status).To(Equal(http.StatusUnauthorized))
+		status, _ = send(forAPIServer)
 		Expect(status).To(Equal(http.StatusUnauthorized))
 		status, refused := send(stranger)
 		Expect(status).To(Equal(http.StatusForbidden))
@@ -289,7 +293,7 @@ var _ = Describe("The ingress of the gateway", func() {
 		startManager(ns, manager{holder: "ingress-signed"})
 		apply(ns, toolYAML("pay", "Native"))
 		apply(ns, agentRBAC("sender"))
-		token := apiServerToken(ns, "sender")
+		token := serviceAccountToken(ns, "sender")
 
 		dir := GinkgoT().TempDir()
 		key := []byte("route-signing-key-0123456789abcdef")
