@@ -17,77 +17,20 @@ limitations under the License.
 package mcpgateway
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/once-dev/once/test/mcpwire"
 )
-
-// wire records the result of every JSON-RPC request a client sends, as
-// the gateway wrote it, by method.
-type wire struct {
-	mu      sync.Mutex
-	results map[string]map[string]json.RawMessage
-}
-
-func (w *wire) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer good")
-	var req struct {
-		Method string `json:"method"`
-	}
-	if r.Body != nil {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		_ = json.Unmarshal(body, &req)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-	}
-	resp, err := http.DefaultTransport.RoundTrip(r)
-	if err != nil || req.Method == "" {
-		return resp, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	// One JSON body, or an event stream whose data lines are messages.
-	messages := [][]byte{body}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		messages = nil
-		s := bufio.NewScanner(bytes.NewReader(body))
-		for s.Scan() {
-			if data, ok := strings.CutPrefix(s.Text(), "data:"); ok {
-				messages = append(messages, []byte(data))
-			}
-		}
-	}
-	for _, m := range messages {
-		var msg struct {
-			Result map[string]json.RawMessage `json:"result"`
-		}
-		if json.Unmarshal(m, &msg) == nil && msg.Result != nil {
-			w.mu.Lock()
-			w.results[req.Method] = msg.Result
-			w.mu.Unlock()
-		}
-	}
-	return resp, nil
-}
 
 // field is a result's field as JSON text; "" when absent.
 func field(res map[string]json.RawMessage, name string) string {
@@ -116,7 +59,7 @@ func TestResultShapes(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			srv, _ := stubbedGateway(t)
-			w := &wire{results: map[string]map[string]json.RawMessage{}}
+			w := &mcpwire.Wire{Token: "good"}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			c := mcp.NewClient(&mcp.Implementation{Name: "shape", Version: "v0"}, nil)
@@ -137,7 +80,7 @@ func TestResultShapes(t *testing.T) {
 			if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: SagaToolName, Arguments: map[string]any{}}); err != nil {
 				t.Fatal(err)
 			}
-			list, call := w.results["tools/list"], w.results["tools/call"]
+			list, call := w.Last("tools/list"), w.Last("tools/call")
 			got := shape{ListResultType: field(list, "resultType"), CacheScope: field(list, "cacheScope"),
 				TTLMs: field(list, "ttlMs"), CallResultType: field(call, "resultType")}
 			if strings.HasPrefix(field(call, "content"), "[") {

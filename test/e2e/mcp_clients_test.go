@@ -24,13 +24,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +37,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/once-dev/once/test/harness"
+	"github.com/once-dev/once/test/mcpwire"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -102,7 +101,7 @@ func session(c mcpClient, url, token string, steps []step,
 			return answer(req.Params), nil
 		}
 	}
-	w := &wire{token: token}
+	w := &mcpwire.Wire{Token: token}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s, err := mcp.NewClient(&mcp.Implementation{Name: "once-e2e-go", Version: "v0.0.1"}, opts).Connect(ctx,
@@ -126,7 +125,7 @@ func session(c mcpClient, url, token string, steps []step,
 		}
 		outcomes = append(outcomes, o)
 	}
-	w.check(c.version)
+	checkResults(w, c.version)
 	return outcomes, asked
 }
 
@@ -207,91 +206,29 @@ func tsSession(c mcpClient, url, token string, steps []step,
 	return outcomes, asked
 }
 
-// wire sends the caller's token, and records every result the gateway
-// writes, by method, as JSON.
-type wire struct {
-	token   string
-	mu      sync.Mutex
-	results []wireResult
-}
-
-type wireResult struct {
-	method string
-	result map[string]json.RawMessage
-}
-
-func (w *wire) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+w.token)
-	var req struct {
-		Method string `json:"method"`
-	}
-	if r.Body != nil {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		_ = json.Unmarshal(body, &req)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-	}
-	resp, err := http.DefaultTransport.RoundTrip(r)
-	if err != nil || req.Method == "" {
-		return resp, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	messages := [][]byte{body}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		messages = nil
-		s := bufio.NewScanner(bytes.NewReader(body))
-		s.Buffer(make([]byte, 1<<20), 1<<20)
-		for s.Scan() {
-			if data, ok := strings.CutPrefix(s.Text(), "data:"); ok {
-				messages = append(messages, []byte(data))
-			}
-		}
-	}
-	for _, m := range messages {
-		var msg struct {
-			Result map[string]json.RawMessage `json:"result"`
-		}
-		if json.Unmarshal(m, &msg) == nil && msg.Result != nil {
-			w.mu.Lock()
-			w.results = append(w.results, wireResult{method: req.Method, result: msg.Result})
-			w.mu.Unlock()
-		}
-	}
-	return resp, nil
-}
-
-// check says whether every result recorded is of protocol version: from
+// checkResults says whether every result recorded is of protocol version: from
 // 2026-07-28 on, each carries a resultType, an input_required one no
 // content, and a tools/list one its cacheScope and ttlMs; before, none
 // carries a resultType.
-func (w *wire) check(version string) {
+func checkResults(w *mcpwire.Wire, version string) {
 	GinkgoHelper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	Expect(w.results).NotTo(BeEmpty())
-	for _, r := range w.results {
-		kind := string(r.result["resultType"])
-		what := fmt.Sprintf("the %s result at %s: %s", r.method, version, r.result)
+	results := w.Results()
+	Expect(results).NotTo(BeEmpty())
+	for _, r := range results {
+		kind := string(r.Fields["resultType"])
+		what := fmt.Sprintf("the %s result at %s: %s", r.Method, version, r.Fields)
 		if version < "2026-07-28" {
 			Expect(kind).To(BeEmpty(), what)
 		} else {
 			Expect(kind).To(BeElementOf(`"complete"`, `"input_required"`), what)
 		}
 		if kind == `"input_required"` {
-			Expect(r.result).NotTo(HaveKey("content"), what)
-			Expect(r.result).To(HaveKey("inputRequests"), what)
+			Expect(r.Fields).NotTo(HaveKey("content"), what)
+			Expect(r.Fields).To(HaveKey("inputRequests"), what)
 		}
-		if r.method == "tools/list" {
-			Expect(string(r.result["cacheScope"])).To(Equal(`"private"`), what)
-			Expect(string(r.result["ttlMs"])).To(Equal("0"), what)
+		if r.Method == "tools/list" {
+			Expect(string(r.Fields["cacheScope"])).To(Equal(`"private"`), what)
+			Expect(string(r.Fields["ttlMs"])).To(Equal("0"), what)
 		}
 	}
 }
