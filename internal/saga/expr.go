@@ -50,9 +50,10 @@ const (
 	// externalObjectID.
 	maxStepBytes = v1.MaxResultBytes
 	// DefaultEvalTimeout bounds the wall time of the expressions of one
-	// step or compensation, together, unless a Plan says otherwise; the
+	// step or compensation, together, unless a Plan says otherwise. An
 	// evaluation looks at its context at each iteration of a comprehension
-	// (interruptEvery), since one iteration can hold many calls.
+	// (interruptEvery), since one iteration can hold many calls; one
+	// without a comprehension is bounded by its length and the guards.
 	DefaultEvalTimeout = time.Second
 	interruptEvery     = 1
 	// stepsVar and inputsVar are what expressions see.
@@ -327,16 +328,13 @@ func (p *Plan) Parameters(ctx context.Context, step int, undo bool, inputs []byt
 		if err != nil {
 			return nil, err
 		}
-		// The expressions of one step share one time limit, and their
-		// values one bound, checked before each is written: a step may
-		// have 32 expressions.
+		// The expressions of one step share one time limit, checked at
+		// each step of a comprehension, and their values one bound,
+		// checked before each is written: a step may have 32 expressions.
 		ctx, cancel := context.WithTimeout(ctx, cmp.Or(p.EvalTimeout, DefaultEvalTimeout))
 		defer cancel()
 		var used int64
 		for _, np := range x.programs {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("parameter %s (%q): %w", np.name, np.expr, ErrTimeLimit)
-			}
 			v, n, err := eval(ctx, np, act, used)
 			if err != nil {
 				return nil, err
