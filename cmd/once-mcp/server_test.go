@@ -53,10 +53,7 @@ func closedWithin(t *testing.T, conn net.Conn, r *bufio.Reader, d time.Duration)
 		t.Fatal(err)
 	}
 	_, err := io.Copy(io.Discard, r)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return false
-	}
-	return true
+	return !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // TestIdleConnectionClosed: a keep-alive connection that sends nothing

@@ -49,8 +49,10 @@ package celbound
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -395,7 +397,7 @@ func (Cost) CallCost(function, overloadID string, args []ref.Val, result ref.Val
 	}
 	switch function {
 	case operators.LogicalAnd, operators.LogicalOr, operators.LogicalNot, operators.Conditional,
-		operators.NotStrictlyFalse, operators.OldNotStrictlyFalse:
+		operators.NotStrictlyFalse:
 		// What cel-go charges: nothing is read or built.
 		return nil
 	case builtFunction:
@@ -487,15 +489,14 @@ func (literals) Optimize(ctx *cel.OptimizerContext, a *ast.AST) *ast.AST {
 	})
 	// Innermost first: each wrapper takes its literal's entries as they
 	// are then.
-	for i := len(found) - 1; i >= 0; i-- {
-		e := found[i]
+	for _, e := range slices.Backward(found) {
 		var lit ast.Expr
 		if e.Kind() == ast.ListKind {
 			l := e.AsList()
 			lit = ctx.NewList(l.Elements(), l.OptionalIndices())
 		} else {
 			// New entries, each with an id of its own.
-			var entries []ast.EntryExpr
+			entries := make([]ast.EntryExpr, 0, e.AsMap().Size())
 			for _, en := range e.AsMap().Entries() {
 				me := en.AsMapEntry()
 				entries = append(entries, ctx.NewMapEntry(me.Key(), me.Value(), me.IsOptional()))
@@ -682,9 +683,7 @@ func (c comparer) visit(e ast.Expr, plainVars map[string]bool, iss *cel.Issues) 
 		c.visit(comp.IterRange(), plainVars, iss)
 		c.visit(comp.AccuInit(), plainVars, iss)
 		inner := make(map[string]bool, len(plainVars)+3)
-		for k, v := range plainVars {
-			inner[k] = v
-		}
+		maps.Copy(inner, plainVars)
 		ranged := c.plain(comp.IterRange(), plainVars)
 		inner[comp.IterVar()] = ranged
 		if comp.HasIterVar2() {

@@ -138,11 +138,12 @@ type verdict struct {
 // authenticate returns the caller a token authenticates for the gateway's
 // audience, and the token's expiry when it carries one; errInvalidToken
 // when the API server does not accept it; errBusy when the reviews in
-// flight are at their bound, in all or for client. At most one review per
-// token is in flight; it holds a place of the client that asked first. Its
+// flight are at their bound, in all or for the asking client, from. At
+// most one review per token is in flight; it holds a place of the client
+// that asked first. Its
 // verdict is kept (accepted until the token expires or for acceptedTTL,
 // refused for refusedTTL).
-func (a *authenticator) authenticate(ctx context.Context, client, token string) (*caller, time.Time, error) {
+func (a *authenticator) authenticate(ctx context.Context, from, token string) (*caller, time.Time, error) {
 	id := sha256.Sum256([]byte(token))
 	if v, ok := a.cached(id); ok {
 		return v.result()
@@ -153,10 +154,10 @@ func (a *authenticator) authenticate(ctx context.Context, client, token string) 
 		}
 		// One review serves every request waiting for it: none of their
 		// contexts may end it.
-		if !a.reviews.acquire(client) {
+		if !a.reviews.acquire(from) {
 			return verdict{}, errBusy
 		}
-		defer a.reviews.release(client)
+		defer a.reviews.release(from)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
 		v, err := a.review(rctx, token)

@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -320,9 +321,7 @@ var _ = Describe("The ingress of the gateway", func() {
 			GinkgoHelper()
 			req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 			Expect(err).NotTo(HaveOccurred())
-			for k, v := range signed {
-				req.Header[k] = v
-			}
+			maps.Copy(req.Header, signed)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+token)
 			for k, v := range extra {
