@@ -63,8 +63,24 @@ kubeconfig=$(ONCE_CONTROLPLANE_DIR="$dir/controlplane" "$root/hack/controlplane.
 assets=$("$root/hack/controlplane-binaries.sh")
 kubectl() { KUBECONFIG="$kubeconfig" "$assets/kubectl" "$@"; }
 # apply_samples FOLDER: kubectl apply -k FOLDER, with the sandbox's URL where
-# the samples name the default one (the sed the docs use too).
-apply_samples() { kubectl kustomize "$1" | sed "s|http://127.0.0.1:8090|$sandbox_url|" | kubectl apply -f -; }
+# the samples name the default one (the sed the docs use too). It applies
+# again while the API server answers ServiceUnavailable ("Resource kind …
+# not found"): the admission policies' view of a new CRD can lag the API
+# server's own, after kubectl get already lists the kind. Applying again
+# changes nothing that was made.
+apply_samples() {
+  local out
+  for _ in $(seq 30); do
+    if out=$(kubectl kustomize "$1" | sed "s|http://127.0.0.1:8090|$sandbox_url|" | kubectl apply -f - 2>&1); then
+      echo "$out"
+      return 0
+    fi
+    grep -q ServiceUnavailable <<<"$out" || break
+    sleep 1
+  done
+  echo "$out" >&2
+  return 1
+}
 kubectl version | sed 's/^/  /'
 kubectl create namespace once-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
