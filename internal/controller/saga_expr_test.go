@@ -49,6 +49,9 @@ var _ = Describe("Saga expressions", func() {
 		// A manager whose expressions have a nanosecond stands for one on a
 		// starved CPU: every comprehension reaches its time limit.
 		stop := startManager(managerOptions{sagaEvalTimeout: time.Nanosecond})
+		// Stopped below; and here too if the spec fails first, so that its
+		// manager cannot pass over other specs' objects.
+		DeferCleanup(stop)
 		steps := changeSteps()
 		steps[1].ParametersFrom = append(steps[1].ParametersFrom, count)
 		s := newSaga(ns, "scale", steps)
@@ -72,6 +75,7 @@ var _ = Describe("Saga expressions", func() {
 
 	It("tries again a compensation whose parameters reached the time limit", func() {
 		stop := startManager(managerOptions{sagaEvalTimeout: time.Nanosecond})
+		DeferCleanup(stop)
 		// The config is rejected, so the ticket is closed; only the close
 		// computes a comprehension, and no validation sees it first.
 		steps := changeSteps()[:2]
