@@ -50,7 +50,6 @@ package celbound
 import (
 	"fmt"
 	"maps"
-	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -86,9 +85,8 @@ const MaxValueBytes = 1 << 20
 // refusals soon stops. Each refusal's own count stops at MaxValueBytes.
 const refusalCost = 250_000
 
-// Library adds ext.Strings to an environment with the bounds above. Add it
-// instead of ext.Strings: an ext.Strings added before it would keep its
-// own bindings of the functions it bounds.
+// Library adds ext.Strings and ext.Encoders to an environment, with the
+// bounds above. Compile users' expressions in it with Program.
 func Library() cel.EnvOption {
 	return cel.Lib(library{})
 }
@@ -106,8 +104,8 @@ func (library) CompileOptions() []cel.EnvOption {
 		// built passes a literal through, so that Cost charges what it
 		// built (Prepare wraps each literal in it).
 		cel.Function(builtFunction,
-			cel.Overload("once_built_list", []*cel.Type{list}, list, cel.UnaryBinding(func(v ref.Val) ref.Val { return v })),
-			cel.Overload("once_built_map", []*cel.Type{mapT}, mapT, cel.UnaryBinding(func(v ref.Val) ref.Val { return v }))),
+			cel.Overload("once_built_list", []*cel.Type{list}, list, cel.UnaryBinding(passThrough)),
+			cel.Overload("once_built_map", []*cel.Type{mapT}, mapT, cel.UnaryBinding(passThrough))),
 		cel.CostEstimatorOptions(
 			checker.OverloadCostEstimate("once_built_list", estimateBuilt),
 			checker.OverloadCostEstimate("once_built_map", estimateBuilt)),
@@ -157,6 +155,8 @@ func (library) ProgramOptions() []cel.ProgramOption {
 		interpreter.OverloadCostTracker("base64_decode_string", chargeCall),
 	)}
 }
+
+func passThrough(v ref.Val) ref.Val { return v }
 
 // stringsEnv holds ext.Strings, whose bindings the guards call.
 var stringsEnv = func() *cel.Env {
@@ -281,40 +281,46 @@ func chargeBuilt(args []ref.Val, result ref.Val) *uint64 {
 	return &c
 }
 
-// chargeReplace charges a replace() its search, a tenth per byte of the
-// text times the needle's length, and a unit per byte built; a refusal
-// refusalCost.
+// chargeReplace charges a replace() its search and a unit per byte built;
+// a refusal refusalCost.
 func chargeReplace(args []ref.Val, result ref.Val) *uint64 {
 	c := uint64(refusalCost)
 	if s, ok := result.(types.String); ok {
-		c = 1 + uint64(math.Ceil(float64(byteLen(args[0]))*float64(max(1, byteLen(args[1])))*0.1)) + uint64(len(s))
+		c = 1 + search(args[0], args[1]) + uint64(len(s))
 	}
 	return &c
 }
 
 // chargeRunes charges a call that turns its text into runes (four bytes
-// each) a unit per byte of the text, and a search a tenth per byte times
-// the needle's length besides.
+// each) a unit per byte of the text, and a search besides.
 func chargeRunes(args []ref.Val, result ref.Val) *uint64 {
-	text := byteLen(args[0])
-	c := 1 + text + byteLen(result)
+	c := 1 + byteLen(args[0]) + byteLen(result)
 	if len(args) > 1 {
-		if needle, ok := args[1].(types.String); ok {
-			c += uint64(math.Ceil(float64(text) * float64(max(1, len(needle))) * 0.1))
+		if _, ok := args[1].(types.String); ok {
+			c += search(args[0], args[1])
 		}
 	}
 	return &c
 }
 
-// chargeSplit charges a split() its search, as a replace(), and what it
-// built; a refusal refusalCost.
+// chargeSplit charges a split() its search and what it built; a refusal
+// refusalCost.
 func chargeSplit(args []ref.Val, result ref.Val) *uint64 {
 	c := uint64(refusalCost)
 	if !types.IsError(result) {
-		c = 1 + uint64(math.Ceil(float64(byteLen(args[0]))*float64(max(1, byteLen(args[1])))*0.1)) + built(result)
+		c = 1 + search(args[0], args[1]) + built(result)
 	}
 	return &c
 }
+
+// search is what a search of text for needle costs: a tenth per byte of
+// the text times the needle's length, at least one.
+func search(text, needle ref.Val) uint64 {
+	return tenth(byteLen(text) * max(1, byteLen(needle)))
+}
+
+// tenth is a tenth of n, rounded up: what reading n bytes costs.
+func tenth(n uint64) uint64 { return (n + 9) / 10 }
 
 // chargeCall charges a call as Cost charges one without a tracker.
 func chargeCall(args []ref.Val, result ref.Val) *uint64 {
@@ -333,7 +339,7 @@ func read(args []ref.Val) uint64 {
 	for _, a := range args {
 		n += textLen(a)
 	}
-	return uint64(math.Ceil(float64(n) * 0.1))
+	return tenth(n)
 }
 
 // textLen is the bytes of a string or bytes, 0 for anything else.
@@ -357,12 +363,7 @@ func built(v ref.Val) uint64 {
 	if n := textLen(v); n > 0 {
 		return n
 	}
-	if x, ok := v.(traits.Sizer); ok {
-		if n, ok := x.Size().(types.Int); ok && n > 0 {
-			return elementBytes * uint64(n)
-		}
-	}
-	return 0
+	return elementBytes * elements(v)
 }
 
 // elements is the elements of a list or the entries of a map, 0 for
@@ -416,10 +417,10 @@ func (Cost) CallCost(function, overloadID string, args []ref.Val, result ref.Val
 		text += textLen(a)
 		walked += elements(a)
 	}
-	c := 1 + uint64(math.Ceil(float64(text)*0.1))
+	c := 1 + tenth(text)
 	switch function {
 	case operators.Equals, operators.NotEquals, operators.In:
-		c += uint64(math.Ceil(float64(walked) * 0.1))
+		c += tenth(walked)
 	}
 	switch {
 	case types.IsError(result):
@@ -457,6 +458,33 @@ func estimateBuilt(_ checker.CostEstimator, _ *checker.AstNode, args []checker.A
 		CostEstimate: checker.CostEstimate{Min: 1 + elementBytes*size.Min, Max: 1 + elementBytes*size.Max},
 		ResultSize:   size,
 	}
+}
+
+// OverLimit is an expression whose estimated cost is over its limit.
+type OverLimit struct{ Estimate, Limit uint64 }
+
+func (e *OverLimit) Error() string {
+	return fmt.Sprintf("may cost up to %d, more than the limit of %d", e.Estimate, e.Limit)
+}
+
+// Program makes the program of an expression a user wrote, checked in an
+// environment with Library: Prepare, then cel-go's estimate with sizes
+// (an *OverLimit error past limit), then a program that Cost charges
+// against limit and that looks at its context at each step of a
+// comprehension, since one step can hold many calls.
+func Program(env *cel.Env, checked *cel.Ast, sizes checker.CostEstimator, limit uint64) (cel.Program, error) {
+	prepared, err := Prepare(env, checked)
+	if err != nil {
+		return nil, err
+	}
+	est, err := env.EstimateCost(prepared, sizes)
+	if err != nil {
+		return nil, fmt.Errorf("estimating its cost: %w", err)
+	}
+	if est.Max > limit {
+		return nil, &OverLimit{Estimate: est.Max, Limit: limit}
+	}
+	return env.Program(prepared, cel.CostLimit(limit), cel.CostTracking(Cost{}), cel.InterruptCheckFrequency(1))
 }
 
 // builtFunction wraps literals: see Prepare.

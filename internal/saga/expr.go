@@ -52,10 +52,9 @@ const (
 	// DefaultEvalTimeout bounds the wall time of the expressions of one
 	// step or compensation, together, unless a Plan says otherwise. An
 	// evaluation looks at its context at each iteration of a comprehension
-	// (interruptEvery), since one iteration can hold many calls; one
-	// without a comprehension is bounded by its length and the guards.
+	// (celbound.Program); one without a comprehension is bounded by its
+	// length and the guards.
 	DefaultEvalTimeout = time.Second
-	interruptEvery     = 1
 	// stepsVar and inputsVar are what expressions see.
 	stepsVar, inputsVar = "steps", "inputs"
 )
@@ -184,24 +183,13 @@ func compile(at string, literal *runtime.RawExtension, exprs []v1.ParameterExpre
 			}
 			refs[name] = true
 		}
-		checked, err = celbound.Prepare(env, checked)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", field, err))
-			continue
-		}
-		est, err := env.EstimateCost(checked, sizes{})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: estimating its cost: %w", field, err))
-			continue
-		}
-		if est.Max > costLimit {
+		prg, err := celbound.Program(env, checked, sizes{}, costLimit)
+		if over, ok := errors.AsType[*celbound.OverLimit](err); ok {
 			errs = append(errs, fmt.Errorf("%s: may cost up to %d on inputs of %d KiB and step data of %d KiB, "+
 				"more than the limit of %d: iterate over less, or build smaller strings",
-				field, est.Max, v1.MaxInputsBytes>>10, maxStepBytes>>10, costLimit))
+				field, over.Estimate, v1.MaxInputsBytes>>10, maxStepBytes>>10, costLimit))
 			continue
 		}
-		prg, err := env.Program(checked, cel.CostLimit(costLimit), cel.CostTracking(celbound.Cost{}),
-			cel.InterruptCheckFrequency(interruptEvery))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", field, err))
 			continue

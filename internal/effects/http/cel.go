@@ -45,10 +45,6 @@ const (
 	// key (`response.body.items.exists(i, i.ref == key)`), and refuses
 	// cross products; evalTimeout bounds the time as well.
 	costLimit = 10_000_000
-	// interruptEvery is how many comprehension iterations pass between
-	// checks of the call's context: each, since one step can hold many
-	// calls.
-	interruptEvery = 1
 	// evalTimeout bounds the time of one evaluation, within the call's. The
 	// cost limit bounds the work, but cel-go's cost tracking makes long
 	// iterations slower than their cost says.
@@ -108,20 +104,11 @@ func (c *Compiler) Compile(expr string) (cel.Program, error) {
 	if iss.Err() != nil {
 		return nil, fmt.Errorf("compiling %q: %w", expr, iss.Err())
 	}
-	ast, err := celbound.Prepare(c.env, ast)
-	if err != nil {
-		return nil, fmt.Errorf("compiling %q: %w", expr, err)
-	}
-	est, err := c.env.EstimateCost(ast, responseSizes{})
-	if err != nil {
-		return nil, fmt.Errorf("estimating the cost of %q: %w", expr, err)
-	}
-	if est.Max > costLimit {
+	p, err := celbound.Program(c.env, ast, responseSizes{}, costLimit)
+	if over, ok := errors.AsType[*celbound.OverLimit](err); ok {
 		return nil, fmt.Errorf("%q may cost up to %d on a response of %d KiB, more than the limit of %d: "+
-			"iterate over less of the body, or compare less", expr, est.Max, maxBody>>10, costLimit)
+			"iterate over less of the body, or compare less", expr, over.Estimate, maxBody>>10, costLimit)
 	}
-	p, err := c.env.Program(ast, cel.CostLimit(costLimit), cel.CostTracking(celbound.Cost{}),
-		cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, fmt.Errorf("planning %q: %w", expr, err)
 	}
