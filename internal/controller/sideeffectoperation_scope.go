@@ -350,6 +350,10 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 	if err != nil {
 		return false, 0, err
 	}
+	// The time is read after the record: a pass that stalled before the
+	// read must not judge a record of the key's next lifetime by the time
+	// it started, when its own outcome had not yet expired.
+	p.env.Now = r.Clock.Now()
 	own := r.ownRecord(p)
 	if st := p.op.Status; st.State.IsTerminal() {
 		o := outcomeOf(p.op, p.env.Now)
