@@ -174,6 +174,12 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			}
 			continue
 		}
+		if d.Action.Kind == saga.ActionRecall {
+			if view.Remembered, err = r.recall(ctx, &s, view.Status); err != nil {
+				return ctrl.Result{}, err
+			}
+			continue
+		}
 		if d.Action.Kind == saga.ActionValidate {
 			if requeue = r.validate(ctx, &s, plan, ops, fresh, &view, d.Action.Step); requeue > 0 {
 				break
@@ -211,6 +217,59 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, slow
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// recall reads, past the cache, the scope record of every step whose
+// checkpoint names no operation, and says what each holds
+// (protocol.Holds): an earlier saga of the same key may have left an
+// effect there that this one must not leave standing.
+func (r *SagaReconciler) recall(ctx context.Context, s *v1.Saga, st v1.SagaStatus) (map[string]string, error) {
+	out := map[string]string{}
+	now := r.Clock.Now()
+	for i, step := range s.Spec.Steps {
+		if i < len(st.Steps) && st.Steps[i].Operation != "" {
+			continue
+		}
+		tool, operation := saga.Target(step, false)
+		scope := protocol.Scope{Namespace: s.Namespace, Tool: tool, Operation: operation,
+			Key: saga.OperationKey(saga.Key(s.Name, &s.Spec), step.Name, false, 1)}
+		rec := &v1.IdempotencyRecord{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: scope.RecordName()}, rec)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the record of step %s: %w", step.Name, err)
+		}
+		if out[step.Name], err = r.holds(ctx, rec, now); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// holds is what a step's scope record stands for: its outcome, or, while
+// the operation that owns it exists (another saga of the same key runs
+// it), that operation's outcome or its attempt in flight.
+func (r *SagaReconciler) holds(ctx context.Context, rec *v1.IdempotencyRecord, now time.Time) (string, error) {
+	spec := rec.Spec
+	if spec.Outcome == nil {
+		owner := &v1.SideEffectOperation{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rec.Namespace, Name: spec.Owner.Name}, owner)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return "", fmt.Errorf("reading operation %s, which owns record %s: %w", spec.Owner.Name, rec.Name, err)
+		case owner.UID != spec.Owner.UID:
+		case owner.Status.State.IsTerminal():
+			o := outcomeOf(owner, now)
+			spec.Outcome = &o
+		case owner.Status.Attempts > 0:
+			return fmt.Sprintf("operation %s is at attempt %d, its outcome not known yet", owner.Name,
+				owner.Status.Attempts), nil
+		}
+	}
+	return protocol.Holds(spec, now), nil
 }
 
 // lost ends a pass whose checkpoint could not be written. A conflict means

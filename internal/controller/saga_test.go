@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/saga"
 	"github.com/once-dev/once/test/sandbox"
 )
 
@@ -219,6 +220,26 @@ var _ = Describe("Saga", func() {
 		for i := range a.Status.Steps {
 			Expect(b.Status.Steps[i].ExternalObjectID).To(Equal(a.Status.Steps[i].ExternalObjectID), a.Status.Steps[i].Name)
 		}
+	})
+
+	It("stops for a person before compensating when a later step's key holds another saga's effect", func() {
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", changeSteps()))).To(Succeed())
+		waitSaga(ns, "scale", v1.StateCommitted)
+
+		By("running a saga of the same key whose config the key's record refuses (other parameters)")
+		steps := changeSteps()
+		steps[1].Parameters = raw(map[string]any{"replicas": 5})
+		again := newSaga(ns, "scale-again", steps)
+		again.Spec.IdempotencyKey = "scale"
+		Expect(k8sClient.Create(ctx, again)).To(Succeed())
+
+		s := waitSaga(ns, "scale-again", v1.StateNeedsReview)
+		Expect(s.Status.FailedStep).To(Equal("config"))
+		Expect(s.Status.CurrentStep).To(Equal("notify"), "last first: the notice the first saga sent stands")
+		Expect(sagaCondition(s, v1.ConditionReady).Reason).To(Equal(saga.ReasonCannotCompensate))
+		Expect(sagaCondition(s, v1.ConditionReady).Message).To(ContainSubstring("scale.notify committed effect"))
+		Expect(stepStatus(s, "notify").Operation).To(BeEmpty(), "the step did not run in this saga")
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "create notices"}))
 	})
 
 	It("stops for a person when a step after the pivot fails for good, and runs it again on their Retry", func() {

@@ -17,6 +17,7 @@ limitations under the License.
 package protocol
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -128,4 +129,25 @@ func AtDeletion(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec *v1.Id
 	default:
 		return Release{Action: ReleaseNow}
 	}
+}
+
+// Holds describes the effect a scope's record may stand for at now, as a
+// saga reads the record of a step it never started: the outcome of an
+// earlier operation of the key, while it is kept, or an attempt whose
+// outcome nobody learned. Empty when the record proves nothing stands: no
+// attempt, a failure that establishes no effect, or an outcome past its
+// retention, which the key has forgotten.
+func Holds(rec v1.IdempotencyRecordSpec, now time.Time) string {
+	o := rec.Outcome
+	switch {
+	case o == nil && rec.Attempt != nil:
+		return fmt.Sprintf("operation %s made an attempt whose outcome is unknown", rec.Owner.Name)
+	case o == nil || !now.Before(o.ExpiryTime.Time):
+		return ""
+	case o.State == v1.StateCommitted:
+		return fmt.Sprintf("operation %s committed effect %q", rec.Owner.Name, o.ExternalObjectID)
+	case o.State == v1.StateFailedFinal && !Unproven(o.Reason):
+		return ""
+	}
+	return fmt.Sprintf("operation %s ended %s (%s) without proof that it had no effect", rec.Owner.Name, o.State, o.Reason)
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
@@ -183,6 +184,33 @@ func TestNameKeyed(t *testing.T) {
 	}{{"", "pay", true}, {"pay", "pay", true}, {"order-42", "pay", false}, {"saga/step", "saga.step", false}} {
 		if got := NameKeyed(tc.key, tc.name); got != tc.want {
 			t.Errorf("NameKeyed(%q, %q) = %v, want %v", tc.key, tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestHolds(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	kept, gone := metav1.NewTime(now.Add(time.Hour)), metav1.NewTime(now)
+	owner := v1.RecordOwner{Name: "order.notify", UID: "uid-1"}
+	outcome := func(state v1.OperationState, reason string, expiry metav1.Time) *v1.RecordOutcome {
+		return &v1.RecordOutcome{State: state, Reason: reason, ExternalObjectID: "n_1", ExpiryTime: expiry}
+	}
+	cases := map[string]struct {
+		rec  v1.IdempotencyRecordSpec
+		want string
+	}{
+		"bound, no attempt":     {v1.IdempotencyRecordSpec{Owner: owner}, ""},
+		"an attempt in flight":  {v1.IdempotencyRecordSpec{Owner: owner, Attempt: &v1.RecordAttempt{}}, "operation order.notify made an attempt whose outcome is unknown"},
+		"committed":             {v1.IdempotencyRecordSpec{Owner: owner, Outcome: outcome(v1.StateCommitted, "", kept)}, `operation order.notify committed effect "n_1"`},
+		"committed, forgotten":  {v1.IdempotencyRecordSpec{Owner: owner, Outcome: outcome(v1.StateCommitted, "", gone)}, ""},
+		"failed, proven":        {v1.IdempotencyRecordSpec{Owner: owner, Outcome: outcome(v1.StateFailedFinal, v1.ReasonRejected, kept)}, ""},
+		"failed by a person":    {v1.IdempotencyRecordSpec{Owner: owner, Outcome: outcome(v1.StateFailedFinal, v1.ReasonResolvedFailed, kept)}, "operation order.notify ended FailedFinal (" + v1.ReasonResolvedFailed + ") without proof that it had no effect"},
+		"failed, contradicted":  {v1.IdempotencyRecordSpec{Owner: owner, Outcome: outcome(v1.StateFailedFinal, v1.ReasonEffectReported, kept)}, "operation order.notify ended FailedFinal (" + v1.ReasonEffectReported + ") without proof that it had no effect"},
+		"an attempt, forgotten": {v1.IdempotencyRecordSpec{Owner: owner, Attempt: &v1.RecordAttempt{}, Outcome: outcome(v1.StateCommitted, "", gone)}, ""},
+	}
+	for name, tc := range cases {
+		if got := Holds(tc.rec, now); got != tc.want {
+			t.Errorf("%s: Holds = %q, want %q", name, got, tc.want)
 		}
 	}
 }

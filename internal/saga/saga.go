@@ -92,7 +92,13 @@ type View struct {
 	// Uncreatable holds, by name, operations the controller could not
 	// make, and why (their parameters cannot be computed).
 	Uncreatable map[string]string
-	Now         time.Time
+	// Remembered holds, by step name, what the scope record of each step
+	// that this saga has not started says its key already holds: empty
+	// when nothing, else a description of the effect that may stand (an
+	// earlier saga of the same key made it, and its record still keeps
+	// it). nil: not read yet (ActionRecall asks for it).
+	Remembered map[string]string
+	Now        time.Time
 }
 
 // ActionKind is what the controller must do for a decision.
@@ -115,6 +121,12 @@ const (
 	// decision to create it rests on: a pass that read a stale saga cannot
 	// write, and so cannot create.
 	ActionCheckpoint
+	// ActionRecall: read the scope record of every step whose checkpoint
+	// names no operation, put what each holds in View.Remembered, and
+	// decide again. Asked when a compensation begins to matter: an earlier
+	// saga of the same key may have left an effect under a step this saga
+	// has not reached.
+	ActionRecall
 )
 
 // Action is the one thing a decision asks the controller to do.
@@ -486,6 +498,10 @@ func SameResolution(a, b *v1.SagaResolution) bool {
 // startCompensation is the decision that step i failed for good and the
 // compensations begin.
 func (d *decider) startCompensation(i int, why string) Decision {
+	if d.unread(i) {
+		// Read first, then decide the failure again, whole.
+		return Decision{Status: d.st, Action: Action{Kind: ActionRecall}}
+	}
 	d.st.FailedStep = d.Spec.Steps[i].Name
 	d.st.CompensationsTotal = 0
 	for j := range i {
@@ -501,6 +517,11 @@ func (d *decider) startCompensation(i int, why string) Decision {
 // one at a time; the saga is Compensated only when every one is.
 func (d *decider) compensate() Decision {
 	failed := d.failedIndex()
+	if dec, stop := d.unstartedEffects(failed); stop {
+		// Last first: an effect under a later step's key comes before
+		// the failed step's.
+		return dec
+	}
 	if dec, stop := d.undecidedFailure(failed); stop {
 		// Last first: the failed step's effect, if any, is undone before
 		// the steps before it.
@@ -626,6 +647,62 @@ func (d *decider) undecidedFailure(failed int) (Decision, bool) {
 			"later); if it took effect, "+
 			"undo it by hand, then set spec.resolutions {step: %s, action: MarkCompensated} and the steps before it "+
 			"are compensated, last first", step.Name, step.Name)), true
+}
+
+// unstartedEffects stops a compensation at a step after the failed one
+// that this saga never started, but whose key already holds an effect: an
+// earlier saga of the same key made it (a saga deleted and applied again),
+// and its scope's record still keeps it. This saga undoes only what it
+// made; ending Compensated would leave that effect standing (I8). A person
+// decides, last first, and says so with MarkCompensated.
+func (d *decider) unstartedEffects(failed int) (Decision, bool) {
+	for j := len(d.Spec.Steps) - 1; j > failed; j-- {
+		step, ss := d.Spec.Steps[j], &d.st.Steps[j]
+		if ss.Operation != "" || ss.State == v1.StateCompensated {
+			continue
+		}
+		name := OperationName(d.Name, step.Name, false, ss.Round)
+		if _, exists := d.Children[name]; exists {
+			// An operation of an earlier saga still holds the key: its
+			// outcome reaches the record when it goes.
+			return d.orphan(step.Name, name), true
+		}
+		if d.Remembered == nil {
+			return Decision{Status: d.st, Action: Action{Kind: ActionRecall}}, true
+		}
+		held := d.Remembered[step.Name]
+		if held == "" {
+			continue
+		}
+		if ss.Compensation == nil {
+			ss.Compensation = &v1.CompensationStatus{Round: 1}
+		}
+		if d.markedCompensated(j) {
+			continue
+		}
+		msg := fmt.Sprintf("step %s did not run in this saga, but its key already holds an effect: %s; "+
+			"an earlier saga of the same key made it, and this saga undoes only what it made; "+
+			"undo it by hand if it must be, then set spec.resolutions {step: %s, action: MarkCompensated}",
+			step.Name, held, step.Name)
+		ss.Compensation.State, ss.Compensation.Message = v1.StateNeedsReview, msg
+		return d.review(step.Name, ReasonCannotCompensate, msg), true
+	}
+	return Decision{}, false
+}
+
+// unread reports whether a compensation after step failed needs the
+// scope records of later steps this saga never started, and has not read
+// them yet.
+func (d *decider) unread(failed int) bool {
+	if d.Remembered != nil {
+		return false
+	}
+	for j := failed + 1; j < len(d.Spec.Steps); j++ {
+		if ss := d.st.Steps[j]; ss.Operation == "" && ss.State != v1.StateCompensated {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *decider) failedIndex() int {

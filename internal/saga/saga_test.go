@@ -20,6 +20,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -88,6 +89,10 @@ type sim struct {
 	validations map[string]v1.ValidationOutcome
 	// uncreatable are the operations whose parameters cannot be computed.
 	uncreatable map[string]string
+	// remembered is what the scope records of steps not started hold, by
+	// step (ActionRecall reads it); recalls counts the reads.
+	remembered map[string]string
+	recalls    int
 	// written are all the resolutions people wrote, even if replaced since.
 	written []v1.SagaResolution
 	// retried are the operations each Retry resolution made.
@@ -143,6 +148,15 @@ func (s *sim) pass() []string {
 				return append(acts, "checkpoint lost")
 			}
 			s.status = d.Status
+		case ActionRecall:
+			if view.Remembered != nil {
+				s.t.Fatalf("%sasks to recall what it has read", s.label)
+			}
+			s.recalls++
+			view.Remembered = maps.Clone(s.remembered)
+			if view.Remembered == nil {
+				view.Remembered = map[string]string{}
+			}
 		case ActionValidate:
 			ss := &view.Status.Steps[d.Action.Step]
 			acts = append(acts, "validate "+ss.Name)
@@ -974,6 +988,32 @@ func TestDecideCompensation(t *testing.T) {
 					c.State, c.Message = failedFinal, "x"+strings.Repeat("é", 600)
 					s.children["order.reserve"] = c
 				}, outcome{State: failedFinal, Failed: "reserve", Reason: ReasonStepFailed, Stalled: true}),
+			},
+		},
+		"EarlierSagaEffect": {
+			reason: "A later step this saga never started holds an effect under its key, left by an earlier saga of " +
+				"the same key: a person decides on it first (I8), last first, then the saga compensates its own.",
+			setup: func(s *sim) { s.remembered = map[string]string{"ship": "committed, effect ship_1"} },
+			stages: []stage{start, toCharge,
+				same("Charge fails: ship's effect stands, the saga stops before undoing reserve.", set(failedFinal, "order.charge"),
+					review(outcome{State: compensatingS, Step: "ship", Done: 1, ToUndo: 1, Failed: "charge"},
+						ReasonCannotCompensate)),
+				{reason: "MarkCompensated: reserve is compensated.", do: resolve("ship", v1.SagaMarkCompensated, "undone by hand"),
+					acts: []string{"create order.reserve.undo k/reserve/compensate"}, want: comp("reserve", 1, 0, 1, "charge")},
+				same("Compensated.", set(committed, "order.reserve.undo"),
+					outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated, Stalled: true}),
+			},
+		},
+		"EarlierSagaOperation": {
+			reason: "An operation of an earlier saga still holds a later step's name: the saga waits for it to go.",
+			stages: []stage{start, toCharge,
+				same("Charge fails while ship's name is another saga's.", all(set(failedFinal, "order.charge"),
+					func(s *sim) { s.children["order.ship"] = Child{State: committed, Foreign: true} }),
+					review(outcome{State: compensatingS, Step: "ship", Done: 1, ToUndo: 1, Failed: "charge"},
+						ReasonForeignOperation)),
+				{reason: "It went, and its record holds nothing: reserve is compensated.",
+					do: func(s *sim) { delete(s.children, "order.ship") }, acts: []string{"create order.reserve.undo k/reserve/compensate"},
+					want: comp("reserve", 1, 0, 1, "charge")},
 			},
 		},
 		"ForeignCompensation": {
