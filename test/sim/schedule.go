@@ -411,7 +411,7 @@ func (w *World) inReview() []string {
 // left out may find it does not), and checks the invariants after it.
 func (w *World) Apply(a Action) {
 	w.step++
-	w.sub = rand.New(rand.NewPCG(a.Sub, 0))
+	w.draws = newDraws(a.Sub, w.opts.KeyedDraws)
 	line := w.describe(a)
 	if line == "" {
 		return
@@ -638,10 +638,10 @@ func (w *World) editTool(name string, edit int64) {
 		}
 	case 2:
 		if t.Lookup {
-			spec.Idempotency.LookupDelay = &metav1.Duration{Duration: t.MaxLag * time.Duration(1+w.sub.IntN(3))}
+			spec.Idempotency.LookupDelay = &metav1.Duration{Duration: t.MaxLag * time.Duration(1+w.draws.IntN("lookup delay|"+name, 3))}
 		}
 		if t.Window > 0 {
-			spec.Idempotency.DedupeWindow = &metav1.Duration{Duration: t.Window / time.Duration(1+w.sub.IntN(2))}
+			spec.Idempotency.DedupeWindow = &metav1.Duration{Duration: t.Window / time.Duration(1+w.draws.IntN("dedupe window|"+name, 2))}
 		}
 	default:
 		cr.Spec = toolCR(t).Spec
