@@ -304,6 +304,7 @@ func init() {
 // NewWorld builds the world of a seed: a namespace, three tools (one of
 // each mode), the managers, and the workload's manifests.
 func NewWorld(opts Options) *World {
+	opts = opts.Swarmed()
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
 		epochs: map[string]int{}, began: map[string]time.Time{}, refs: map[string]string{}, committed: map[string]bool{},
