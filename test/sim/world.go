@@ -600,12 +600,13 @@ func (g gate) API(verb, name string, obj runtime.Object) error {
 		pr.apiErr = true
 		return ErrUnreachable
 	}
-	call := verb + " " + kindOf(obj) + " " + name
+	kind := kindOf(obj)
+	call := verb + " " + kind + " " + name
 	if w.opts.probe {
 		w.probe(pr, call)
 	}
 	if w.draws.Float64("freeze|"+pr.site()+"|"+call) < w.opts.FreezeRate {
-		w.freezeAt(pr, "before its "+verb+" of a "+kindOf(obj))
+		w.freezeAt(pr, "before its "+verb+" of a "+kind)
 		if pr.dead() || g.m.cutOff {
 			pr.apiErr = true
 			return ErrUnreachable
