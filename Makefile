@@ -77,7 +77,7 @@ SEEDS ?= 1000
 STEPS ?= 2000
 
 .PHONY: sim
-sim: ## Hunt for schedules that break the invariants: the real reconcilers in the simulator over SEEDS random seeds of STEPS steps.
+sim: ## Hunt for schedules that break the invariants: the real reconcilers in the simulator over SEEDS random seeds of STEPS steps, each a swarm run (SIM_FLAGS=-swarm=false: the default rates and weights).
 	go run ./test/sim/cmd/sim -seeds $(SEEDS) -steps $(STEPS) $(SIM_FLAGS)
 
 .PHONY: lint

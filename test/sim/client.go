@@ -165,7 +165,7 @@ func matchFields(idx map[string]client.IndexerFunc, obj client.Object, o *client
 // Gate stands between a manager and the API server: it may refuse a call
 // (the manager is cut off, or dead) or stop the caller there (a freeze).
 type Gate interface {
-	API(verb string, obj runtime.Object) error
+	API(verb, name string, obj runtime.Object) error
 }
 
 // ErrUnreachable is what a manager cut off from the API server gets.
@@ -193,14 +193,14 @@ func (c *Client) Reader() client.Reader { return apiReader{c} }
 type apiReader struct{ c *Client }
 
 func (r apiReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	if err := r.c.gate.API("get", obj); err != nil {
+	if err := r.c.gate.API("get", key.Name, obj); err != nil {
 		return err
 	}
 	return r.c.server.Get(objKey{Kind: kindOf(obj), NamespacedName: key}, obj)
 }
 
 func (r apiReader) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if err := r.c.gate.API("list", list); err != nil {
+	if err := r.c.gate.API("list", listSubject(opts), list); err != nil {
 		return err
 	}
 	var indexes map[string]map[string]client.IndexerFunc
@@ -210,11 +210,18 @@ func (r apiReader) List(_ context.Context, list client.ObjectList, opts ...clien
 	return listInto(r.c.server.objects, indexes, list, opts...)
 }
 
+// listSubject names what a list asks for, in the sites of the draws: two
+// lists of one kind with other selectors are other calls.
+func listSubject(opts []client.ListOption) string {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	return fmt.Sprintf("%s %v %v", o.Namespace, o.LabelSelector, o.FieldSelector)
+}
+
 func (c *Client) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
 	if c.cache == nil {
 		return c.Reader().Get(context.Background(), key, obj)
 	}
-	if err := c.gate.API("get (cache)", obj); err != nil {
+	if err := c.gate.API("get (cache)", key.Name, obj); err != nil {
 		return err
 	}
 	return c.cache.get(key, obj)
@@ -224,21 +231,21 @@ func (c *Client) List(_ context.Context, list client.ObjectList, opts ...client.
 	if c.cache == nil {
 		return c.Reader().List(context.Background(), list, opts...)
 	}
-	if err := c.gate.API("list (cache)", list); err != nil {
+	if err := c.gate.API("list (cache)", listSubject(opts), list); err != nil {
 		return err
 	}
 	return c.cache.list(list, opts...)
 }
 
 func (c *Client) Create(_ context.Context, obj client.Object, _ ...client.CreateOption) error {
-	if err := c.gate.API("create", obj); err != nil {
+	if err := c.gate.API("create", obj.GetName(), obj); err != nil {
 		return err
 	}
 	return c.server.Create(obj)
 }
 
 func (c *Client) Delete(_ context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if err := c.gate.API("delete", obj); err != nil {
+	if err := c.gate.API("delete", obj.GetName(), obj); err != nil {
 		return err
 	}
 	o := (&client.DeleteOptions{}).ApplyOptions(opts)
@@ -246,14 +253,14 @@ func (c *Client) Delete(_ context.Context, obj client.Object, opts ...client.Del
 }
 
 func (c *Client) Update(_ context.Context, obj client.Object, _ ...client.UpdateOption) error {
-	if err := c.gate.API("update", obj); err != nil {
+	if err := c.gate.API("update", obj.GetName(), obj); err != nil {
 		return err
 	}
 	return c.server.Update(obj, false)
 }
 
 func (c *Client) Patch(_ context.Context, obj client.Object, patch client.Patch, _ ...client.PatchOption) error {
-	if err := c.gate.API("patch", obj); err != nil {
+	if err := c.gate.API("patch", obj.GetName(), obj); err != nil {
 		return err
 	}
 	return c.server.Patch(obj, patch, false)
@@ -301,14 +308,14 @@ func (s statusWriter) Create(context.Context, client.Object, client.Object, ...c
 }
 
 func (s statusWriter) Update(_ context.Context, obj client.Object, _ ...client.SubResourceUpdateOption) error {
-	if err := s.c.gate.API("update status", obj); err != nil {
+	if err := s.c.gate.API("update status", obj.GetName(), obj); err != nil {
 		return err
 	}
 	return s.c.server.Update(obj, true)
 }
 
 func (s statusWriter) Patch(_ context.Context, obj client.Object, patch client.Patch, _ ...client.SubResourcePatchOption) error {
-	if err := s.c.gate.API("patch status", obj); err != nil {
+	if err := s.c.gate.API("patch status", obj.GetName(), obj); err != nil {
 		return err
 	}
 	return s.c.server.Patch(obj, patch, true)

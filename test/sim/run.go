@@ -32,6 +32,8 @@ import (
 
 // Result is what a run found.
 type Result struct {
+	// Options are the run's, with what a swarm run drew.
+	Options    Options
 	Seed       uint64
 	Steps      int
 	Violations []Violation
@@ -49,6 +51,7 @@ func (r Result) Failed() bool { return len(r.Violations) > 0 }
 // faults, then a quiet phase without them (every manager connected and
 // awake, tools answering), which checks liveness.
 func Run(opts Options) Result {
+	opts = opts.Swarmed()
 	w := NewWorld(opts)
 	defer w.Close()
 	rng := rand.New(rand.NewPCG(opts.Seed, 1))
@@ -59,17 +62,18 @@ func Run(opts Options) Result {
 		w.Apply(a)
 	}
 	schedule = append(schedule, w.quiet(rng)...)
-	return Result{Seed: opts.Seed, Steps: w.step, Violations: w.violations, Schedule: schedule, Story: w.story}
+	return Result{Options: opts, Seed: opts.Seed, Steps: w.step, Violations: w.violations, Schedule: schedule, Story: w.story}
 }
 
 // Replay runs a schedule as it is, skipping actions that no longer apply.
 func Replay(opts Options, schedule []Action) Result {
+	opts = opts.Swarmed()
 	w := NewWorld(opts)
 	defer w.Close()
 	for _, a := range schedule {
 		w.Apply(a)
 	}
-	return Result{Seed: opts.Seed, Steps: w.step, Violations: w.violations, Schedule: schedule, Story: w.story}
+	return Result{Options: opts, Seed: opts.Seed, Steps: w.step, Violations: w.violations, Schedule: schedule, Story: w.story}
 }
 
 // quietLimit is how long the quiet phase may take for every operation to
@@ -268,7 +272,7 @@ func Shrink(opts Options, failing Result) Result {
 // Tell is a result as a story a person can read.
 func (r Result) Tell() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d, %d steps\n", r.Seed, r.Steps)
+	fmt.Fprintf(&b, "%s; %d steps\n", r.Options.Summary(), r.Steps)
 	for _, line := range r.Story {
 		b.WriteString(line)
 		b.WriteByte('\n')

@@ -125,7 +125,7 @@ func (w *World) Plan(rng *rand.Rand) Action {
 		}
 	}
 	choices := append([]choice{
-		{40, func() bool {
+		{"reconcile", func() bool {
 			m := w.managers[rng.IntN(len(w.managers))]
 			ready := w.ready(m)
 			if len(ready) == 0 {
@@ -135,7 +135,7 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			a.Kind, a.Manager, a.Ctrl, a.Name = Reconcile, idx(w, m), r.ctrl, r.Name
 			return true
 		}},
-		{8, func() bool {
+		{"resume", func() bool {
 			m := w.managers[rng.IntN(len(w.managers))]
 			ps := slices.DeleteFunc(sortedRequests(m.parked), func(r request) bool {
 				return w.clock.Now().Before(m.parked[r].holdUntil)
@@ -147,7 +147,7 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			a.Kind, a.Manager, a.Ctrl, a.Name = Resume, idx(w, m), r.ctrl, r.Name
 			return true
 		}},
-		{20, func() bool {
+		{"sync", func() bool {
 			m := w.managers[rng.IntN(len(w.managers))]
 			if m.cache.Behind() == 0 {
 				return false
@@ -155,7 +155,7 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			a.Kind, a.Manager, a.N = Sync, idx(w, m), 1+rng.Int64N(int64(m.cache.Behind()))
 			return true
 		}},
-		{12, func() bool {
+		{"tick", func() bool {
 			a.Kind = Tick
 			switch p := rng.IntN(100); {
 			case p < 50:
@@ -177,11 +177,11 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			}
 			return a.N > 0
 		}},
-		{1, func() bool {
+		{"crash", func() bool {
 			a.Kind, a.Manager = Crash, rng.IntN(len(w.managers))
 			return true
 		}},
-		{2, func() bool {
+		{"cut", func() bool {
 			m := rng.IntN(len(w.managers))
 			a.Kind, a.Manager = Cut, m
 			if w.managers[m].cutOff {
@@ -189,43 +189,72 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			}
 			return true
 		}},
-		{2, func() bool {
+		{"collect", func() bool {
 			a.Kind = Collect
 			return len(w.server.Orphans()) > 0
 		}},
 	}, w.peopleChoices(rng, &a)...)
 	total := 0
 	for _, c := range choices {
-		total += c.weight
+		total += w.weight(c.name)
 	}
 	for range 50 {
 		n := rng.IntN(total)
 		for _, c := range choices {
-			if n < c.weight {
+			if n < w.weight(c.name) {
 				if c.fill() {
 					return a
 				}
 				break
 			}
-			n -= c.weight
+			n -= w.weight(c.name)
 		}
 	}
 	a.Kind, a.N = Tick, int64(time.Second)
 	return a
 }
 
-// choice is one kind of action the scheduler may draw, with its weight;
-// fill fills the action in and reports whether it applies now.
+// choice is one kind of action the scheduler may draw, named as in
+// baseWeights; fill fills the action in and reports whether it applies
+// now.
 type choice struct {
+	name string
+	fill func() bool
+}
+
+// baseWeights are the scheduler's kinds of action, in the order Plan
+// draws among them, and their weights. A swarm run never switches a
+// steady one off: without them nothing runs, or time stops.
+var baseWeights = []struct {
+	name   string
 	weight int
-	fill   func() bool
+	steady bool
+}{
+	{"reconcile", 40, true}, {"resume", 8, true}, {"sync", 20, true}, {"tick", 12, true},
+	{"crash", 1, false}, {"cut", 2, false}, {"collect", 2, false},
+	{"apply", 4, true}, {"delete", 1, false}, {"delete-in-review", 1, false}, {"reapply", 1, false},
+	{"delete-namespace", 1, false}, {"edit-tool", 1, false}, {"edit-ttl", 1, false},
+	{"resolve-saga", 2, false}, {"resolve", 3, false}, {"edit-ttl-in-review", 1, false},
+}
+
+// weight is the weight of a kind of action in this run.
+func (w *World) weight(name string) int {
+	if n, ok := w.opts.Weights[name]; ok {
+		return n
+	}
+	for _, b := range baseWeights {
+		if b.name == name {
+			return b.weight
+		}
+	}
+	panic("sim: no weight for " + name)
 }
 
 // peopleChoices are what people may do next (Plan draws among them and
 // the managers' and the clock's moves); each fills a.
 func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 	return []choice{
-		{4, func() bool {
+		{"apply", func() bool {
 			mf := w.manifests[rng.IntN(len(w.manifests))]
 			if w.exists(mf.GetName()) || (!w.opts.SecondLifetimes && w.forgotten(mf)) {
 				return false
@@ -233,7 +262,7 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 			a.Kind, a.Name = Apply, mf.GetName()
 			return true
 		}},
-		{1, func() bool {
+		{"delete", func() bool {
 			mf := w.manifests[rng.IntN(len(w.manifests))]
 			if !w.exists(mf.GetName()) {
 				return false
@@ -241,7 +270,7 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 			a.Kind, a.Name = Delete, mf.GetName()
 			return true
 		}},
-		{1, func() bool {
+		{"delete-in-review", func() bool {
 			// A person's reflex with an operation stuck in review: delete
 			// it, to apply its manifest again (an Apply, later).
 			var stuck []string
@@ -256,7 +285,7 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 			a.Kind, a.Name = Delete, stuck[rng.IntN(len(stuck))]
 			return true
 		}},
-		{1, func() bool {
+		{"reapply", func() bool {
 			mf, ok := w.manifests[rng.IntN(len(w.manifests))].(*v1.SideEffectOperation)
 			if !ok {
 				return false
@@ -267,7 +296,7 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 			a.Kind, a.Name = Reapply, mf.Name
 			return true
 		}},
-		{1, func() bool {
+		{"delete-namespace", func() bool {
 			// Rare: a namespace deleted with work in flight, about once
 			// in two runs.
 			if rng.IntN(40) != 0 || w.namespaceState() != namespaceActive {
@@ -276,12 +305,12 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 			a.Kind = DeleteNamespace
 			return true
 		}},
-		{1, func() bool {
+		{"edit-tool", func() bool {
 			names := []string{toolChat, toolDesk, toolPay}
 			a.Kind, a.Name, a.N = EditTool, names[rng.IntN(len(names))], rng.Int64N(4)
 			return true
 		}},
-		{1, func() bool {
+		{"edit-ttl", func() bool {
 			mf := w.manifests[rng.IntN(len(w.manifests))]
 			if !w.exists(mf.GetName()) {
 				return false
@@ -289,7 +318,7 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 			a.Kind, a.Name, a.N = EditTTL, mf.GetName(), rng.Int64N(int64(len(ttlEdits)))
 			return true
 		}},
-		{2, func() bool {
+		{"resolve-saga", func() bool {
 			sagas := w.sagasWaiting()
 			if len(sagas) == 0 {
 				return false
@@ -301,7 +330,7 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 			}
 			return true
 		}},
-		{3, func() bool {
+		{"resolve", func() bool {
 			waiting := w.inReview()
 			if len(waiting) == 0 {
 				return false
@@ -312,7 +341,7 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 			}
 			return true
 		}},
-		{1, func() bool {
+		{"edit-ttl-in-review", func() bool {
 			// A person edits an operation that waits in review, not its
 			// resolution: kubectl edit (or a GitOps apply of a manifest
 			// whose TTL changed) sets a TTL so that it goes once decided.
@@ -411,7 +440,7 @@ func (w *World) inReview() []string {
 // left out may find it does not), and checks the invariants after it.
 func (w *World) Apply(a Action) {
 	w.step++
-	w.sub = rand.New(rand.NewPCG(a.Sub, 0))
+	w.draws = newDraws(a.Sub, w.opts.KeyedDraws)
 	line := w.describe(a)
 	if line == "" {
 		return
@@ -638,10 +667,10 @@ func (w *World) editTool(name string, edit int64) {
 		}
 	case 2:
 		if t.Lookup {
-			spec.Idempotency.LookupDelay = &metav1.Duration{Duration: t.MaxLag * time.Duration(1+w.sub.IntN(3))}
+			spec.Idempotency.LookupDelay = &metav1.Duration{Duration: t.MaxLag * time.Duration(1+w.draws.IntN("lookup delay|"+name, 3))}
 		}
 		if t.Window > 0 {
-			spec.Idempotency.DedupeWindow = &metav1.Duration{Duration: t.Window / time.Duration(1+w.sub.IntN(2))}
+			spec.Idempotency.DedupeWindow = &metav1.Duration{Duration: t.Window / time.Duration(1+w.draws.IntN("dedupe window|"+name, 2))}
 		}
 	default:
 		cr.Spec = toolCR(t).Spec

@@ -27,11 +27,12 @@ import (
 
 // TestSeedsReplayBitForBit: a seed draws the same schedule and the same
 // story every time, and its schedule, replayed, tells the story again: a
-// failing seed reproduces, and a shrunk schedule stands for it.
+// failing seed reproduces, and a shrunk schedule stands for it. Seed 3 is
+// a swarm run.
 func TestSeedsReplayBitForBit(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		opts := DefaultOptions(seed)
-		opts.Steps = 600
+		opts.Steps, opts.Swarm = 600, seed == 3
 		first, second := Run(opts), Run(opts)
 		if diff := cmp.Diff(first.Story, second.Story); diff != "" {
 			t.Fatalf("seed %d: two runs differ (-first, +second):\n%s", seed, diff)
@@ -43,6 +44,28 @@ func TestSeedsReplayBitForBit(t *testing.T) {
 		if len(first.Story) < opts.Steps {
 			t.Errorf("seed %d: a story of %d lines for %d steps", seed, len(first.Story), opts.Steps)
 		}
+	}
+}
+
+// TestSwarmStoryReplays: a story saved from a swarm run keeps the rates
+// and weights the run drew, and tells the run's story again.
+func TestSwarmStoryReplays(t *testing.T) {
+	opts := DefaultOptions(5)
+	opts.Steps, opts.Swarm = 400, true
+	r := Run(opts)
+	path := filepath.Join(t.TempDir(), "story.json")
+	if err := SaveStory(path, r.Options, r); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadStory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Options.Weights == nil || s.Options.Summary() != r.Options.Summary() {
+		t.Fatalf("the story keeps %q, the run drew %q", s.Options.Summary(), r.Options.Summary())
+	}
+	if diff := cmp.Diff(r.Story, Replay(s.Options, s.Schedule).Story); diff != "" {
+		t.Fatalf("the saved story tells another story (-run, +replay):\n%s", diff)
 	}
 }
 
@@ -71,6 +94,12 @@ func TestStories(t *testing.T) {
 // so never flaky, and within a minute on the shared CI machine.
 const huntSeeds = 100
 
+// swarmSeeds is how many of them, the last, draw their fault rates and
+// the weights of their kinds of action from the seed (Options.Swarm), in
+// place of the defaults: other mixes of faults and people, in the same
+// time.
+const swarmSeeds = 50
+
 // lyingSeeds is how many of them it hunts again with Options.Lies.
 const lyingSeeds = 30
 
@@ -79,8 +108,8 @@ const lyingSeeds = 30
 const secondLifetimeSeeds = 50
 
 // TestHunt is the bounded hunt make test runs: seeds 1 to huntSeeds, each
-// of DefaultOptions' steps and its quiet phase, every invariant checked
-// after every step. A failure prints the shrunk story; make sim hunts
+// of DefaultOptions' steps and its quiet phase, the last swarmSeeds of
+// them swarm runs, every invariant checked after every step. A failure prints the shrunk story; make sim hunts
 // further, over random seeds.
 func TestHunt(t *testing.T) {
 	if testing.Short() {
@@ -89,10 +118,11 @@ func TestHunt(t *testing.T) {
 	began, steps := time.Now(), 0
 	for seed := uint64(1); seed <= huntSeeds; seed++ {
 		opts := DefaultOptions(seed)
+		opts.Swarm = seed > huntSeeds-swarmSeeds
 		r := Run(opts)
 		steps += r.Steps
 		if r.Failed() {
-			t.Fatalf("seed %d: %s\n\nshrunk:\n%s", seed, r.Violations[0], Shrink(opts, r).Tell())
+			t.Fatalf("%s: %s\n\nshrunk:\n%s", r.Options.Summary(), r.Violations[0], Shrink(opts, r).Tell())
 		}
 	}
 	// Then the world where a searchable tool's index lags past its
@@ -122,6 +152,6 @@ func TestHunt(t *testing.T) {
 		}
 	}
 	d := time.Since(began)
-	t.Logf("%d seeds, %d with lies, %d with second lifetimes, %d steps in %s: %.0f steps/s", huntSeeds, lyingSeeds,
-		secondLifetimeSeeds, steps, d.Round(time.Millisecond), float64(steps)/d.Seconds())
+	t.Logf("%d seeds (%d swarm), %d with lies, %d with second lifetimes, %d steps in %s: %.0f steps/s", huntSeeds,
+		swarmSeeds, lyingSeeds, secondLifetimeSeeds, steps, d.Round(time.Millisecond), float64(steps)/d.Seconds())
 }

@@ -277,13 +277,14 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		w.note("%s: the claim's fence stops it: %v", what, err)
 		return nil, err
 	}
-	if w.opts.FreezeInKernel && pr != nil && w.sub.Float64() < w.opts.FreezeRate {
+	if kernel := "with " + what + " in the kernel's buffer"; w.opts.FreezeInKernel && pr != nil &&
+		w.draws.Float64("freeze|"+pr.site()+"|"+kernel) < w.opts.FreezeRate {
 		// Bytes in the kernel's buffer leave even while the process is
 		// frozen, or after it died: nothing the manager checks can stop
 		// them any more.
-		w.freezeAt(pr, "with "+what+" in the kernel's buffer")
+		w.freezeAt(pr, kernel)
 	}
-	f := w.drawFault(pr)
+	f := w.drawFault(pr, what)
 	if f == faultRefused {
 		w.note("%s: %s", what, faultNames[f])
 		return nil, errors.New("dial tcp 10.0.0.9:443: connect: connection refused")
@@ -363,7 +364,7 @@ func (w *World) sink(req *http.Request) (*http.Response, error) {
 	if err := req.Context().Err(); err != nil {
 		return nil, err
 	}
-	f := w.drawFault(pr)
+	f := w.drawFault(pr, "deliver "+req.Header.Get("Ce-Id"))
 	if f == faultRefused {
 		return nil, errors.New("dial tcp 10.0.0.7:443: connect: connection refused")
 	}

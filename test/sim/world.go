@@ -20,7 +20,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -84,11 +83,29 @@ type Options struct {
 	// record; from then on it must stop saying "no effect" (I11). Off
 	// by default: it adds draws to every schedule.
 	Lies bool
+	// KeyedDraws draws each decision inside an action at its own site
+	// (draws), so that a change to the calls a pass makes leaves the
+	// other decisions as they were. Stories saved before it existed lack
+	// it, and replay with the single stream they were found with.
+	KeyedDraws bool
+	// Swarm draws the run's FreezeRate, FaultRate and Weights from its
+	// seed (Swarmed), so that a hunt meets worlds of many shapes: few
+	// faults and many people, no crashes, freezes everywhere.
+	Swarm bool
+	// Weights are the scheduler's weights of its kinds of action, by the
+	// names in baseWeights; a kind missing here has its base weight. A
+	// swarm run keeps what it drew here.
+	Weights map[string]int `json:",omitempty"`
+
+	// probe makes every API call of a pass draw at a site of its own, and
+	// tell it (probeMark): the test that draws do not drift.
+	probe bool
 }
 
 // DefaultOptions are what make test and make sim run with.
 func DefaultOptions(seed uint64) Options {
-	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25, FrozenTimers: true}
+	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25, FrozenTimers: true,
+		KeyedDraws: true}
 }
 
 // The workload's tools and their operations: a charge, and the refund that
@@ -126,9 +143,9 @@ type World struct {
 	// people is how people reach the API server: kubectl, through no
 	// cache and no gate.
 	people *Client
-	// sub draws the decisions inside the current action: where a pass
+	// draws are the decisions inside the current action: where a pass
 	// freezes, what a request meets.
-	sub *rand.Rand
+	draws *draws
 
 	step   int
 	story  []string
@@ -247,6 +264,15 @@ type passRun struct {
 
 func (p *passRun) dead() bool { return p.incarnation != p.m.incarnation }
 
+// site names the pass in the sites of its draws: its manager and its
+// request (not the incarnation: a crash does not rename what is drawn).
+func (p *passRun) site() string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s|%s %s", p.m.Name, p.req.ctrl, p.req.NamespacedName)
+}
+
 type yieldMsg struct {
 	pr   *passRun
 	done bool
@@ -278,10 +304,11 @@ func init() {
 // NewWorld builds the world of a seed: a namespace, three tools (one of
 // each mode), the managers, and the workload's manifests.
 func NewWorld(opts Options) *World {
+	opts = opts.Swarmed()
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
 		epochs: map[string]int{}, began: map[string]time.Time{}, refs: map[string]string{}, committed: map[string]bool{},
-		licenses: map[string]int{}, vouched: map[types.UID]string{}, stepCommitted: map[string]bool{}, answered: map[types.UID][]string{}, wiped: map[int]bool{}, sub: rand.New(rand.NewPCG(opts.Seed, 0))}
+		licenses: map[string]int{}, vouched: map[types.UID]string{}, stepCommitted: map[string]bool{}, answered: map[types.UID][]string{}, wiped: map[int]bool{}, draws: newDraws(opts.Seed, opts.KeyedDraws)}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
 	w.people = NewClient(w.server, nil, gate{})
@@ -492,7 +519,7 @@ func (w *World) jitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	return time.Duration(w.sub.Int64N(int64(d) + 1))
+	return time.Duration(w.draws.Int64N("jitter|"+w.running.site(), int64(d)+1))
 }
 
 // enqueue adds a request, due after d; an earlier due time stays.
@@ -560,7 +587,7 @@ func (m *Manager) changed(k objKey, old, cur client.Object) {
 // gate is a manager's connection to the API server.
 type gate struct{ m *Manager }
 
-func (g gate) API(verb string, obj runtime.Object) error {
+func (g gate) API(verb, name string, obj runtime.Object) error {
 	if g.m == nil {
 		return nil
 	}
@@ -573,8 +600,13 @@ func (g gate) API(verb string, obj runtime.Object) error {
 		pr.apiErr = true
 		return ErrUnreachable
 	}
-	if w.sub.Float64() < w.opts.FreezeRate {
-		w.freezeAt(pr, "before its "+verb+" of a "+kindOf(obj))
+	kind := kindOf(obj)
+	call := verb + " " + kind + " " + name
+	if w.opts.probe {
+		w.probe(pr, call)
+	}
+	if w.draws.Float64("freeze|"+pr.site()+"|"+call) < w.opts.FreezeRate {
+		w.freezeAt(pr, "before its "+verb+" of a "+kind)
 		if pr.dead() || g.m.cutOff {
 			pr.apiErr = true
 			return ErrUnreachable
@@ -592,13 +624,23 @@ func (w *World) toolGate(pr *passRun, where string) error {
 	if pr.dead() {
 		return ErrUnreachable
 	}
-	if w.sub.Float64() < w.opts.FreezeRate {
+	if w.draws.Float64("freeze|"+pr.site()+"|"+where) < w.opts.FreezeRate {
 		w.freezeAt(pr, where)
 		if pr.dead() {
 			return ErrUnreachable
 		}
 	}
 	return nil
+}
+
+// probeMark begins the story's lines of Options.probe.
+const probeMark = "probe:"
+
+// probe draws at a site that exists for Options.probe alone, as a call a
+// pass did not make before would, and tells the draw.
+func (w *World) probe(pr *passRun, call string) {
+	site := "probe|" + pr.site() + "|" + call
+	w.note("%s %s draws %.3f", probeMark, site, w.draws.Float64(site))
 }
 
 // freezeAt stops the running pass until the scheduler resumes it. It runs
@@ -612,12 +654,13 @@ func (w *World) freezeAt(pr *passRun, where string) {
 	<-pr.resume
 }
 
-// drawFault decides what a request meets.
-func (w *World) drawFault(pr *passRun) fault {
-	if pr == nil || w.sub.Float64() >= w.opts.FaultRate {
+// drawFault decides what a request meets; what names the request.
+func (w *World) drawFault(pr *passRun, what string) fault {
+	site := pr.site() + "|" + what
+	if pr == nil || w.draws.Float64("fault|"+site) >= w.opts.FaultRate {
 		return faultNone
 	}
-	return fault(1 + w.sub.IntN(5))
+	return fault(1 + w.draws.IntN("fault kind|"+site, 5))
 }
 
 // recordEffect adds an effect to the ledger.
@@ -627,10 +670,12 @@ func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 		At: w.clock.Now(), Epoch: w.epochs[ref], Namespace: w.namespaces}
 	e.Visible = e.At
 	if t.Lookup && t.MaxLag > 0 {
-		e.Visible = e.At.Add(time.Duration(w.sub.Int64N(int64(t.MaxLag) + 1)))
-		if w.opts.Lies && w.sub.IntN(4) == 0 {
+		// The effect's own names, not its id: ids count every effect.
+		site := t.Name + endpoint + "|" + key + "|" + ref
+		e.Visible = e.At.Add(time.Duration(w.draws.Int64N("visible|"+site, int64(t.MaxLag)+1)))
+		if w.opts.Lies && w.draws.IntN("hidden|"+site, 4) == 0 {
 			e.Hidden = true
-			e.Visible = e.At.Add(t.MaxLag*4 + time.Duration(w.sub.Int64N(int64(10*time.Minute))))
+			e.Visible = e.At.Add(t.MaxLag*4 + time.Duration(w.draws.Int64N("hidden for|"+site, int64(10*time.Minute))))
 		}
 	}
 	if pr := w.running; pr != nil {
@@ -749,7 +794,7 @@ func (w *World) resume(pr *passRun) {
 	// pass does next: the scheduler decides which comes first.
 	late := pr.timers
 	pr.timers = nil
-	first := len(late) > 0 && w.sub.IntN(2) == 0
+	first := len(late) > 0 && w.draws.IntN("timers|"+pr.site(), 2) == 0
 	if first {
 		w.note("the timers of %s's pass of %s fire as it wakes", pr.m.Name, pr.req)
 		for _, f := range late {
@@ -776,8 +821,9 @@ func (w *World) await(pr *passRun) {
 		// three lasts minutes (a stopped process, a stalled node), long
 		// enough for the others to take over.
 		pr.holdUntil = time.Time{}
-		if w.sub.IntN(3) == 0 {
-			pr.holdUntil = w.clock.Now().Add(time.Duration(1+w.sub.IntN(600)) * time.Second)
+		site := pr.site() + "|" + pr.point
+		if w.draws.IntN("hold|"+site, 3) == 0 {
+			pr.holdUntil = w.clock.Now().Add(time.Duration(1+w.draws.IntN("hold for|"+site, 600)) * time.Second)
 		}
 		pr.m.parked[pr.req] = pr
 		w.note("manager %s freezes in its pass of %s, %s", pr.m.Name, pr.req, pr.point)

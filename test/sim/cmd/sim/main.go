@@ -20,6 +20,7 @@ limitations under the License.
 //
 //	go run ./test/sim/cmd/sim -seeds 1000 -steps 2000     # random seeds
 //	go run ./test/sim/cmd/sim -seed 42 -steps 2000        # one seed, again
+//	go run ./test/sim/cmd/sim -swarm=false                # every seed with the default rates and weights
 package main
 
 import (
@@ -40,17 +41,24 @@ func main() {
 	first := flag.Uint64("first", 0, "the first of -seeds consecutive seeds (0: random)")
 	again := flag.Bool("second-lifetimes", false, "let a run outlast the records' retention, and people apply a manifest again after its scope was forgotten")
 	timers := flag.Bool("frozen-timers", true, "a frozen pass's timers fire only when it runs again, as a stopped process's (false: on time)")
-	freezeRate := flag.Float64("freeze-rate", sim.DefaultOptions(0).FreezeRate, "the chance that a manager freezes at each call it makes")
+	freezeRate := flag.Float64("freeze-rate", sim.DefaultOptions(0).FreezeRate, "the chance that a manager freezes at each call it makes (given, it holds in swarm runs too)")
+	swarm := flag.Bool("swarm", true, "draw each seed's freeze and fault rates and the weights of its kinds of action from the seed")
 	lies := flag.Bool("lies", false, "let a searchable tool's index fall behind its declared lookup delay, and add an operation of one attempt")
 	kernel := flag.Bool("freeze-in-kernel", false, "also freeze a manager after its last check, with the request's bytes already leaving")
 	keepGoing := flag.Bool("keep-going", false, "count every failing seed instead of stopping at the first")
 	save := flag.String("save", "", "write each shrunk failing schedule to this folder, as seed-N.json")
 	flag.Parse()
+	freezeGiven := false
+	flag.Visit(func(f *flag.Flag) { freezeGiven = freezeGiven || f.Name == "freeze-rate" })
 
 	opts := func(s uint64) sim.Options {
 		o := sim.DefaultOptions(s)
 		o.Steps, o.FreezeInKernel, o.SecondLifetimes = *steps, *kernel, *again
-		o.FrozenTimers, o.Lies, o.FreezeRate = *timers, *lies, *freezeRate
+		o.FrozenTimers, o.Lies, o.FreezeRate, o.Swarm = *timers, *lies, *freezeRate, *swarm
+		o = o.Swarmed()
+		if freezeGiven {
+			o.FreezeRate = *freezeRate
+		}
 		return o
 	}
 	list := []uint64{*seed}
@@ -66,6 +74,8 @@ func main() {
 	}
 	if len(list) > 1 {
 		fmt.Printf("seeds %d to %d, %d steps each and a quiet phase\n", list[0], list[len(list)-1], *steps)
+	} else {
+		fmt.Println(opts(list[0]).Summary())
 	}
 	began := time.Now()
 	total, failed := 0, 0
@@ -76,7 +86,7 @@ func main() {
 			continue
 		}
 		failed++
-		fmt.Printf("seed %d fails at step %d (%d steps into the hunt): %s\n", s, r.Violations[0].Step,
+		fmt.Printf("%s: fails at step %d (%d steps into the hunt): %s\n", r.Options.Summary(), r.Violations[0].Step,
 			total-r.Steps+r.Violations[0].Step, r.Violations[0])
 		short := sim.Shrink(opts(s), r)
 		fmt.Printf("shrunk to %d actions:\n%s\n", len(short.Schedule), short.Tell())
