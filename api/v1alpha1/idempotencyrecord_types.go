@@ -104,6 +104,13 @@ type RecordAttempt struct {
 	// tool's dedupe window runs from the key's first request.
 	// +optional
 	StartedTime *metav1.Time `json:"startedTime,omitempty"`
+
+	// attempts the owner had made when it was deleted: the unsettled
+	// attempt is the last of them. A late answer to that attempt settles
+	// it in the record; one to an earlier attempt may name a second
+	// effect. Zero in a record kept before it was written: unknown.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
 }
 
 // RecordOwner names the operation that owns a scope.

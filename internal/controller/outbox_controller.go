@@ -135,9 +135,15 @@ func (r *OutboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	// Due in the cache: confirm it on the object itself, which the
-	// conditional write below is made against.
+	// conditional write below is made against. Another UID under the name
+	// is another object: the cache's is gone, and the new one's own
+	// changes bring it here.
+	uid := obj.GetUID()
 	if err := r.APIReader.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if obj.GetUID() != uid {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	entries := r.kind.entries(obj)
 	due, wait := outbox.Due(*entries, r.Clock.Now())

@@ -339,7 +339,12 @@ func (r *SagaReconciler) readResults(ctx context.Context, ops map[string]*v1.Sid
 			continue
 		}
 		read := &v1.SideEffectOperation{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), read); err != nil {
+		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), read)
+		if err == nil && read.UID != op.UID {
+			// Another object under the name: not the step's result.
+			err = fmt.Errorf("operation %s (uid %s) is gone; uid %s has its name now", op.Name, op.UID, read.UID)
+		}
+		if err != nil {
 			// Gone meanwhile, too: the cache will show it, and the saga
 			// decides again on what its checkpoint holds.
 			return fmt.Errorf("reading the result of step %s from operation %s: %w", ss.Name, op.Name, err)

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -159,8 +158,12 @@ func (r *SideEffectOperationReconciler) renew(p *pass, op *v1.SideEffectOperatio
 			p.log.Error(err, "Renewing the claim failed")
 			return op, true
 		}
-		fresh := &v1.SideEffectOperation{}
-		if err := r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+		fresh, err := r.readOp(p.ctx, op)
+		if apierrors.IsNotFound(err) {
+			// Gone, or another object under its name: not this claim.
+			return op, false
+		}
+		if err != nil {
 			return op, true
 		}
 		if !a.claimHeld(fresh.Status, r.Holder) {

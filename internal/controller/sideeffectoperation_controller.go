@@ -129,8 +129,15 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		return ctrl.Result{}, nil
 	}
 	op := &v1.SideEffectOperation{}
-	if err := r.Get(ctx, req.NamespacedName, op); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	err := r.Get(ctx, req.NamespacedName, op)
+	if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, err
+	}
+	if err != nil {
+		op = &v1.SideEffectOperation{}
+	}
+	if err := r.answerOrphans(ctx, req.NamespacedName, op.UID); err != nil || op.UID == "" {
+		return ctrl.Result{}, err
 	}
 	if !op.DeletionTimestamp.IsZero() {
 		// A deleted operation never claims; its outcome goes to its
@@ -170,8 +177,8 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		}
 		// Not reached while the limit holds (such an operation never left
 		// Planned); read the parameters past the cache.
-		fresh := &v1.SideEffectOperation{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+		fresh, err := r.readOp(ctx, op)
+		if err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		op = fresh

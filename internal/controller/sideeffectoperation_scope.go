@@ -293,10 +293,21 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 	if !controllerutil.ContainsFinalizer(op, v1.FinalizerRecord) {
 		return ctrl.Result{}, nil
 	}
-	// The cache may not have the last status write yet.
-	fresh := &v1.SideEffectOperation{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	// The cache may not have the last status write yet. The release acts
+	// on the object it was decided for, never on another of its name: a
+	// cache that still shows a deleted operation would otherwise release
+	// the live one made again under the name (delete the record it bound,
+	// remove its finalizer).
+	fresh, err := r.readOp(ctx, op)
+	if apierrors.IsNotFound(err) {
+		// Released already: an answer held for it goes to its record.
+		return ctrl.Result{}, r.answerHeldGone(ctx, op.UID)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if fresh.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(fresh, v1.FinalizerRecord) {
+		return ctrl.Result{}, nil
 	}
 	p := r.newPass(ctx, fresh)
 	if err := p.identify(); err == nil {
@@ -359,7 +370,8 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 		o := outcomeOf(p.op, p.env.Now)
 		own.Outcome = &o
 	} else if st.Attempts > 0 {
-		own.Attempt = &v1.RecordAttempt{Mode: st.IdempotencyMode, Promise: st.Promise, StartedTime: st.StartedTime}
+		own.Attempt = &v1.RecordAttempt{Mode: st.IdempotencyMode, Promise: st.Promise, StartedTime: st.StartedTime,
+			Attempts: st.Attempts}
 	}
 	var cur *v1.IdempotencyRecordSpec
 	if rec != nil {

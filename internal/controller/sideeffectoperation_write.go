@@ -19,9 +19,11 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -78,8 +80,7 @@ func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Re
 		// The cache may lag behind the claim: ask the API server.
 		fresh, err := r.fresh(p)
 		if err != nil {
-			r.keepPending(p, a)
-			return reconcile.Result{}, err
+			return reconcile.Result{}, r.keepOrAnswerGone(p, a, err)
 		}
 		p.adopt(fresh)
 		p.st = *fresh.Status.DeepCopy()
@@ -102,9 +103,14 @@ func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Re
 // fresh, whose drive writes the answer as the attempt's outcome.
 func (r *SideEffectOperationReconciler) writeHeldAnswer(ctx context.Context, op *v1.SideEffectOperation) (
 	fresh *v1.SideEffectOperation, done bool, err error) {
-	fresh = &v1.SideEffectOperation{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
-		return nil, true, client.IgnoreNotFound(err)
+	fresh, err = r.readOp(ctx, op)
+	if apierrors.IsNotFound(err) {
+		// Gone, or another object under its name: the answer goes to the
+		// scope's record, never into that object.
+		return nil, true, r.answerHeldGone(ctx, op.UID)
+	}
+	if err != nil {
+		return nil, true, err
 	}
 	p := r.newPass(ctx, fresh)
 	a := r.takePending(p)
@@ -140,19 +146,70 @@ func (r *SideEffectOperationReconciler) writeAnswerWithoutTool(p *pass, a *answe
 	return err
 }
 
+// heldAnswer is an answer kept for a later pass, with the operation it
+// answers as the pass that kept it read it: if that object goes, the
+// answer still knows its scope, and is written into the scope's record.
+type heldAnswer struct {
+	op *v1.SideEffectOperation
+	a  *answer
+}
+
 // keepPending remembers an answer whose write failed for a reason other
 // than a conflict (the API server was unreachable, say), so that the next
-// pass writes it rather than treating the attempt as unknown.
+// pass writes it rather than treating the attempt as unknown. It is kept
+// by the operation's UID: an object made again under the name is another
+// operation, which never takes it (answerOrphans).
 func (r *SideEffectOperationReconciler) keepPending(p *pass, a *answer) {
-	r.pending.Store(p.op.UID, a)
+	r.pending.Store(p.op.UID, &heldAnswer{op: p.op.DeepCopy(), a: a})
 }
 
 // takePending returns the remembered answer, if any, and forgets it.
 func (r *SideEffectOperationReconciler) takePending(p *pass) *answer {
 	if v, ok := r.pending.LoadAndDelete(p.op.UID); ok {
-		return v.(*answer)
+		return v.(*heldAnswer).a
 	}
 	return nil
+}
+
+// answerOrphans writes the answers this manager holds for operations named
+// key that are gone: cur is the UID the cache shows under the name now
+// (empty: none). An operation's cache entry goes only after the object
+// did, so any other UID under the name is gone from the API server. Each
+// answer goes to its scope's record (answerGone); one whose write fails is
+// kept, and the error brings the name back.
+func (r *SideEffectOperationReconciler) answerOrphans(ctx context.Context, key client.ObjectKey, cur types.UID) error {
+	var errs []error
+	r.pending.Range(func(k, v any) bool {
+		h := v.(*heldAnswer)
+		if k.(types.UID) != cur && client.ObjectKeyFromObject(h.op) == key {
+			errs = append(errs, r.answerHeldGone(ctx, k.(types.UID)))
+		}
+		return true
+	})
+	return errors.Join(errs...)
+}
+
+// answerHeldGone writes the answer held for the operation uid, which is
+// gone, into its scope's record; nothing if none is held.
+func (r *SideEffectOperationReconciler) answerHeldGone(ctx context.Context, uid types.UID) error {
+	v, ok := r.pending.LoadAndDelete(uid)
+	if !ok {
+		return nil
+	}
+	h := v.(*heldAnswer)
+	return r.answerGone(r.newPass(ctx, h.op), h.a)
+}
+
+// keepOrAnswerGone handles a read or write of the pass's operation that
+// failed with err while it holds the answer a: the operation being gone
+// (NotFound: deleted, or another object under its name) sends the answer
+// to the scope's record; any other error keeps it for the next pass.
+func (r *SideEffectOperationReconciler) keepOrAnswerGone(p *pass, a *answer, err error) error {
+	if apierrors.IsNotFound(err) {
+		return r.answerGone(p, a)
+	}
+	r.keepPending(p, a)
+	return err
 }
 
 // writeFenced writes the decision that follows a call's answer. If the
@@ -166,14 +223,13 @@ func (r *SideEffectOperationReconciler) writeFenced(p *pass, d protocol.Decision
 		err := r.writeStatus(p, d)
 		if !apierrors.IsConflict(err) {
 			if err != nil {
-				r.keepPending(p, a)
+				return protocol.Decision{Action: protocol.ActionWait}, r.keepOrAnswerGone(p, a, err)
 			}
-			return d, err
+			return d, nil
 		}
 		fresh, err := r.fresh(p)
 		if err != nil {
-			r.keepPending(p, a)
-			return d, err
+			return protocol.Decision{Action: protocol.ActionWait}, r.keepOrAnswerGone(p, a, err)
 		}
 		p.adopt(fresh)
 		if !a.claimHeld(fresh.Status, r.Holder) {
@@ -189,10 +245,27 @@ func (r *SideEffectOperationReconciler) writeFenced(p *pass, d protocol.Decision
 	return d, errors.New("outcome write kept losing to newer versions; it will be retried")
 }
 
-// fresh reads the pass's operation from the API server, past the cache.
+// fresh reads the pass's operation from the API server, past the cache,
+// bound to its UID (readOp).
 func (r *SideEffectOperationReconciler) fresh(p *pass) (*v1.SideEffectOperation, error) {
-	op := &v1.SideEffectOperation{}
-	return op, r.APIReader.Get(p.ctx, client.ObjectKeyFromObject(p.op), op)
+	return r.readOp(p.ctx, p.op)
+}
+
+// readOp reads op from the API server, past the cache. A name is not an
+// identity: an object deleted and made again under its name is another
+// operation, with another scope perhaps, whose status no decision about op
+// may touch. So another UID under the name reads as NotFound: op is gone.
+func (r *SideEffectOperationReconciler) readOp(ctx context.Context, op *v1.SideEffectOperation) (
+	*v1.SideEffectOperation, error) {
+	fresh := &v1.SideEffectOperation{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+		return nil, err
+	}
+	if op.UID != "" && fresh.UID != op.UID {
+		return nil, apierrors.NewNotFound(v1.GroupVersion.WithResource("sideeffectoperations").GroupResource(),
+			fmt.Sprintf("%s (uid %s; the name is another object's now)", op.Name, op.UID))
+	}
+	return fresh, nil
 }
 
 // keepEvidence writes what a worker learned after its claim moved on, as
@@ -216,21 +289,16 @@ func (r *SideEffectOperationReconciler) keepEvidence(p *pass, a *answer) error {
 		err := r.writeStatus(p, d)
 		if !apierrors.IsConflict(err) {
 			if err != nil {
-				// Kept for the next pass: an answer in hand is never
-				// dropped (I12).
-				r.keepPending(p, a)
+				// Kept for the next pass, or written into the scope's
+				// record if the operation is gone: an answer in hand is
+				// never dropped (I12).
+				return r.keepOrAnswerGone(p, a, err)
 			}
-			return err
-		}
-		fresh, err := r.fresh(p)
-		if apierrors.IsNotFound(err) {
-			// The operation is gone, finalizer and all: nothing is left
-			// to write the answer in.
 			return nil
 		}
+		fresh, err := r.fresh(p)
 		if err != nil {
-			r.keepPending(p, a)
-			return err
+			return r.keepOrAnswerGone(p, a, err)
 		}
 		p.adopt(fresh)
 	}

@@ -31,6 +31,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/metrics"
+	"github.com/once-dev/once/internal/outbox"
 )
 
 // An ended operation or saga goes when its spec.ttlSecondsAfterFinished has
@@ -119,7 +120,9 @@ func expire(ctx context.Context, c client.Client, kind string, obj client.Object
 // expireOperation deletes an ended operation whose TTL ran out. A step of a
 // saga is left to its saga, and an operation that still needs its
 // finalizer (keepFinalizer adds it) waits for it: its outcome must reach
-// its scope's record when it goes.
+// its scope's record when it goes. One with an announcement still to
+// deliver (status.outbox in Pending) waits for the relay: the outbox lives
+// in the object, and deleting it would drop the announcement (I15).
 func (r *SideEffectOperationReconciler) expireOperation(ctx context.Context, op *v1.SideEffectOperation) (
 	ctrl.Result, error) {
 	if !keepsOwnTTL(op) || !r.Shards.OwnsObject(op) {
@@ -129,6 +132,11 @@ func (r *SideEffectOperationReconciler) expireOperation(ctx context.Context, op 
 		// The finalizer's write brings the operation back.
 		return ctrl.Result{}, nil
 	}
+	if outbox.Pending(op.Status.Outbox) {
+		// Its announcements go first (I15): the relay's write of the
+		// last one changes the object, which wakes this pass again.
+		return ctrl.Result{}, nil
+	}
 	return expire(ctx, r.Client, "SideEffectOperation", op, op.Spec.TTLSecondsAfterFinished,
 		finishedTime(op.Status.CompletionTime, op.Status.Conditions), r.Clock.Now())
 }
@@ -136,7 +144,9 @@ func (r *SideEffectOperationReconciler) expireOperation(ctx context.Context, op 
 // expireSaga deletes an ended saga whose TTL ran out; the garbage collector
 // deletes its operations, whose finalizers keep their outcomes.
 func (r *SagaReconciler) expireSaga(ctx context.Context, s *v1.Saga) (ctrl.Result, error) {
-	if s.Spec.TTLSecondsAfterFinished == nil || !r.Shards.OwnsObject(s) {
+	if s.Spec.TTLSecondsAfterFinished == nil || !r.Shards.OwnsObject(s) || outbox.Pending(s.Status.Outbox) {
+		// A pending announcement is delivered (or given up) first: the
+		// relay's write wakes the saga again.
 		return ctrl.Result{}, nil
 	}
 	return expire(ctx, r.Client, "Saga", s, s.Spec.TTLSecondsAfterFinished,

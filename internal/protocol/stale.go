@@ -18,8 +18,11 @@ package protocol
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
@@ -122,4 +125,80 @@ func ReadyReason(st v1.SideEffectOperationStatus) string {
 		return c.Reason
 	}
 	return ""
+}
+
+// StaleForRecord decides what a late answer does once its operation is
+// gone (deleted, or another object under its name now): the answer can
+// only go into the scope's record rec (nil if there is none), and only
+// where the record still speaks for that operation, self. next is the
+// record's new spec, nil if nothing is written; the verdict is Stale's:
+// LateSecondEffect is raised at once, whether or not next is written.
+//
+//   - rec names self as its owner and holds its last attempt as unknown:
+//     an answer to that attempt that names an effect commits it there, as
+//     Stale commits a status still about that attempt, so that the next
+//     operation of the scope reports it instead of reconciling. One to an
+//     earlier attempt, or to an attempt the record does not count (kept
+//     before it counted them), may name a second effect: raised;
+//   - rec names self as its owner with an outcome: as Stale on a terminal
+//     status. The same effect changes nothing; a failure that said "no
+//     effect" stops saying so (EffectReported); any other effect is raised;
+//   - rec names another owner, or none is left: the answer has no place.
+//     An effect is raised (the owner that took the scope over from self
+//     reconciles the attempt, but a person must know what this answer
+//     says); anything else is evidence, logged.
+func StaleForRecord(rec *v1.IdempotencyRecordSpec, self types.UID, l Late, now time.Time) (
+	next *v1.IdempotencyRecordSpec, verdict LateVerdict) {
+	if rec == nil || rec.Owner.UID != self {
+		if l.Effect != nil {
+			return nil, LateSecondEffect
+		}
+		return nil, LateEvidence
+	}
+	if o := rec.Outcome; o != nil {
+		return staleForOutcome(rec, o, l)
+	}
+	attempts := int32(0)
+	if rec.Attempt != nil {
+		attempts = rec.Attempt.Attempts
+	}
+	switch {
+	case attempts > 0 && l.Attempt > attempts:
+		return nil, LateIgnored
+	case l.Effect == nil:
+		return nil, LateEvidence
+	case attempts == 0 || l.Attempt < attempts:
+		return nil, LateSecondEffect
+	}
+	e := l.Effect
+	out := *rec.DeepCopy()
+	out.Outcome = &v1.RecordOutcome{State: v1.StateCommitted, Attempts: attempts,
+		ExternalObjectID: e.ExternalObjectID, ExternalRequestID: e.ExternalRequestID,
+		Result: e.Result.DeepCopy(), ResultDigest: e.ResultDigest, Reason: v1.ReasonCommitted,
+		CompletionTime: metav1.NewTime(now), ExpiryTime: metav1.NewTime(now.Add(rec.Retention.Duration))}
+	out.Attempt = nil
+	return &out, LateCommits
+}
+
+// staleForOutcome is StaleForRecord on a record that holds its owner's
+// outcome: Stale's rules for a terminal status.
+func staleForOutcome(rec *v1.IdempotencyRecordSpec, o *v1.RecordOutcome, l Late) (
+	*v1.IdempotencyRecordSpec, LateVerdict) {
+	e := l.Effect
+	switch {
+	case o.Attempts < l.Attempt:
+		return nil, LateIgnored
+	case e == nil:
+		return nil, LateEvidence
+	case o.State == v1.StateCommitted && sameEffect(o.ExternalObjectID, e.ExternalObjectID):
+		return nil, LateEvidence
+	case o.State == v1.StateFailedFinal && !Unproven(o.Reason):
+		out := *rec.DeepCopy()
+		out.Outcome.ErrorMessage = fmt.Sprintf("Failed for good (%s), but a late answer to attempt %d names effect %q: "+
+			"the effect may stand; a person should look", o.Reason, l.Attempt, e.ExternalObjectID)
+		out.Outcome.Reason = v1.ReasonEffectReported
+		return &out, LateSecondEffect
+	default:
+		return nil, LateSecondEffect
+	}
 }
