@@ -33,6 +33,7 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/failpoint"
 	"github.com/once-dev/once/internal/metrics"
+	"github.com/once-dev/once/internal/outbox"
 	"github.com/once-dev/once/internal/protocol"
 )
 
@@ -321,14 +322,64 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 				return ctrl.Result{}, fmt.Errorf("scope record %s keeps changing", p.env.RecordName)
 			}
 			var wait time.Duration
-			if done, wait, err = r.keepOutcome(p); err != nil || wait > 0 {
+			done, wait, err = r.keepOutcome(p)
+			if errors.Is(err, errReleased) {
+				return ctrl.Result{}, nil
+			}
+			if err != nil || wait > 0 {
 				return p.result(ctrl.Result{RequeueAfter: wait}, err)
 			}
 		}
 	}
+	if wait, err := r.announcing(p); err != nil || wait > 0 {
+		return p.result(ctrl.Result{RequeueAfter: wait}, err)
+	}
 	// An operation whose parameters cannot be hashed never made a call.
 	return p.result(ctrl.Result{}, client.IgnoreNotFound(r.setFinalizer(p, false)))
 }
+
+// errReleased: the operation a release pass works on was released by
+// another pass meanwhile; nothing is left to do.
+var errReleased = errors.New("the operation was released meanwhile")
+
+// stillReleasing reads the pass's operation again, past the cache: it is
+// errReleased once the operation is gone, or no longer holds the
+// finalizer its release removes.
+func (r *SideEffectOperationReconciler) stillReleasing(p *pass) error {
+	fresh, err := r.readOp(p.ctx, p.op)
+	switch {
+	case apierrors.IsNotFound(err):
+		return errReleased
+	case err != nil:
+		return err
+	case !controllerutil.ContainsFinalizer(fresh, v1.FinalizerRecord):
+		return errReleased
+	}
+	return nil
+}
+
+// announcing keeps a deleted operation, its outcome already in its scope's
+// record, until the relay has delivered its announcements or given up on
+// them: the object is the only place they are kept (I15). The relay's
+// write wakes the operation; wait is a fallback. In a terminating
+// namespace nothing waits: its subscribers' sinks go with it.
+func (r *SideEffectOperationReconciler) announcing(p *pass) (wait time.Duration, err error) {
+	if !outbox.Pending(p.op.Status.Outbox) {
+		return 0, nil
+	}
+	_, at := outbox.Due(p.op.Status.Outbox, r.Clock.Now())
+	ns := &corev1.Namespace{}
+	if err := r.APIReader.Get(p.ctx, client.ObjectKey{Name: p.op.Namespace}, ns); client.IgnoreNotFound(err) != nil {
+		return 0, err
+	} else if err != nil || !ns.DeletionTimestamp.IsZero() {
+		return 0, nil
+	}
+	return max(at, announceRecheck), nil
+}
+
+// announceRecheck is how often a deleted operation looks again at its
+// announcements if no write of the relay wakes it.
+const announceRecheck = 30 * time.Second
 
 // recordPendingAnswer writes an answer this manager holds in memory (its
 // write failed for a reason other than a conflict) before the operation's
@@ -360,6 +411,16 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 	rec, err := r.getRecord(p, r.APIReader)
 	if err != nil {
 		return false, 0, err
+	}
+	if rec == nil || rec.Spec.Owner.UID != self.UID {
+		// A record that is not this operation's may be a later lifetime's:
+		// another manager released this operation while this pass
+		// stalled, and its namespace was deleted and made again. Decide
+		// on it only while the operation still waits for its release;
+		// read after the record, so that the record read is of its time.
+		if err := r.stillReleasing(p); err != nil {
+			return false, 0, err
+		}
 	}
 	// The time is read after the record: a pass that stalled before the
 	// read must not judge a record of the key's next lifetime by the time
