@@ -103,6 +103,9 @@ type APIServer struct {
 	// NoFinalizerPolicy leaves out the admission policy that adds the
 	// record finalizer at create, as on a cluster without it.
 	NoFinalizerPolicy bool
+	// Observe, if set, sees every stored write as it lands: the object
+	// as it was and as it is (nil when absent).
+	Observe func(old, cur client.Object)
 }
 
 // NewAPIServer starts an empty API server on the clock's time.
@@ -137,6 +140,9 @@ func (s *APIServer) nextRV() string {
 }
 
 func (s *APIServer) put(k objKey, obj client.Object) {
+	if s.Observe != nil {
+		s.Observe(s.objects[k], obj)
+	}
 	if obj == nil {
 		delete(s.objects, k)
 		s.log = append(s.log, change{key: k})

@@ -97,8 +97,10 @@ func (w *World) check() {
 	slices.Sort(refs)
 	for _, ref := range refs {
 		list := ops[ref]
+		w.checkFirstResult(ref, list)
 		effects := w.current(ref)
 		for _, op := range list {
+			w.checkAccepted(op)
 			st := op.Status
 			switch st.State {
 			case v1.StateCommitted:
@@ -153,6 +155,8 @@ func (w *World) check() {
 	}
 	w.checkCompensated()
 	w.checkSagaGone()
+	w.checkRecords()
+	w.accountGone()
 	for _, h := range w.held {
 		if h.m.incarnation != h.incarnation {
 			h.effect = nil // the process that held it is gone
@@ -445,11 +449,13 @@ func (w *World) recordedIn(op *v1.SideEffectOperation, e *Effect) bool {
 // throughout: every answer the manager holds for it must now be recorded.
 func (w *World) checkHeld(m *Manager, nn types.NamespacedName) {
 	op := &v1.SideEffectOperation{}
-	if w.server.Get(objKey{Kind: kindOperation, NamespacedName: nn}, op) != nil {
-		return
-	}
+	exists := w.server.Get(objKey{Kind: kindOperation, NamespacedName: nn}, op) == nil
 	for _, h := range w.held {
-		if h.effect == nil || h.m != m || h.incarnation != m.incarnation || h.op != nn || h.uid != op.UID {
+		if h.effect == nil || h.m != m || h.incarnation != m.incarnation || h.op != nn {
+			continue
+		}
+		if !exists || h.uid != op.UID {
+			w.checkHeldAfterGone(h)
 			continue
 		}
 		if w.recordedIn(op, h.effect) {

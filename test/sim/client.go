@@ -166,6 +166,11 @@ func matchFields(idx map[string]client.IndexerFunc, obj client.Object, o *client
 // (the manager is cut off, or dead) or stop the caller there (a freeze).
 type Gate interface {
 	API(verb, name string, obj runtime.Object) error
+	// Read sees what a read returned.
+	Read(obj runtime.Object)
+	// AnswerLost reports whether the answer to a write the server applied
+	// is lost on its way back.
+	AnswerLost(verb, name string, obj runtime.Object) bool
 }
 
 // ErrUnreachable is what a manager cut off from the API server gets.
@@ -196,7 +201,11 @@ func (r apiReader) Get(_ context.Context, key client.ObjectKey, obj client.Objec
 	if err := r.c.gate.API("get", key.Name, obj); err != nil {
 		return err
 	}
-	return r.c.server.Get(objKey{Kind: kindOf(obj), NamespacedName: key}, obj)
+	if err := r.c.server.Get(objKey{Kind: kindOf(obj), NamespacedName: key}, obj); err != nil {
+		return err
+	}
+	r.c.gate.Read(obj)
+	return nil
 }
 
 func (r apiReader) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
@@ -224,7 +233,11 @@ func (c *Client) Get(_ context.Context, key client.ObjectKey, obj client.Object,
 	if err := c.gate.API("get (cache)", key.Name, obj); err != nil {
 		return err
 	}
-	return c.cache.get(key, obj)
+	if err := c.cache.get(key, obj); err != nil {
+		return err
+	}
+	c.gate.Read(obj)
+	return nil
 }
 
 func (c *Client) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
@@ -241,29 +254,43 @@ func (c *Client) Create(_ context.Context, obj client.Object, _ ...client.Create
 	if err := c.gate.API("create", obj.GetName(), obj); err != nil {
 		return err
 	}
-	return c.server.Create(obj)
+	sent := obj.DeepCopyObject()
+	return c.answer("create", obj, sent, c.server.Create(obj))
+}
+
+// answer is what the client makes of a write's result: an applied write
+// whose answer is lost is an error, and the object keeps what was sent.
+func (c *Client) answer(verb string, obj client.Object, sent runtime.Object, err error) error {
+	if err == nil && c.gate.AnswerLost(verb, sent.(client.Object).GetName(), obj) {
+		copyInto(obj, sent)
+		return errAnswerLost
+	}
+	return err
 }
 
 func (c *Client) Delete(_ context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if err := c.gate.API("delete", obj.GetName(), obj); err != nil {
+	if err := c.gate.API(verbDelete, obj.GetName(), obj); err != nil {
 		return err
 	}
 	o := (&client.DeleteOptions{}).ApplyOptions(opts)
-	return c.server.Delete(obj, o.Preconditions)
+	sent := obj.DeepCopyObject()
+	return c.answer(verbDelete, obj, sent, c.server.Delete(obj, o.Preconditions))
 }
 
 func (c *Client) Update(_ context.Context, obj client.Object, _ ...client.UpdateOption) error {
 	if err := c.gate.API("update", obj.GetName(), obj); err != nil {
 		return err
 	}
-	return c.server.Update(obj, false)
+	sent := obj.DeepCopyObject()
+	return c.answer("update", obj, sent, c.server.Update(obj, false))
 }
 
 func (c *Client) Patch(_ context.Context, obj client.Object, patch client.Patch, _ ...client.PatchOption) error {
 	if err := c.gate.API("patch", obj.GetName(), obj); err != nil {
 		return err
 	}
-	return c.server.Patch(obj, patch, false)
+	sent := obj.DeepCopyObject()
+	return c.answer("patch", obj, sent, c.server.Patch(obj, patch, false))
 }
 
 func (c *Client) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
@@ -311,14 +338,16 @@ func (s statusWriter) Update(_ context.Context, obj client.Object, _ ...client.S
 	if err := s.c.gate.API("update status", obj.GetName(), obj); err != nil {
 		return err
 	}
-	return s.c.server.Update(obj, true)
+	sent := obj.DeepCopyObject()
+	return s.c.answer("update status", obj, sent, s.c.server.Update(obj, true))
 }
 
 func (s statusWriter) Patch(_ context.Context, obj client.Object, patch client.Patch, _ ...client.SubResourcePatchOption) error {
 	if err := s.c.gate.API("patch status", obj.GetName(), obj); err != nil {
 		return err
 	}
-	return s.c.server.Patch(obj, patch, true)
+	sent := obj.DeepCopyObject()
+	return s.c.answer("patch status", obj, sent, s.c.server.Patch(obj, patch, true))
 }
 
 func (s statusWriter) Apply(context.Context, runtime.ApplyConfiguration, ...client.SubResourceApplyOption) error {

@@ -147,6 +147,7 @@ func (w *World) settle() {
 		w.fail(InvLiveness, strings.Join(left, ","), "still unsettled %s after the faults stopped", quietLimit)
 	}
 	w.checkDelivered()
+	w.checkAnnounced()
 }
 
 // unsettled are the operations and sagas neither terminal nor waiting

@@ -23,10 +23,10 @@ import (
 	"strings"
 )
 
-// Swarmed is o with its FreezeRate, FaultRate and Weights drawn from its
-// seed, when o.Swarm asks for that and they were not drawn yet: a story
-// saved from a swarm run keeps what the run drew, and replays it even if
-// the drawing changes.
+// Swarmed is o with its FreezeRate, FaultRate, Weights and, if it has
+// one, its APIFaultRate drawn from its seed, when o.Swarm asks for that
+// and they were not drawn yet: a story saved from a swarm run keeps what
+// the run drew, and replays it even if the drawing changes.
 //
 // Swarm testing: one mix of faults and people for every run leaves
 // schedules that need much of one thing and none of another rare. So each
@@ -50,6 +50,10 @@ func (o Options) Swarmed() Options {
 		}
 		o.Weights[b.name] = n
 	}
+	if o.APIFaultRate > 0 {
+		// Drawn last, so that the draws before it stay as they were.
+		o.APIFaultRate = thousandths(0.1 * rng.Float64())
+	}
 	return o
 }
 
@@ -61,6 +65,9 @@ func thousandths(x float64) float64 { return math.Round(x*1000) / 1000 }
 // weights of a run, on one line.
 func (o Options) Summary() string {
 	line := fmt.Sprintf("seed %d, freeze %g, fault %g", o.Seed, o.FreezeRate, o.FaultRate)
+	if o.APIFaultRate > 0 {
+		line += fmt.Sprintf(", API faults %g", o.APIFaultRate)
+	}
 	if o.Weights == nil {
 		return line
 	}

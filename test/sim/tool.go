@@ -179,6 +179,7 @@ func (t *SimTool) serve(w *World, req *http.Request, body []byte) (*http.Respons
 	if c, err := protocol.Canonical(body); err == nil {
 		e.Params = string(c)
 	}
+	w.checkParameters(e)
 	if t.Window > 0 && key != "" {
 		if t.keys == nil {
 			t.keys = map[string]*keyed{}
@@ -276,6 +277,9 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := httpeffects.CheckFence(req.Context()); err != nil {
 		w.note("%s: the claim's fence stops it: %v", what, err)
 		return nil, err
+	}
+	if req.Method != http.MethodGet {
+		w.checkClaimed(pr, what)
 	}
 	if kernel := "with " + what + " in the kernel's buffer"; w.opts.FreezeInKernel && pr != nil &&
 		w.draws.Float64("freeze|"+pr.site()+"|"+kernel) < w.opts.FreezeRate {

@@ -83,6 +83,9 @@ type Options struct {
 	// record; from then on it must stop saying "no effect" (I11). Off
 	// by default: it adds draws to every schedule.
 	Lies bool
+	// APIFaultRate is the chance that the API server fails a manager's
+	// write: a 429, a 500, or an answer lost after the write (apifaults.go).
+	APIFaultRate float64 `json:",omitempty"`
 	// KeyedDraws draws each decision inside an action at its own site
 	// (draws), so that a change to the calls a pass makes leaves the
 	// other decisions as they were. Stories saved before it existed lack
@@ -185,6 +188,7 @@ type World struct {
 	wiped      map[int]bool
 	violations []Violation
 	effects    int
+	history    history
 }
 
 // Violation is an invariant that failed, at the step it failed.
@@ -219,7 +223,10 @@ type Manager struct {
 	cutOff  bool
 }
 
-func (m *Manager) holder() string { return fmt.Sprintf("%s-%d", m.Name, m.incarnation) }
+func (m *Manager) holder() string { return m.holderOf(m.incarnation) }
+
+// holderOf is the claim holder of one of the manager's incarnations.
+func (m *Manager) holderOf(incarnation int) string { return fmt.Sprintf("%s-%d", m.Name, incarnation) }
 
 // request is one item of a manager's work queue.
 type request struct {
@@ -256,6 +263,8 @@ type passRun struct {
 	// or a stalled node stays so while the others go on.
 	holdUntil time.Time
 	apiErr    bool
+	// lost names the write whose answer the API server will lose.
+	lost string
 	// timers are the pass's timers that came due while it was frozen
 	// (Options.FrozenTimers).
 	timers []func()
@@ -311,6 +320,8 @@ func NewWorld(opts Options) *World {
 		licenses: map[string]int{}, vouched: map[types.UID]string{}, stepCommitted: map[string]bool{}, answered: map[types.UID][]string{}, wiped: map[int]bool{}, draws: newDraws(opts.Seed, opts.KeyedDraws)}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
+	w.history = history{claims: map[claimKey]bool{}, announced: map[string]announcement{}}
+	w.server.Observe = w.observe
 	w.people = NewClient(w.server, nil, gate{})
 	must(w.server.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}))
 	for _, t := range []*SimTool{
@@ -612,7 +623,50 @@ func (g gate) API(verb, name string, obj runtime.Object) error {
 			return ErrUnreachable
 		}
 	}
+	switch f := w.drawAPIFault(pr, verb, call); f {
+	case apiFaultNone:
+	case apiFaultAnswerLost:
+		pr.lost = call
+	default:
+		pr.apiErr = true
+		err := apiError(f, call)
+		w.note("the API server answers %s's %s: %v", g.m.Name, call, err)
+		return err
+	}
 	return nil
+}
+
+// Read notes what a pass read: the first operation of its own name that an
+// operation's pass reads is the object it works on (pr.uid), whichever
+// version of the name its cache held then; a later object of the name is
+// another.
+func (g gate) Read(obj runtime.Object) {
+	if g.m == nil {
+		return
+	}
+	pr := g.m.w.running
+	op, ok := obj.(*v1.SideEffectOperation)
+	if pr == nil || pr.m != g.m || !ok || pr.uid != "" || pr.req.ctrl != ctrlOperation || op.Name != pr.req.Name {
+		return
+	}
+	pr.uid = op.UID
+}
+
+// AnswerLost reports whether the answer to a write that the API server
+// applied is lost on its way back (drawAPIFault decided it before the
+// write).
+func (g gate) AnswerLost(verb, name string, obj runtime.Object) bool {
+	if g.m == nil {
+		return false
+	}
+	pr := g.m.w.running
+	call := verb + " " + kindOf(obj) + " " + name
+	if pr == nil || pr.m != g.m || pr.lost != call {
+		return false
+	}
+	pr.lost, pr.apiErr = "", true
+	g.m.w.note("the API server applies %s's %s, and its answer is lost", g.m.Name, call)
+	return true
 }
 
 // toolGate is a manager's way to a tool: a pass may freeze on it; a dead
@@ -763,11 +817,6 @@ func (r recorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason, 
 func (w *World) start(m *Manager, r request) {
 	delete(m.queue, r)
 	pr := &passRun{m: m, incarnation: m.incarnation, req: r, resume: make(chan struct{})}
-	if o, ok := w.server.objects[objKey{Kind: kindOperation, NamespacedName: r.NamespacedName}]; ok && r.ctrl == ctrlOperation {
-		// The object the pass works on: a later one of the same name is
-		// another.
-		pr.uid = o.GetUID()
-	}
 	w.running = pr
 	rec := m.op.Reconcile
 	switch r.ctrl {

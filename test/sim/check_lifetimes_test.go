@@ -1,0 +1,125 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// TestChecksFire: each check of check_lifetimes.go fires on a world that
+// breaks its invariant, and only there: a check that cannot fail would
+// let every hunt pass.
+func TestChecksFire(t *testing.T) {
+	cases := map[string]struct {
+		inv    string
+		breaks func(t *testing.T, w *World)
+	}{
+		"a call whose holder never stored a claim": {InvClaimFirst, func(t *testing.T, w *World) {
+			op := applied(t, w, "pay-1")
+			pr := &passRun{m: w.managers[0], incarnation: 1, uid: op.UID,
+				req: request{ctrlOperation, types.NamespacedName{Namespace: Namespace, Name: op.Name}}}
+			w.checkClaimed(pr, "POST pay/v1/charges")
+		}},
+		"an effect of a key made with other parameters": {InvParameters, func(t *testing.T, w *World) {
+			a := w.recordEffect(w.tools[toolDesk], "/v1/charges", "ticket-9", "desk/ticket-9")
+			a.Params = `{"amount":2}`
+			b := w.recordEffect(w.tools[toolDesk], "/v1/charges", "ticket-9", "desk/ticket-9")
+			b.Params = `{"amount":3}`
+			w.checkParameters(b)
+		}},
+		"a commit with an effect of other parameters": {InvParameters, func(t *testing.T, w *World) {
+			e := w.recordEffect(w.tools[toolPay], "/v1/charges", "order-7", "pay/order-7")
+			e.Params = `{"amount":1}`
+			commit(t, w, applied(t, w, "pay-2"), e.ID)
+			w.check()
+		}},
+		"two commits of one request naming two effects": {InvFirstResult, func(t *testing.T, w *World) {
+			for _, name := range []string{"pay-2", "pay-3"} {
+				op := applied(t, w, name)
+				e := w.recordEffect(w.tools[toolPay], "/v1/charges", "order-7", "pay/order-7")
+				e.Params = canonicalParams(op)
+				commit(t, w, op, e.ID)
+			}
+			w.check()
+		}},
+		"a terminal outcome written over": {InvNoStaleWrite, func(t *testing.T, w *World) {
+			op := commit(t, w, applied(t, w, "pay-1"), "pay_1")
+			op.Status.State = v1.StateStarted
+			must(w.server.Update(op, true))
+		}},
+		"a record that answers with no effect": {InvCommittedHasEffect, func(t *testing.T, w *World) {
+			w.refs[scopeOf(toolPay, opCharge, "order-7")] = "pay/order-7"
+			rec := &v1.IdempotencyRecord{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "scope-1"},
+				Spec: v1.IdempotencyRecordSpec{ToolRef: v1.ToolReference{Name: toolPay}, Operation: opCharge,
+					IdempotencyKey: "order-7", Outcome: &v1.RecordOutcome{State: v1.StateCommitted, ExternalObjectID: "pay_9",
+						ExpiryTime: metav1.NewTime(w.clock.Now().Add(time.Hour))}}}
+			must(w.server.Create(rec))
+			w.checkRecords()
+		}},
+		"an announcement its object took away": {InvOneAnnouncement, func(t *testing.T, w *World) {
+			w.history.announced["scope-1/Committed/pay_1/audit"] = announcement{object: "pay-2", state: v1.DeliveryPending}
+			w.checkAnnounced()
+		}},
+		"an answer dropped with its operation": {InvAnswerKept, func(t *testing.T, w *World) {
+			e := w.recordEffect(w.tools[toolPay], "/v1/charges", "pay-1", "pay/pay-1")
+			w.checkHeldAfterGone(&heldAnswer{effect: e, m: w.managers[0], incarnation: 1,
+				op: types.NamespacedName{Namespace: Namespace, Name: "pay-1"}, uid: "uid-gone"})
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := NewWorld(DefaultOptions(1))
+			defer w.Close()
+			w.check()
+			if len(w.violations) > 0 {
+				t.Fatalf("a fresh world fails: %v", w.violations)
+			}
+			tc.breaks(t, w)
+			for _, v := range w.violations {
+				if v.Invariant == tc.inv {
+					return
+				}
+			}
+			t.Errorf("%s did not fire; violations: %v", tc.inv, w.violations)
+		})
+	}
+}
+
+// applied creates the operation of a workload manifest, as the API server
+// stores it.
+func applied(t *testing.T, w *World, name string) *v1.SideEffectOperation {
+	t.Helper()
+	op := w.operationManifest(name).DeepCopy()
+	must(w.server.Create(op))
+	must(w.server.Get(opObjKey(name), op))
+	return op
+}
+
+// commit writes a Committed status naming id.
+func commit(t *testing.T, w *World, op *v1.SideEffectOperation, id string) *v1.SideEffectOperation {
+	t.Helper()
+	op.Status.State, op.Status.ExternalObjectID, op.Status.Attempts = v1.StateCommitted, id, 1
+	must(w.server.Update(op, true))
+	must(w.server.Get(opObjKey(op.Name), op))
+	return op
+}
