@@ -72,13 +72,15 @@ test-unit: ## Run the tests that need no API server, in seconds: the pure packag
 test-e2e: build controlplane-binaries mcp-clients ## Run the end-to-end tests: manager and sandbox binaries, local control plane, kubectl.
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags e2e ./test/e2e/ -v -timeout 30m -ginkgo.v
 
-# SEEDS and STEPS size a hunt of the deterministic simulator (test/sim).
+# SEEDS and STEPS size a hunt of the deterministic simulator (test/sim);
+# WORKERS processes share it, one per core by default.
 SEEDS ?= 1000
 STEPS ?= 2000
+WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 
 .PHONY: sim
-sim: ## Hunt for schedules that break the invariants: the real reconcilers in the simulator over SEEDS random seeds of STEPS steps, each a swarm run (SIM_FLAGS=-swarm=false: the default rates and weights).
-	go run ./test/sim/cmd/sim -seeds $(SEEDS) -steps $(STEPS) $(SIM_FLAGS)
+sim: ## Hunt for schedules that break the invariants: the real reconcilers in the simulator over SEEDS random seeds of STEPS steps on WORKERS cores; each seed draws its rates, weights and flags (SIM_FLAGS adds or overrides).
+	go run ./test/sim/cmd/sim -seeds $(SEEDS) -steps $(STEPS) -workers $(WORKERS) -mix -keep-going $(SIM_FLAGS)
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.

@@ -107,6 +107,9 @@ const lyingSeeds = 30
 // Options.SecondLifetimes.
 const secondLifetimeSeeds = 50
 
+// everythingSeeds is how many it hunts again with every flag, swarmed.
+const everythingSeeds = 20
+
 // TestHunt is the bounded hunt make test runs: seeds 1 to huntSeeds, each
 // of DefaultOptions' steps and its quiet phase, the last swarmSeeds of
 // them swarm runs, every invariant checked after every step. A failure prints the shrunk story; make sim hunts
@@ -118,7 +121,10 @@ func TestHunt(t *testing.T) {
 	began, steps := time.Now(), 0
 	for seed := uint64(1); seed <= huntSeeds; seed++ {
 		opts := DefaultOptions(seed)
-		opts.Swarm = seed > huntSeeds-swarmSeeds
+		if opts.Swarm = seed > huntSeeds-swarmSeeds; opts.Swarm {
+			// A swarm run draws its rate of the API server's faults.
+			opts.APIFaultRate = 0.03
+		}
 		r := Run(opts)
 		steps += r.Steps
 		if r.Failed() {
@@ -151,7 +157,19 @@ func TestHunt(t *testing.T) {
 			t.Fatalf("seed %d with second lifetimes: %s\n\nshrunk:\n%s", seed, r.Violations[0], Shrink(opts, r).Tell())
 		}
 	}
+	// Then every flag at once, swarmed: lies, second lifetimes and the API
+	// server's faults.
+	for seed := uint64(1); seed <= everythingSeeds; seed++ {
+		opts := DefaultOptions(seed)
+		opts.Lies, opts.SecondLifetimes, opts.Swarm, opts.APIFaultRate = true, true, true, 0.03
+		r := Run(opts)
+		steps += r.Steps
+		if r.Failed() {
+			t.Fatalf("%s with every flag: %s\n\nshrunk:\n%s", r.Options.Summary(), r.Violations[0], Shrink(opts, r).Tell())
+		}
+	}
 	d := time.Since(began)
-	t.Logf("%d seeds (%d swarm), %d with lies, %d with second lifetimes, %d steps in %s: %.0f steps/s", huntSeeds,
-		swarmSeeds, lyingSeeds, secondLifetimeSeeds, steps, d.Round(time.Millisecond), float64(steps)/d.Seconds())
+	t.Logf("%d seeds (%d swarm), %d with lies, %d with second lifetimes, %d with every flag, %d steps in %s: %.0f steps/s",
+		huntSeeds, swarmSeeds, lyingSeeds, secondLifetimeSeeds, everythingSeeds, steps, d.Round(time.Millisecond),
+		float64(steps)/d.Seconds())
 }

@@ -68,6 +68,12 @@ func (o Options) Summary() string {
 	if o.APIFaultRate > 0 {
 		line += fmt.Sprintf(", API faults %g", o.APIFaultRate)
 	}
+	if o.Lies {
+		line += ", lies"
+	}
+	if o.SecondLifetimes {
+		line += ", second lifetimes"
+	}
 	if o.Weights == nil {
 		return line
 	}

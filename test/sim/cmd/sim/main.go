@@ -48,6 +48,8 @@ func main() {
 	kernel := flag.Bool("freeze-in-kernel", false, "also freeze a manager after its last check, with the request's bytes already leaving")
 	keepGoing := flag.Bool("keep-going", false, "count every failing seed instead of stopping at the first")
 	save := flag.String("save", "", "write each shrunk failing schedule to this folder, as seed-N.json")
+	mix := flag.Bool("mix", false, "draw each seed's flags from the seed: lies, second lifetimes and the API server's faults, each in one run of two")
+	workers := flag.Int("workers", 1, "hunt in this many processes side by side, each over its share of the seeds")
 	flag.Parse()
 	freezeGiven := false
 	flag.Visit(func(f *flag.Flag) { freezeGiven = freezeGiven || f.Name == "freeze-rate" })
@@ -57,6 +59,9 @@ func main() {
 		o.Steps, o.FreezeInKernel, o.SecondLifetimes = *steps, *kernel, *again
 		o.FrozenTimers, o.Lies, o.FreezeRate, o.Swarm = *timers, *lies, *freezeRate, *swarm
 		o.APIFaultRate = *apiFaults
+		if *mix {
+			o = mixed(o)
+		}
 		o = o.Swarmed()
 		if freezeGiven {
 			o.FreezeRate = *freezeRate
@@ -69,6 +74,9 @@ func main() {
 		base := *first
 		if base == 0 {
 			base = rand.Uint64() >> 1
+		}
+		if *workers > 1 {
+			os.Exit(hunt(*workers, base, uint64(*seeds)))
 		}
 		for i := range uint64(*seeds) {
 			list = append(list, base+i)
