@@ -157,11 +157,12 @@ func TestHunt(t *testing.T) {
 			t.Fatalf("seed %d with second lifetimes: %s\n\nshrunk:\n%s", seed, r.Violations[0], Shrink(opts, r).Tell())
 		}
 	}
-	// Then every flag at once, swarmed: lies, second lifetimes and the API
-	// server's faults.
+	// Then every flag at once, swarmed: lies, second lifetimes, the API
+	// server's faults and skewed clocks.
 	for seed := uint64(1); seed <= everythingSeeds; seed++ {
 		opts := DefaultOptions(seed)
 		opts.Lies, opts.SecondLifetimes, opts.Swarm, opts.APIFaultRate = true, true, true, 0.03
+		opts.ClockSkew = 5 * time.Second
 		r := Run(opts)
 		steps += r.Steps
 		if r.Failed() {

@@ -74,6 +74,9 @@ func (o Options) Summary() string {
 	if o.SecondLifetimes {
 		line += ", second lifetimes"
 	}
+	if o.ClockSkew > 0 {
+		line += fmt.Sprintf(", clocks skewed up to %s", o.ClockSkew)
+	}
 	if o.Weights == nil {
 		return line
 	}

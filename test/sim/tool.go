@@ -53,6 +53,9 @@ type SimTool struct {
 	Window time.Duration
 	Lookup bool
 	MaxLag time.Duration
+	// Skew is how far the tool's clock is from true time: the creation
+	// times it reports carry it (Options.ClockSkew).
+	Skew time.Duration
 
 	keys map[string]*keyed // endpoint + " " + key
 }
@@ -71,9 +74,11 @@ type Effect struct {
 	Key      string
 	Ref      string
 	// Params is the canonical JSON of the parameters it was made with.
-	Params  string
-	At      time.Time
-	Visible time.Time
+	Params string
+	// At is when the tool made it, in true time; Stamp is the creation
+	// time it reports, by its own clock.
+	At, Stamp time.Time
+	Visible   time.Time
 	// Target is the charge a refund undoes; empty for a charge.
 	Target string
 	// Namespace is the lifetime of the workload's namespace it was made
@@ -225,7 +230,7 @@ func failure(code string) map[string]any { return map[string]any{"error": code} 
 // tool made it (RFC 3339) and, for a refund, the charge it refunds, as real
 // APIs report them (a payment's creation time, a refund's charge).
 func created(e *Effect) map[string]any {
-	body := map[string]any{"id": e.ID, "ref": e.Ref, "created": e.At.UTC().Format(time.RFC3339Nano)}
+	body := map[string]any{"id": e.ID, "ref": e.Ref, "created": e.Stamp.UTC().Format(time.RFC3339Nano)}
 	if e.Target != "" {
 		body["charge"] = e.Target
 	}

@@ -20,6 +20,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +75,13 @@ type Options struct {
 	// a default run also checks that nothing is forgotten within the
 	// retention (I7); TestHunt runs seeds with it as well.
 	SecondLifetimes bool
+	// ClockSkew bounds how far each manager's clock is from true time,
+	// drawn once per run from the seed: NTP keeps nodes within
+	// milliseconds to seconds, and the claim's grace (ten seconds here)
+	// is the margin Once allows for it. A tool's clock is off by up to
+	// sixty times as much, a provider's own clock, which the lookups'
+	// found allows an hour for. Zero: every clock is true.
+	ClockSkew time.Duration `json:",omitempty"`
 	// Lies lets a tool break its contract the way real ones do, and adds
 	// an operation that allows one attempt alone: a searchable tool's
 	// index falls behind its declared lookupDelay for some effects (a
@@ -208,13 +216,16 @@ type Manager struct {
 	w           *World
 	Name        string
 	incarnation int
-	cache       *Cache
-	client      *Client
-	op          *controller.SideEffectOperationReconciler
-	rec         *controller.IdempotencyRecordReconciler
-	saga        *controller.SagaReconciler
-	relays      map[string]*controller.OutboxReconciler
-	queue       map[request]time.Time
+	// skew is how far the manager's node clock is from true time; a
+	// restart keeps it (the node's clock, not the process's).
+	skew   time.Duration
+	cache  *Cache
+	client *Client
+	op     *controller.SideEffectOperationReconciler
+	rec    *controller.IdempotencyRecordReconciler
+	saga   *controller.SagaReconciler
+	relays map[string]*controller.OutboxReconciler
+	queue  map[request]time.Time
 	// retries is how long a pass that returned an error waits to be
 	// retried: the rate limiter Build gives every controller, one for all
 	// of them here, since a request names its controller.
@@ -324,11 +335,19 @@ func NewWorld(opts Options) *World {
 	w.server.Observe = w.observe
 	w.people = NewClient(w.server, nil, gate{})
 	must(w.server.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}))
+	skews := rand.New(rand.NewPCG(opts.Seed, 4))
+	skew := func(bound time.Duration) time.Duration {
+		if bound <= 0 {
+			return 0
+		}
+		return time.Duration(skews.Int64N(int64(2*bound)+1)) - bound
+	}
 	for _, t := range []*SimTool{
 		{Name: "pay", Window: 24 * time.Hour, Lookup: true, MaxLag: 20 * time.Second},
 		{Name: "desk", Lookup: true, MaxLag: 20 * time.Second},
 		{Name: toolChat},
 	} {
+		t.Skew = skew(60 * opts.ClockSkew)
 		w.tools[t.Name] = t
 		must(w.server.Create(toolCR(t)))
 	}
@@ -340,7 +359,7 @@ func NewWorld(opts Options) *World {
 		w.manifests = append(w.manifests, s)
 	}
 	for i := range max(1, opts.Managers) {
-		m := &Manager{w: w, Name: string(rune('A' + i)), incarnation: 1}
+		m := &Manager{w: w, Name: string(rune('A' + i)), incarnation: 1, skew: skew(opts.ClockSkew)}
 		w.managers = append(w.managers, m)
 		m.boot()
 	}
@@ -514,7 +533,7 @@ func (m *Manager) boot() {
 	// cache, clock and tools.
 	rs, err := controller.Config{Holder: m.holder(), MaxClaim: 2 * time.Minute, ClaimGrace: 10 * time.Second,
 		MaxConcurrentReconciles: 4}.Build(controller.Deps{Client: m.client, APIReader: m.client.Reader(),
-		Recorder: recorder{w}, Clock: processClock{w.clock, w}, Transport: transport{w}, Jitter: w.jitter})
+		Recorder: recorder{w}, Clock: processClock{w.clock, w, m.skew}, Transport: transport{w}, Jitter: w.jitter})
 	must(err)
 	m.op, m.rec, m.saga = rs.Operation, rs.Record, rs.Saga
 	m.retries = controller.NewErrorRateLimiter[request](rs.Operation.ErrorBackoff)
@@ -721,7 +740,7 @@ func (w *World) drawFault(pr *passRun, what string) fault {
 func (w *World) recordEffect(t *SimTool, endpoint, key, ref string) *Effect {
 	w.effects++
 	e := &Effect{ID: fmt.Sprintf("%s_%d", t.Name, w.effects), Tool: t.Name, Endpoint: endpoint, Key: key, Ref: ref,
-		At: w.clock.Now(), Epoch: w.epochs[ref], Namespace: w.namespaces}
+		At: w.clock.Now(), Stamp: w.clock.Now().Add(t.Skew), Epoch: w.epochs[ref], Namespace: w.namespaces}
 	e.Visible = e.At
 	if t.Lookup && t.MaxLag > 0 {
 		// The effect's own names, not its id: ids count every effect.
@@ -915,7 +934,16 @@ func sortedRequests[T any](q map[request]T) []request {
 type processClock struct {
 	*Clock
 	w *World
+	// skew is how far this process's clock is from true time (Options.
+	// ClockSkew): NTP keeps a node's clock within a bound, never at zero.
+	skew time.Duration
 }
+
+// Now is the process's time: true time and its skew.
+func (c processClock) Now() time.Time { return c.Clock.Now().Add(c.skew) }
+
+// Since is the process's time since t.
+func (c processClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 func (c processClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	pr := c.w.running

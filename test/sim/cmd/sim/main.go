@@ -42,6 +42,7 @@ func main() {
 	again := flag.Bool("second-lifetimes", false, "let a run outlast the records' retention, and people apply a manifest again after its scope was forgotten")
 	timers := flag.Bool("frozen-timers", true, "a frozen pass's timers fire only when it runs again, as a stopped process's (false: on time)")
 	freezeRate := flag.Float64("freeze-rate", sim.DefaultOptions(0).FreezeRate, "the chance that a manager freezes at each call it makes (given, it holds in swarm runs too)")
+	skew := flag.Duration("clock-skew", 0, "how far each manager's clock may be from true time (a tool's, sixty times as far)")
 	apiFaults := flag.Float64("api-faults", sim.DefaultOptions(0).APIFaultRate, "the chance that the API server fails a manager's write: a 429, a 500, or an answer lost after the write")
 	swarm := flag.Bool("swarm", true, "draw each seed's freeze and fault rates and the weights of its kinds of action from the seed")
 	lies := flag.Bool("lies", false, "let a searchable tool's index fall behind its declared lookup delay, and add an operation of one attempt")
@@ -58,7 +59,7 @@ func main() {
 		o := sim.DefaultOptions(s)
 		o.Steps, o.FreezeInKernel, o.SecondLifetimes = *steps, *kernel, *again
 		o.FrozenTimers, o.Lies, o.FreezeRate, o.Swarm = *timers, *lies, *freezeRate, *swarm
-		o.APIFaultRate = *apiFaults
+		o.APIFaultRate, o.ClockSkew = *apiFaults, *skew
 		if *mix {
 			o = mixed(o)
 		}

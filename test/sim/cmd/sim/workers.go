@@ -23,18 +23,24 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/once-dev/once/test/sim"
 )
 
-// mixed draws a seed's flags from the seed, so that one hunt covers every
-// combination and a seed run again with -mix is the same run.
+// mixed draws a seed's flags from the seed (lies, second lifetimes, the
+// API server's faults, skewed clocks, each in one run of two), so that one
+// hunt covers every combination and a seed run again with -mix is the same
+// run.
 func mixed(o sim.Options) sim.Options {
 	r := rand.New(rand.NewPCG(o.Seed, 3))
 	o.Lies = o.Lies || r.IntN(2) == 0
 	o.SecondLifetimes = o.SecondLifetimes || r.IntN(2) == 0
 	if r.IntN(2) == 0 && o.APIFaultRate == 0 {
 		o.APIFaultRate = 0.03
+	}
+	if r.IntN(2) == 0 && o.ClockSkew == 0 {
+		o.ClockSkew = 5 * time.Second
 	}
 	return o
 }
