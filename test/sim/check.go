@@ -432,9 +432,11 @@ func (w *World) forget() {
 }
 
 // keepUntil notes that a scope's outcome is kept until at, at least: an
-// operation's expiryTime, or its record's.
+// operation's expiryTime, or its record's. One that ended before the
+// current lifetime of the key began is an earlier lifetime's (its record
+// not collected yet), and excuses nothing in this one.
 func (w *World) keepUntil(ref string, at time.Time) {
-	if at.After(w.expiries[ref]) {
+	if at.After(w.expiries[ref]) && at.After(w.began[ref]) {
 		w.expiries[ref] = at
 	}
 }
