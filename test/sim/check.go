@@ -398,20 +398,30 @@ func (w *World) forget() {
 		if (st.Attempts > 0 || adopted || st.State == v1.StateCommitted) && !expired {
 			remembered[refOf(op)] = true
 		}
+		if st.ExpiryTime != nil {
+			w.keepUntil(refOf(op), st.ExpiryTime.Time)
+		}
 	}
 	for _, o := range w.server.peek(kindRecord) {
 		rec := o.(*v1.IdempotencyRecord)
-		if at, ok := protocol.RecordExpiry(rec.Spec); !ok || w.clock.Now().Before(at) {
-			remembered[w.refs[scopeOf(rec.Spec.ToolRef.Name, rec.Spec.Operation, rec.Spec.IdempotencyKey)]] = true
+		ref := w.refs[scopeOf(rec.Spec.ToolRef.Name, rec.Spec.Operation, rec.Spec.IdempotencyKey)]
+		at, ok := protocol.RecordExpiry(rec.Spec)
+		if !ok || w.clock.Now().Before(at) {
+			remembered[ref] = true
+		}
+		if ok {
+			w.keepUntil(ref, at)
 		}
 	}
 	for _, e := range w.ledger {
 		if !remembered[e.Ref] && e.Epoch == w.epochs[e.Ref] && !byHand(e) {
-			if !w.opts.SecondLifetimes && !w.wiped[e.Namespace] {
-				// A run is shorter than any retention: a scope forgotten
-				// in it lost its record (I7).
+			if !w.opts.SecondLifetimes && !w.wiped[e.Namespace] && !w.lapsed(e.Ref) {
+				// A run is shorter than the default retention: a scope
+				// forgotten in it, unless a short retention of its own
+				// passed, lost its record (I7).
 				w.fail(InvRetention, e.Ref, "forgotten within its retention: no operation and no record keeps effect %s", e.ID)
 			}
+			delete(w.expiries, e.Ref)
 			w.epochs[e.Ref]++
 			w.began[e.Ref] = w.clock.Now()
 			if !w.wiped[e.Namespace] {
@@ -423,6 +433,25 @@ func (w *World) forget() {
 			w.note("nothing remembers %s any more: a new effect of it is a first one", e.Ref)
 		}
 	}
+}
+
+// keepUntil notes that a scope's outcome is kept until at, at least: an
+// operation's expiryTime, or its record's. One that ended before the
+// current lifetime of the key began is an earlier lifetime's (its record
+// not collected yet), and excuses nothing in this one.
+func (w *World) keepUntil(ref string, at time.Time) {
+	if at.After(w.expiries[ref]) && at.After(w.began[ref]) {
+		w.expiries[ref] = at
+	}
+}
+
+// lapsed reports whether the latest retention seen of a scope in this
+// lifetime of its key has passed: its records' short retention
+// (spec.retention, Options.People) ends within a run, and forgetting
+// then is what I7 promises, not a breach of it.
+func (w *World) lapsed(ref string) bool {
+	at, ok := w.expiries[ref]
+	return ok && !w.clock.Now().Before(at)
 }
 
 // recordedIn reports whether an operation's status, or an Event about it,

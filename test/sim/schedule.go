@@ -19,6 +19,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -60,8 +61,19 @@ const (
 	// (a sync, or its self-heal of a drift): the fields the manifest sets
 	// that may change become the manifest's.
 	Reapply Kind = "reapply"
-	// Delete: a person or a GitOps prune deletes an operation.
+	// ApplyOther: a person applies another manifest under a name whose
+	// object is gone (World.others): a GitOps repository edited so that
+	// the name stands for another effect (a prune, then a create), or a
+	// person at kubectl who reuses a name.
+	ApplyOther Kind = "apply-other"
+	// Delete: a person or a GitOps prune deletes an operation; with
+	// Options.People, a person at kubectl deletes any object, a saga's
+	// step or compensation among them.
 	Delete Kind = "delete"
+	// FailStep: a person resolves a saga step's operation in NeedsReview
+	// with Fail, to stop it (and, a later Delete, deletes it: done with
+	// it).
+	FailStep Kind = "fail-step"
 	// DeleteNamespace: a person deletes the workload's namespace, records
 	// and all; the next apply creates it again, with its tools.
 	DeleteNamespace Kind = "delete-namespace"
@@ -235,6 +247,7 @@ var baseWeights = []struct {
 	{"apply", 4, true}, {"delete", 1, false}, {"delete-in-review", 1, false}, {"reapply", 1, false},
 	{"delete-namespace", 1, false}, {"edit-tool", 1, false}, {"edit-ttl", 1, false},
 	{"resolve-saga", 2, false}, {"resolve", 3, false}, {"edit-ttl-in-review", 1, false},
+	{"apply-other", 1, false}, {"delete-any", 1, false}, {"fail-step", 1, false},
 }
 
 // weight is the weight of a kind of action in this run.
@@ -253,10 +266,10 @@ func (w *World) weight(name string) int {
 // peopleChoices are what people may do next (Plan draws among them and
 // the managers' and the clock's moves); each fills a.
 func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
-	return []choice{
+	choices := []choice{
 		{"apply", func() bool {
 			mf := w.manifests[rng.IntN(len(w.manifests))]
-			if w.exists(mf.GetName()) || (!w.opts.SecondLifetimes && w.forgotten(mf)) {
+			if w.exists(mf.GetName()) || !w.mayApply(mf) {
 				return false
 			}
 			a.Kind, a.Name = Apply, mf.GetName()
@@ -290,6 +303,8 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 			if !ok {
 				return false
 			}
+			// The manifest its object was created from.
+			mf = w.operationManifest(mf.Name)
 			if _, changes := w.reapplies(mf); !changes {
 				return false
 			}
@@ -354,6 +369,102 @@ func (w *World) peopleChoices(rng *rand.Rand, a *Action) []choice {
 			return true
 		}},
 	}
+	if w.opts.People {
+		choices = append(choices, w.morePeople(rng, a)...)
+	}
+	return choices
+}
+
+// morePeople are what people do in the world of Options.People.
+func (w *World) morePeople(rng *rand.Rand, a *Action) []choice {
+	return []choice{
+		{"apply-other", func() bool {
+			names := slices.Sorted(maps.Keys(w.others))
+			name := names[rng.IntN(len(names))]
+			// After the first object of the name: the repository edited,
+			// or the name reused, once it is gone.
+			if _, applied := w.live[name]; !applied || w.exists(name) || !w.mayApply(w.others[name]) {
+				return false
+			}
+			a.Kind, a.Name = ApplyOther, name
+			return true
+		}},
+		{"delete-any", func() bool {
+			// kubectl delete of whatever a person sees: an operation a
+			// saga created, a compensation, a saga.
+			names := w.deletable()
+			if len(names) == 0 {
+				return false
+			}
+			a.Kind, a.Name = Delete, names[rng.IntN(len(names))]
+			return true
+		}},
+		{"fail-step", func() bool {
+			// A person who failed a step deletes its operation next:
+			// done with it.
+			if names := w.failedSteps(); len(names) > 0 {
+				a.Kind, a.Name = Delete, names[rng.IntN(len(names))]
+				return true
+			}
+			names := w.stepsInReview()
+			if len(names) == 0 {
+				return false
+			}
+			a.Kind, a.Name = FailStep, names[rng.IntN(len(names))]
+			return true
+		}},
+	}
+}
+
+// mayApply reports whether people apply mf now, as far as its scope's
+// lifetimes go: a scope forgotten within a run is applied again only
+// when the run asks for second lifetimes, or when the manifest's own
+// short retention let it be forgotten (Options.People).
+func (w *World) mayApply(mf client.Object) bool {
+	if w.opts.SecondLifetimes || !w.forgotten(mf) {
+		return true
+	}
+	op, ok := mf.(*v1.SideEffectOperation)
+	return ok && op.Spec.Retention != nil && op.Spec.Retention.Duration < lifetime
+}
+
+// deletable are the operations and sagas a person may delete: every one
+// not being deleted already.
+func (w *World) deletable() []string {
+	var out []string
+	for _, kind := range []string{kindOperation, kindSaga} {
+		for _, o := range w.server.peek(kind) {
+			if o.GetNamespace() == Namespace && o.GetDeletionTimestamp().IsZero() {
+				out = append(out, o.GetName())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// failedSteps are the saga steps' operations a person failed that still
+// stand: the same objects, not being deleted.
+func (w *World) failedSteps() []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(w.failed)) {
+		o, ok := w.server.objects[opObjKey(name)]
+		if ok && o.GetUID() == w.failed[name] && o.GetDeletionTimestamp().IsZero() {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// stepsInReview are the operations in NeedsReview that a saga created.
+func (w *World) stepsInReview() []string {
+	var out []string
+	for _, name := range w.inReview() {
+		if o := w.server.objects[opObjKey(name)]; metav1.GetControllerOfNoCopy(o) != nil {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func idx(w *World, m *Manager) int {
@@ -475,17 +586,10 @@ func (w *World) Apply(a Action) {
 		m.cutOff = false
 	case Collect:
 		w.server.CollectOrphans()
-	case Apply:
-		if w.namespaceState() == namespaceGone {
-			w.recreateNamespace()
-		}
-		for _, mf := range w.manifests {
-			if mf.GetName() == a.Name {
-				if err := w.server.Create(mf.DeepCopyObject().(client.Object)); err != nil {
-					w.note("the apply fails: %v", err)
-				}
-			}
-		}
+	case Apply, ApplyOther:
+		w.apply(a)
+	case FailStep:
+		w.failStep(a.Name)
 	case Reapply:
 		w.reapply(w.operationManifest(a.Name))
 	case Delete:
@@ -540,7 +644,8 @@ func (w *World) describe(a Action) string {
 		return fmt.Sprintf("manager %s's cache catches up by %d of %d changes", m.Name, min(int(a.N), m.cache.Behind()), m.cache.Behind())
 	case Tick:
 		return fmt.Sprintf("the clock moves %s", time.Duration(a.N))
-	case Apply, Reapply, Delete, DeleteNamespace, EditTool, EditTTL, Quiet, Resolve, ResolveInGit, ResolveSaga, Approve:
+	case Apply, ApplyOther, Reapply, Delete, FailStep, DeleteNamespace, EditTool, EditTTL, Quiet, Resolve, ResolveInGit,
+		ResolveSaga, Approve:
 		return w.describePerson(a)
 	case Crash:
 		return fmt.Sprintf("manager %s crashes and restarts as %s-%d", m.Name, m.Name, m.incarnation+1)
@@ -568,6 +673,8 @@ func (w *World) describePerson(a Action) string {
 			return ""
 		}
 		return fmt.Sprintf("a person applies the manifest of %s", a.Name)
+	case ApplyOther, FailStep:
+		return w.describeMore(a)
 	case Reapply:
 		mf := w.operationManifest(a.Name)
 		if mf == nil {
@@ -628,7 +735,70 @@ func (w *World) describePerson(a Action) string {
 	return ""
 }
 
+// describeMore is describePerson for what people do in the world of
+// Options.People.
+func (w *World) describeMore(a Action) string {
+	if a.Kind == ApplyOther {
+		mf := w.others[a.Name]
+		if mf == nil || w.exists(a.Name) {
+			return ""
+		}
+		return fmt.Sprintf("a person applies another manifest under the name %s: %s of tool %s, for %s",
+			a.Name, mf.Spec.Operation, mf.Spec.ToolRef.Name, refOf(mf))
+	}
+	op := &v1.SideEffectOperation{}
+	if w.server.Get(opObjKey(a.Name), op) != nil || op.Status.State != v1.StateNeedsReview ||
+		metav1.GetControllerOfNoCopy(op) == nil {
+		return ""
+	}
+	return fmt.Sprintf("a person fails step operation %s, in review, to stop it", a.Name)
+}
+
 var toolEdits = []string{"the other endpoint (/v1 ↔ /v2)", "the other mode it supports", "its declared delays", "back as it was"}
+
+// apply is an Apply or an ApplyOther: GitOps creates a namespace that is
+// gone before anything in it.
+func (w *World) apply(a Action) {
+	if w.namespaceState() == namespaceGone {
+		w.recreateNamespace()
+	}
+	if a.Kind == ApplyOther {
+		w.create(w.others[a.Name], true)
+		return
+	}
+	for _, mf := range w.manifests {
+		if mf.GetName() == a.Name {
+			w.create(mf, false)
+		}
+	}
+}
+
+// create applies a manifest that creates its object; other says it is the
+// name's other manifest (World.others), which GitOps applies to the object
+// from then on.
+func (w *World) create(mf client.Object, other bool) {
+	if err := w.server.Create(mf.DeepCopyObject().(client.Object)); err != nil {
+		w.note("the apply fails: %v", err)
+		return
+	}
+	if _, ok := mf.(*v1.SideEffectOperation); ok {
+		w.live[mf.GetName()] = other
+	}
+}
+
+// failStep is a person's Fail of a saga step's operation in review,
+// through the code kubectl once resolve runs: they stop it, whatever the
+// tool shows. It is a decision, not a proof that nothing happened (I11).
+func (w *World) failStep(name string) {
+	op := &v1.SideEffectOperation{}
+	must(w.server.Get(opObjKey(name), op))
+	res := v1.Resolution{Action: v1.ResolutionFail, By: "carol", Reason: fmt.Sprintf("stopped at step %d", w.step)}
+	if err := review.ResolveOperation(context.Background(), w.people, op, res); err != nil {
+		w.note("the resolution fails: %v", err)
+		return
+	}
+	w.failed[name] = op.UID
+}
 
 // editTool changes a Tool object within what the simulated tool really
 // does: an endpoint it serves, a mode it supports, a lookup delay no
@@ -768,11 +938,30 @@ func (w *World) resolve(name string, choice int64, inGit bool) {
 	if res.Action == v1.ResolutionRetry {
 		w.licenses[inEpoch(refOf(op), w.epochs[refOf(op)])]++
 	}
+	if res.Action == v1.ResolutionMarkCommitted && w.opts.People {
+		w.undoByHand(seen[1:])
+	}
+}
+
+// undoByHand is a person who saw several effects of one operation at its
+// tool (a Retry of theirs let a second one through), marked the first
+// its outcome, and undoes the others by hand: Once knows only of the one
+// they named, and a saga compensates only that one. Stories found before
+// Options.People replay without it.
+func (w *World) undoByHand(extra []*Effect) {
+	for _, e := range extra {
+		undo := w.recordEffect(w.tools[e.Tool], e.Endpoint, "", e.Ref+byHandSuffix)
+		undo.Target = e.ID
+		w.note("alice undoes %s by hand", e.ID)
+	}
 }
 
 // operationManifest is the manifest of the operation name, nil if there
-// is none.
+// is none: the one its object was last created from.
 func (w *World) operationManifest(name string) *v1.SideEffectOperation {
+	if w.live[name] {
+		return w.others[name]
+	}
 	for _, mf := range w.manifests {
 		if m, ok := mf.(*v1.SideEffectOperation); ok && m.Name == name {
 			return m

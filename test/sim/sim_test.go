@@ -174,3 +174,29 @@ func TestHunt(t *testing.T) {
 		huntSeeds, swarmSeeds, lyingSeeds, secondLifetimeSeeds, everythingSeeds, steps, d.Round(time.Millisecond),
 		float64(steps)/d.Seconds())
 }
+
+// TestPeopleAct: the people of Options.People do what they stand for in
+// default runs: a name applied again with its other manifest, a saga's
+// step deleted, a step failed by a person, a short retention that lets a
+// scope be forgotten on time. A change that made one of them never
+// happen would leave the hunt blind to it without failing.
+func TestPeopleAct(t *testing.T) {
+	if testing.Short() {
+		t.Skip("ten full runs: make test, not -short")
+	}
+	want := []string{"applies another manifest under the name", "a person deletes order-1.",
+		"a person fails step operation", "nothing remembers desk/desk-1 any more"}
+	seen := map[string]bool{}
+	for seed := uint64(1); seed <= 10; seed++ {
+		for _, line := range Run(DefaultOptions(seed)).Story {
+			for _, w := range want {
+				seen[w] = seen[w] || strings.Contains(line, w)
+			}
+		}
+	}
+	for _, w := range want {
+		if !seen[w] {
+			t.Errorf("no run of seeds 1 to 10 tells %q", w)
+		}
+	}
+}

@@ -107,6 +107,14 @@ type Options struct {
 	// names in baseWeights; a kind missing here has its base weight. A
 	// swarm run keeps what it drew here.
 	Weights map[string]int `json:",omitempty"`
+	// People enlarges what people do to what a cluster's people do
+	// (docs/design.md, "The simulator"): a name applied again with
+	// another manifest (World.others), deletes of any object (a saga's
+	// steps and compensations among them), a saga step a person fails
+	// and then deletes, and manifests whose records keep a short
+	// retention. Stories saved before it existed lack it, and replay in
+	// the world they were found in.
+	People bool
 
 	// probe makes every API call of a pass draw at a site of its own, and
 	// tell it (probeMark): the test that draws do not drift.
@@ -116,7 +124,7 @@ type Options struct {
 // DefaultOptions are what make test and make sim run with.
 func DefaultOptions(seed uint64) Options {
 	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25, FrozenTimers: true,
-		KeyedDraws: true}
+		KeyedDraws: true, People: true}
 }
 
 // The workload's tools and their operations: a charge, and the refund that
@@ -148,6 +156,21 @@ type World struct {
 	// manifests are the operations and sagas the workload applies, by
 	// name (no saga shares a name with an operation).
 	manifests []client.Object
+	// others are, per name, another manifest a person applies under that
+	// name once its object is gone (Options.People): another tool,
+	// another key, other parameters. live holds the names whose object
+	// was last created from the other manifest: what GitOps applies to
+	// it, and writes a resolution into, is that one.
+	others map[string]*v1.SideEffectOperation
+	live   map[string]bool
+	// failed holds the saga steps' operations a person failed, by name,
+	// with the UID of the object they failed: the one they delete next.
+	failed map[string]types.UID
+	// expiries hold, per ref, the latest end of a retention seen of its
+	// scope (an operation's expiryTime, its record's) in the current
+	// lifetime of its key: a scope forgotten after it is forgotten as
+	// documented (I7).
+	expiries map[string]time.Time
 
 	running *passRun
 	yield   chan yieldMsg
@@ -328,7 +351,9 @@ func NewWorld(opts Options) *World {
 	clk := NewClock(start)
 	w := &World{opts: opts, clock: clk, tools: map[string]*SimTool{}, yield: make(chan yieldMsg),
 		epochs: map[string]int{}, began: map[string]time.Time{}, refs: map[string]string{}, committed: map[string]bool{},
-		licenses: map[string]int{}, vouched: map[types.UID]string{}, stepCommitted: map[string]bool{}, answered: map[types.UID][]string{}, wiped: map[int]bool{}, draws: newDraws(opts.Seed, opts.KeyedDraws)}
+		licenses: map[string]int{}, vouched: map[types.UID]string{}, stepCommitted: map[string]bool{}, answered: map[types.UID][]string{}, wiped: map[int]bool{}, draws: newDraws(opts.Seed, opts.KeyedDraws),
+		others: map[string]*v1.SideEffectOperation{}, live: map[string]bool{}, failed: map[string]types.UID{},
+		expiries: map[string]time.Time{}}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
 	w.history = history{claims: map[claimKey]bool{}, announced: map[string]announcement{}}
@@ -352,8 +377,13 @@ func NewWorld(opts Options) *World {
 		must(w.server.Create(toolCR(t)))
 	}
 	must(w.server.Create(sinkCR()))
-	for _, op := range workload(opts.Lies) {
+	for _, op := range workload(opts.Lies, opts.People) {
 		w.manifests = append(w.manifests, op)
+	}
+	if opts.People {
+		for _, op := range renamed() {
+			w.others[op.Name] = op
+		}
 	}
 	for _, s := range sagas() {
 		w.manifests = append(w.manifests, s)
@@ -432,19 +462,7 @@ func sinkCR() *v1.Tool {
 // workload is what the people apply: operations on each tool, keyed by
 // name and by shared keys (a duplicate, and a key reused with other
 // parameters).
-func workload(lies bool) []*v1.SideEffectOperation {
-	op := func(name, tool, key string, amount int) *v1.SideEffectOperation {
-		scopeKey := key
-		if scopeKey == "" {
-			scopeKey = name
-		}
-		ref := tool + "/" + scopeKey
-		o := &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
-			Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: tool}, Operation: opCharge,
-				IdempotencyKey: key,
-				Parameters:     &runtime.RawExtension{Raw: fmt.Appendf(nil, `{"ref":%q,"amount":%d}`, ref, amount)}}}
-		return o
-	}
+func workload(lies, people bool) []*v1.SideEffectOperation {
 	audited := func(o *v1.SideEffectOperation) *v1.SideEffectOperation {
 		o.Spec.Subscribers = []v1.Subscriber{{Name: "audit", ToolRef: v1.SinkToolReference{Name: sinkTool}, Operation: opDeliver}}
 		return o
@@ -456,15 +474,26 @@ func workload(lies bool) []*v1.SideEffectOperation {
 		o.Spec.TTLSecondsAfterFinished = &seconds
 		return o
 	}
+	// A team that keeps its records a short while (spec.retention, fixed
+	// at create; Options.People): they expire within a run, and the
+	// manifest applied again after that is a second lifetime of its key.
+	// Only tools without a replay window take one: a retention shorter
+	// than a window is refused.
+	short := func(d time.Duration, o *v1.SideEffectOperation) *v1.SideEffectOperation {
+		if people {
+			o.Spec.Retention = &metav1.Duration{Duration: d}
+		}
+		return o
+	}
 	ops := []*v1.SideEffectOperation{
 		op("pay-1", "pay", "", 100),
 		kept(3600, audited(op("pay-2", "pay", "order-7", 250))),
 		audited(op("pay-3", "pay", "order-7", 250)),
-		op("desk-1", "desk", "", 1),
+		short(2*time.Minute, op("desk-1", "desk", "", 1)),
 		kept(60, op("desk-2", "desk", "ticket-9", 2)),
 		op("desk-3", "desk", "ticket-9", 3),
 		kept(0, op("chat-1", toolChat, "", 1)),
-		audited(op("chat-2", toolChat, "msg-4", 1)),
+		short(10*time.Minute, audited(op("chat-2", toolChat, "msg-4", 1))),
 	}
 	if lies {
 		// One attempt alone: a lookup's "absent" fails it for good.
@@ -473,6 +502,35 @@ func workload(lies bool) []*v1.SideEffectOperation {
 		ops = append(ops, single)
 	}
 	return ops
+}
+
+// op is an operation's manifest: a charge of amount at tool, keyed by key
+// (by its name if empty); its parameters name its scope as its ref
+// (refOf), which is unique to the scope.
+func op(name, tool, key string, amount int) *v1.SideEffectOperation {
+	scopeKey := key
+	if scopeKey == "" {
+		scopeKey = name
+	}
+	ref := tool + "/" + scopeKey
+	return &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
+		Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: tool}, Operation: opCharge,
+			IdempotencyKey: key,
+			Parameters:     &runtime.RawExtension{Raw: fmt.Appendf(nil, `{"ref":%q,"amount":%d}`, ref, amount)}}}
+}
+
+// renamed are the other manifests of some names (Options.People): a
+// GitOps repository edited so that a name now stands for another effect,
+// or a person at kubectl who reuses a name once its object is gone. The
+// ticket desk-2 becomes a chat message; the charge pay-1 another charge,
+// under another key and amount; the message chat-1 a ticket. Each carries
+// its own ref: a name is not a scope.
+func renamed() []*v1.SideEffectOperation {
+	return []*v1.SideEffectOperation{
+		op("desk-2", toolChat, "", 5),
+		op("pay-1", toolPay, "order-9", 300),
+		op("chat-1", toolDesk, "", 6),
+	}
 }
 
 // sagas are the workload's sagas: one that runs through, its charge and
