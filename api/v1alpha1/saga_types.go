@@ -456,6 +456,12 @@ type SagaStepStatus struct {
 	// message says why the step waits or failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// reason is the Ready reason its operation failed with. A failure that
+	// rests on a person's decision, or that the tool contradicted later,
+	// stays one after the operation is gone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Reason string `json:"reason,omitempty"`
 	// validation of the step, before it ran.
 	// +optional
 	Validation *StepValidation `json:"validation,omitempty"`

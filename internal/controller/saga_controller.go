@@ -314,6 +314,7 @@ func children(s *v1.Saga, ops map[string]*v1.SideEffectOperation) map[string]sag
 		if ready := meta.FindStatusCondition(op.Status.Conditions, v1.ConditionReady); ready != nil {
 			c.Message = ready.Message
 			c.Decided = op.Status.State == v1.StateFailedFinal && protocol.Unproven(ready.Reason)
+			c.Reason = ready.Reason
 		}
 		out[name] = c
 	}

@@ -35,6 +35,7 @@ import (
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/outbox"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 // Condition reasons of sagas, besides the operations' own.
@@ -72,6 +73,9 @@ type Child struct {
 	// that it had no effect (protocol.Unproven): a person's decision, or a
 	// failure the tool contradicted with a late answer.
 	Decided bool
+	// Reason is a failed operation's Ready reason, which the step's
+	// checkpoint keeps.
+	Reason string
 }
 
 // View is everything a decision reads.
@@ -222,6 +226,10 @@ func (d *decider) refresh() {
 		ss.ExternalObjectID, ss.ResultDigest = c.ExternalObjectID, c.ResultDigest
 		if ss.Compensation == nil {
 			ss.State, ss.Message = c.State, messageUnless(c.State == v1.StateCommitted, c.Message)
+			ss.Reason = ""
+			if c.State == v1.StateFailedFinal {
+				ss.Reason = c.Reason
+			}
 		}
 	}
 }
@@ -633,7 +641,11 @@ func (d *decider) compensate() Decision {
 func (d *decider) undecidedFailure(failed int) (Decision, bool) {
 	step, ss := d.Spec.Steps[failed], &d.st.Steps[failed]
 	c, ok := d.child(OperationName(d.Name, step.Name, false, ss.Round), failed, false, ss.Round)
-	if !ok || !c.Decided || (ss.Resolution != nil && ss.Resolution.Action == v1.SagaMarkCompensated) {
+	// The checkpoint keeps the failure's reason: a person who deletes the
+	// step's operation after failing it does not turn the decision into
+	// a proof.
+	decided := (ok && !c.Foreign && c.Decided) || protocol.Unproven(ss.Reason)
+	if !decided || (ss.Resolution != nil && ss.Resolution.Action == v1.SagaMarkCompensated) {
 		// Not a decision, or a person already said its effect is undone.
 		return Decision{}, false
 	}

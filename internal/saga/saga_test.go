@@ -254,10 +254,11 @@ func (s *sim) failedIndex(st v1.SagaStatus) int {
 	return s.index(st.FailedStep)
 }
 
-// settled reports whether every operation of the saga is done.
+// settled reports whether every operation of the saga is done, or gone
+// (a person deleted it; its release waited for any call in flight).
 func (s *sim) settled() bool {
 	for name := range s.made {
-		if c := s.children[name]; c.State != committed && c.State != failedFinal {
+		if c, ok := s.children[name]; ok && c.State != committed && c.State != failedFinal {
 			return false
 		}
 	}
@@ -492,7 +493,7 @@ func decided(names ...string) func(*sim) {
 		set(failedFinal, names...)(s)
 		for _, name := range names {
 			c := s.children[name]
-			c.Decided = true
+			c.Decided, c.Reason = true, v1.ReasonResolvedFailed
 			s.children[name] = c
 		}
 	}
@@ -797,6 +798,20 @@ func TestDecideCompensation(t *testing.T) {
 				{reason: "Then reserve.", do: set(committed, "order.charge.undo"),
 					acts: []string{"create order.reserve.undo k/reserve/compensate"}, want: comp("reserve", 2, 1, 2, "ship")},
 				same("Compensated.", set(committed, "order.reserve.undo"), compensated2),
+			},
+		},
+		"DecidedFailureOperationGone": {
+			reason: "A person who fails a step and then deletes its operation leaves a decision, not a proof: the " +
+				"checkpoint keeps the failure's reason, and the saga still waits for MarkCompensated (I8).",
+			stages: []stage{start, toCharge, toShip,
+				same("Ship failed by a person: review.", decided("order.ship"),
+					review(outcome{Step: "ship", Done: 2, ToUndo: 2, Failed: "ship"}, ReasonStepFailed)),
+				same("Its operation is deleted: still review, nothing compensated.",
+					func(s *sim) { delete(s.children, "order.ship") },
+					review(outcome{Step: "ship", Done: 2, ToUndo: 2, Failed: "ship"}, ReasonStepFailed)),
+				{reason: "Marked compensated: charge is compensated.",
+					do:   resolve("ship", v1.SagaMarkCompensated, "refunded by hand"),
+					acts: []string{"create order.charge.undo k/charge/compensate"}, want: shipFails.want},
 			},
 		},
 		"FailFirst": {
