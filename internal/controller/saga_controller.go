@@ -175,7 +175,7 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			continue
 		}
 		if d.Action.Kind == saga.ActionRecall {
-			if view.Remembered, err = r.recall(ctx, &s, view.Status); err != nil {
+			if view.Remembered, err = r.recall(ctx, &s, view); err != nil {
 				return ctrl.Result{}, err
 			}
 			continue
@@ -219,15 +219,15 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// recall reads, past the cache, the scope record of every step whose
-// checkpoint names no operation, and says what each holds
-// (protocol.Holds): an earlier saga of the same key may have left an
-// effect there that this one must not leave standing.
-func (r *SagaReconciler) recall(ctx context.Context, s *v1.Saga, st v1.SagaStatus) (map[string]string, error) {
+// recall reads, past the cache, the scope record of every step without an
+// operation of this saga, and says what each holds (protocol.Holds): an
+// earlier saga of the same key may have left an effect there that this one
+// must not leave standing.
+func (r *SagaReconciler) recall(ctx context.Context, s *v1.Saga, view saga.View) (map[string]string, error) {
 	out := map[string]string{}
 	now := r.Clock.Now()
 	for i, step := range s.Spec.Steps {
-		if i < len(st.Steps) && st.Steps[i].Operation != "" {
+		if saga.RanHere(view, view.Status, i) {
 			continue
 		}
 		tool, operation := saga.Target(step, false)

@@ -51,7 +51,9 @@ func (r *SideEffectOperationReconciler) answerGone(p *pass, a *answer) error {
 			cur = &rec.Spec
 		}
 		next, verdict := protocol.StaleForRecord(cur, p.op.UID, late, p.env.Now)
-		if verdict == protocol.LateSecondEffect && !raised {
+		// An answer naming an effect for an attempt the record does not
+		// know of is raised too: the record is behind what was sent.
+		if (verdict == protocol.LateSecondEffect || verdict == protocol.LateIgnored && late.Effect != nil) && !raised {
 			r.raiseGone(p, late, rec)
 			raised = true
 		}

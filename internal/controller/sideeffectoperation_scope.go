@@ -361,24 +361,33 @@ func (r *SideEffectOperationReconciler) stillReleasing(p *pass) error {
 // announcing keeps a deleted operation, its outcome already in its scope's
 // record, until the relay has delivered its announcements or given up on
 // them: the object is the only place they are kept (I15). The relay's
-// write wakes the operation; wait is a fallback. In a terminating
-// namespace nothing waits: its subscribers' sinks go with it.
-func (r *SideEffectOperationReconciler) announcing(p *pass) (wait time.Duration, err error) {
+// write wakes the operation; wait is a fallback, at the relay's next
+// attempt. The relay's budget bounds the wait (about half an hour by
+// default). In a terminating namespace nothing waits: its subscribers'
+// sinks go with it, a ClusterTool's announcements too.
+func (r *SideEffectOperationReconciler) announcing(p *pass) (time.Duration, error) {
 	if !outbox.Pending(p.op.Status.Outbox) {
 		return 0, nil
 	}
 	_, at := outbox.Due(p.op.Status.Outbox, r.Clock.Now())
 	ns := &corev1.Namespace{}
-	if err := r.APIReader.Get(p.ctx, client.ObjectKey{Name: p.op.Namespace}, ns); client.IgnoreNotFound(err) != nil {
-		return 0, err
-	} else if err != nil || !ns.DeletionTimestamp.IsZero() {
+	err := r.APIReader.Get(p.ctx, client.ObjectKey{Name: p.op.Namespace}, ns)
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || (err == nil && !ns.DeletionTimestamp.IsZero()) {
+		// A namespaced install reads no Namespaces: it cannot tell a
+		// terminating one, and does not wait.
 		return 0, nil
 	}
-	return max(at, announceRecheck), nil
+	if err != nil {
+		return 0, err
+	}
+	if at <= 0 {
+		at = announceRecheck
+	}
+	return at, nil
 }
 
-// announceRecheck is how often a deleted operation looks again at its
-// announcements if no write of the relay wakes it.
+// announceRecheck is when a deleted operation looks again at an
+// announcement that is due now, if no write of the relay wakes it first.
 const announceRecheck = 30 * time.Second
 
 // recordPendingAnswer writes an answer this manager holds in memory (its
@@ -412,16 +421,6 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 	if err != nil {
 		return false, 0, err
 	}
-	if rec == nil || rec.Spec.Owner.UID != self.UID {
-		// A record that is not this operation's may be a later lifetime's:
-		// another manager released this operation while this pass
-		// stalled, and its namespace was deleted and made again. Decide
-		// on it only while the operation still waits for its release;
-		// read after the record, so that the record read is of its time.
-		if err := r.stillReleasing(p); err != nil {
-			return false, 0, err
-		}
-	}
 	// The time is read after the record: a pass that stalled before the
 	// read must not judge a record of the key's next lifetime by the time
 	// it started, when its own outcome had not yet expired.
@@ -439,6 +438,16 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 		cur = &rec.Spec
 	}
 	d := protocol.AtDeletion(p.op.Status, self, cur, own, p.env.Now)
+	if d.Action == protocol.ReleaseCreate || (d.Action == protocol.ReleaseUpdate && rec.Spec.Owner.UID != self.UID) {
+		// A record that is not this operation's may be a later lifetime's:
+		// another manager released this operation while this pass
+		// stalled, and its namespace was deleted and made again. Write it
+		// only while the operation still waits for its release, read
+		// after the record, so that the record read is of its time.
+		if err := r.stillReleasing(p); err != nil {
+			return false, 0, err
+		}
+	}
 	switch d.Action {
 	case protocol.ReleaseWait:
 		return false, d.Wait + time.Second, nil

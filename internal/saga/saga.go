@@ -661,21 +661,23 @@ func (d *decider) undecidedFailure(failed int) (Decision, bool) {
 			"are compensated, last first", step.Name, step.Name)), true
 }
 
-// unstartedEffects stops a compensation at a step after the failed one
-// that this saga never started, but whose key already holds an effect: an
-// earlier saga of the same key made it (a saga deleted and applied again),
-// and its scope's record still keeps it. This saga undoes only what it
-// made; ending Compensated would leave that effect standing (I8). A person
-// decides, last first, and says so with MarkCompensated.
+// unstartedEffects stops a compensation at a step, the failed one or one
+// after it, that has no operation of this saga (never started, failed
+// before its operation was made, or its operation deleted) while its key
+// holds an effect: an earlier saga of the same key made it (a saga deleted
+// and applied again), or a person's decision left it open, and the scope's
+// record keeps it. This saga undoes only what it made; ending Compensated
+// would leave that effect standing (I8). A person decides, last first, and
+// says so with MarkCompensated.
 func (d *decider) unstartedEffects(failed int) (Decision, bool) {
-	for j := len(d.Spec.Steps) - 1; j > failed; j-- {
+	for j := len(d.Spec.Steps) - 1; j >= failed; j-- {
 		step, ss := d.Spec.Steps[j], &d.st.Steps[j]
-		if ss.Operation != "" || ss.State == v1.StateCompensated {
+		if ss.State == v1.StateCompensated || d.ranHere(j) {
 			continue
 		}
 		name := OperationName(d.Name, step.Name, false, ss.Round)
 		if _, exists := d.Children[name]; exists {
-			// An operation of an earlier saga still holds the key: its
+			// An operation this saga did not make holds the name: its
 			// outcome reaches the record when it goes.
 			return d.orphan(step.Name, name), true
 		}
@@ -692,8 +694,8 @@ func (d *decider) unstartedEffects(failed int) (Decision, bool) {
 		if d.markedCompensated(j) {
 			continue
 		}
-		msg := fmt.Sprintf("step %s did not run in this saga, but its key already holds an effect: %s; "+
-			"an earlier saga of the same key made it, and this saga undoes only what it made; "+
+		msg := fmt.Sprintf("step %s has no operation of this saga, but its key holds an effect: %s; "+
+			"this saga undoes only what it made; "+
 			"undo it by hand if it must be, then set spec.resolutions {step: %s, action: MarkCompensated}",
 			step.Name, held, step.Name)
 		ss.Compensation.State, ss.Compensation.Message = v1.StateNeedsReview, msg
@@ -703,18 +705,38 @@ func (d *decider) unstartedEffects(failed int) (Decision, bool) {
 }
 
 // unread reports whether a compensation after step failed needs the
-// scope records of later steps this saga never started, and has not read
-// them yet.
+// scope records of steps this saga never started, from the failed one on,
+// and has not read them yet.
 func (d *decider) unread(failed int) bool {
 	if d.Remembered != nil {
 		return false
 	}
-	for j := failed + 1; j < len(d.Spec.Steps); j++ {
-		if ss := d.st.Steps[j]; ss.Operation == "" && ss.State != v1.StateCompensated {
+	for j := failed; j < len(d.Spec.Steps); j++ {
+		if d.st.Steps[j].State != v1.StateCompensated && !d.ranHere(j) {
 			return true
 		}
 	}
 	return false
+}
+
+// ranHere reports whether step j's operation, as its checkpoint names it,
+// exists and is this saga's.
+func (d *decider) ranHere(j int) bool {
+	ss := d.st.Steps[j]
+	if ss.Operation == "" {
+		return false
+	}
+	c, ok := d.child(ss.Operation, j, false, ss.Round)
+	return ok && !c.Foreign
+}
+
+// RanHere reports whether step i of a checkpoint has its operation among
+// children, made by this saga: the controller reads the scope records of
+// the others (ActionRecall).
+func RanHere(v View, st v1.SagaStatus, i int) bool {
+	d := &decider{View: v, st: st}
+	d.st.IdempotencyKey = Key(v.Name, v.Spec)
+	return i < len(st.Steps) && d.ranHere(i)
 }
 
 func (d *decider) failedIndex() int {

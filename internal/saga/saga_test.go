@@ -1019,6 +1019,20 @@ func TestDecideCompensation(t *testing.T) {
 					outcome{State: compensatedS, Done: 1, Undone: 1, ToUndo: 1, Failed: "charge", Reason: ReasonCompensated, Stalled: true}),
 			},
 		},
+		"EarlierSagaEffectOnAFailedStep": {
+			reason: "A step that fails before its operation is made (its parameters cannot be computed) may hold an " +
+				"earlier saga's effect under its key: a person decides on it before the steps before it are undone.",
+			setup: func(s *sim) {
+				s.uncreatable["order.charge"] = "no such key: id"
+				s.remembered = map[string]string{"charge": "committed, effect ch_1"}
+			},
+			stages: []stage{start,
+				{reason: "Charge cannot be made: its key's effect stands, the saga stops before undoing reserve.",
+					do: set(committed, "order.reserve"), acts: []string{"create order.charge k/charge"},
+					want: review(outcome{State: compensatingS, Step: "charge", Done: 1, ToUndo: 1, Failed: "charge"},
+						ReasonCannotCompensate)},
+			},
+		},
 		"EarlierSagaOperation": {
 			reason: "An operation of an earlier saga still holds a later step's name: the saga waits for it to go.",
 			stages: []stage{start, toCharge,
