@@ -237,7 +237,10 @@ func (w *World) checkRecords() {
 				continue
 			}
 			for _, e := range w.current(ref) {
-				if e.Hidden && !e.Known || w.heldByLive(e) || byHand(e) || e.At.After(out.CompletionTime.Time) {
+				// As for a live failure: within the record's retention, an
+				// effect a person did not allow, known to Once or not held
+				// in a manager's memory yet.
+				if e.Hidden && !e.Known || w.heldByLive(e) || byHand(e) || e.Licensed || !e.At.Before(out.ExpiryTime.Time) {
 					continue
 				}
 				if hash, _, err := protocol.RequestHash(rec.Spec.ToolRef, rec.Spec.Operation, []byte(e.Params)); err == nil &&
@@ -268,12 +271,21 @@ func (w *World) keptAfterGone(e *Effect) bool {
 	return false
 }
 
-// accountGone clears, after each step, the held answers of operations that
-// went once a record or an Event keeps them: a record may expire later,
-// by its retention, which forgets what it kept on purpose (I7).
+// accountGone clears, after each step, the held answers that a status, a
+// record or an Event keeps already: a write whose answer was lost may have
+// landed, and what is kept may go later by its retention, which forgets
+// on purpose (I7). An answer of an operation that still exists is cleared
+// once its status names the effect; one of an operation that went, once a
+// record or an Event does.
 func (w *World) accountGone() {
 	for _, h := range w.held {
-		if h.effect == nil || w.operationExists(h.uid) {
+		if h.effect == nil {
+			continue
+		}
+		if op := w.operationByUID(h.uid); op != nil {
+			if w.recordedIn(op, h.effect) {
+				h.effect.Known, h.effect = true, nil
+			}
 			continue
 		}
 		if w.keptAfterGone(h.effect) {
@@ -282,14 +294,14 @@ func (w *World) accountGone() {
 	}
 }
 
-// operationExists reports whether the operation with that UID exists.
-func (w *World) operationExists(uid types.UID) bool {
+// operationByUID is the operation with that UID, or nil.
+func (w *World) operationByUID(uid types.UID) *v1.SideEffectOperation {
 	for _, o := range w.server.peek(kindOperation) {
 		if o.GetUID() == uid {
-			return true
+			return o.(*v1.SideEffectOperation)
 		}
 	}
-	return false
+	return nil
 }
 
 // checkAnnounced is I15 after the objects are gone: every announcement an
