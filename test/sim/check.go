@@ -393,7 +393,7 @@ func (w *World) forget() {
 		// any call (other parameters) holds nothing.
 		// Its retention bounds that, as it bounds a record's (I7).
 		st := op.Status
-		expired := st.ExpiryTime != nil && !w.skewedNow().Before(st.ExpiryTime.Time)
+		expired := st.ExpiryTime != nil && !w.horizon().Before(st.ExpiryTime.Time)
 		adopted := st.DuplicateOf != "" && st.State.IsTerminal()
 		if (st.Attempts > 0 || adopted || st.State == v1.StateCommitted) && !expired {
 			remembered[refOf(op)] = true
@@ -406,7 +406,7 @@ func (w *World) forget() {
 		rec := o.(*v1.IdempotencyRecord)
 		ref := w.refs[scopeOf(rec.Spec.ToolRef.Name, rec.Spec.Operation, rec.Spec.IdempotencyKey)]
 		at, ok := protocol.RecordExpiry(rec.Spec)
-		if !ok || w.skewedNow().Before(at) {
+		if !ok || w.horizon().Before(at) {
 			remembered[ref] = true
 		}
 		if ok {
@@ -445,29 +445,28 @@ func (w *World) keepUntil(ref string, at time.Time) {
 	}
 }
 
-// skewedNow is the earliest time a manager's clock may show now: an
-// expiry is stamped by one manager's clock and read by another's, each
-// off by up to the skew (Options.ClockSkew), so an outcome still answers
-// until twice the skew after its expiry.
-func (w *World) skewedNow() time.Time { return w.clock.Now().Add(-2 * w.opts.ClockSkew) }
+// horizon is the latest time a manager may judge an expiry by now: one
+// manager's clock stamps an expiry and another's reads it, each off by up
+// to the skew (Options.ClockSkew). A scope is remembered for sure only
+// until twice the skew before its expiry; from then on, a manager may
+// already take its key for a new lifetime (I1, I7), and another may still
+// answer from the old one for as long again (justForgotten).
+func (w *World) horizon() time.Time { return w.clock.Now().Add(2 * w.opts.ClockSkew) }
 
 // justForgotten reports whether e is of the lifetime of its key that
-// ended less than twice the clocks' skew ago: a manager whose clock is
-// behind may still answer with it from a record (or its cache of one)
-// that another manager's clock collected.
+// ended within the skew's window (horizon): a manager whose clock is
+// behind may still answer with it from a record, or its cache of one.
 func (w *World) justForgotten(e *Effect) bool {
-	return e.Epoch == w.epochs[e.Ref]-1 && w.clock.Now().Before(w.began[e.Ref].Add(2*w.opts.ClockSkew))
+	return e.Epoch == w.epochs[e.Ref]-1 && w.clock.Now().Before(w.began[e.Ref].Add(4*w.opts.ClockSkew))
 }
 
 // lapsed reports whether the latest retention seen of a scope in this
-// lifetime of its key has passed: its records' short retention
-// (spec.retention, Options.People) ends within a run, and forgetting
-// then is what I7 promises, not a breach of it. A manager's clock stamps
-// the expiry and another's collects the record: each may be off by the
-// skew (Options.ClockSkew), so a retention holds up to twice the skew.
+// lifetime of its key has passed, as a manager may judge it (horizon): its
+// records' short retention (spec.retention, Options.People) ends within a
+// run, and forgetting then is what I7 promises, not a breach of it.
 func (w *World) lapsed(ref string) bool {
 	at, ok := w.expiries[ref]
-	return ok && !w.clock.Now().Add(2*w.opts.ClockSkew).Before(at)
+	return ok && !w.horizon().Before(at)
 }
 
 // recordedIn reports whether an operation's status, or an Event about it,
