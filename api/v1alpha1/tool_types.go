@@ -283,8 +283,9 @@ type ToolIdempotency struct {
 	// behind. A lookup sooner than that can miss an effect that exists, and
 	// an absent answer would allow a second attempt. Once counts it from
 	// the latest moment the unknown attempt's request could have left (the
-	// end of its claim), so an absent answer proves absence only if the
-	// tool keeps this promise. Required in Lookup mode.
+	// end of its claim), and adds the manager's claim grace, its margin for
+	// skewed clocks, so an absent answer proves absence only if the tool
+	// keeps this promise. Required in Lookup mode.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="lookupDelay must not be negative"
 	LookupDelay *metav1.Duration `json:"lookupDelay,omitempty"`

@@ -84,6 +84,7 @@ func NewPolicy(tool *v1.ToolSpec, op *v1.SideEffectOperationSpec, l Limits) Poli
 		// Required in Lookup mode; a tool stored before it was falls back
 		// to the longest a request of it may take.
 		LookupDelay:  durationOr(tool.Idempotency.LookupDelay, timeout),
+		ClockMargin:  l.ClaimGrace,
 		Retention:    Retention(op),
 		DedupeWindow: durationOr(tool.Idempotency.DedupeWindow, v1.DefaultDedupeWindow),
 		Promise:      PromiseOf(tool, op.Operation),

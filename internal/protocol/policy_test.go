@@ -73,3 +73,21 @@ func TestTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestLookupWaitsForTheClockMargin: the attempt's last send is stamped by
+// one manager's clock and the lookup asked by another's, which may run
+// ahead by up to the claim's grace; the lookup waits for both.
+func TestLookupWaitsForTheClockMargin(t *testing.T) {
+	p := NewPolicy(&v1.ToolSpec{Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyLookup,
+		LookupDelay: &metav1.Duration{Duration: 20 * time.Second}}}, &v1.SideEffectOperationSpec{},
+		Limits{MaxClaim: time.Minute, ClaimGrace: 10 * time.Second})
+	if p.ClockMargin != 10*time.Second {
+		t.Fatalf("ClockMargin = %s, want the claim's grace, 10s", p.ClockMargin)
+	}
+	sent := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	d := unknown(v1.SideEffectOperationStatus{IdempotencyMode: v1.IdempotencyLookup, Attempts: 1}, p,
+		Env{Now: sent}, sent, "lost")
+	if got, want := d.Status.NextAttemptTime.Time, sent.Add(30*time.Second); !got.Equal(want) {
+		t.Errorf("NextAttemptTime = %s, want %s: the lookup delay and the clocks' margin", got, want)
+	}
+}

@@ -50,6 +50,10 @@ type Policy struct {
 	// lookup can prove that it had no effect: the tool's processing time
 	// plus the lag of its lookup index, as the tool declares them.
 	LookupDelay time.Duration
+	// ClockMargin is added to LookupDelay: the attempt's last send is
+	// stamped by one manager's clock, and the lookup is asked by another's,
+	// which may run ahead of it. The claim's grace is that margin.
+	ClockMargin time.Duration
 	// Retention is how long the scope's record keeps the outcome after the
 	// operation ends.
 	Retention time.Duration
@@ -339,7 +343,7 @@ func unknown(st v1.SideEffectOperationStatus, p Policy, env Env, lastSend time.T
 	// a tool whose description changes back before the question is asked
 	// must still not be asked before the delay has passed.
 	if cmp.Or(st.IdempotencyMode, p.Mode) == v1.IdempotencyLookup {
-		if at := lastSend.Add(p.LookupDelay); at.After(env.Now) {
+		if at := lastSend.Add(p.LookupDelay + p.ClockMargin); at.After(env.Now) {
 			// Status times keep whole seconds: round up, never down, or
 			// the lookup could come before the delay has passed.
 			st.NextAttemptTime = timePtr(ceilSecond(at))
