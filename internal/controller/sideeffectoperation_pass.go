@@ -131,7 +131,11 @@ func (p *pass) result(res reconcile.Result, err error) (reconcile.Result, error)
 
 // drive runs the phases of an unfinished operation.
 func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error) {
-	planned := p.st.State.IsPlanned()
+	// An operation this manager holds an answer for has claimed, whatever
+	// a lagging cache shows: the answer is written first (I12), not held
+	// back by checks that only a planned operation needs.
+	_, answered := r.pending.Load(p.op.UID)
+	planned := p.st.State.IsPlanned() && !answered
 	if planned {
 		if no := protocol.CheckParameters(p.params); no != nil {
 			return r.refuse(p, no)
