@@ -162,7 +162,7 @@ func TestHunt(t *testing.T) {
 	for seed := uint64(1); seed <= everythingSeeds; seed++ {
 		opts := DefaultOptions(seed)
 		opts.Lies, opts.SecondLifetimes, opts.Swarm, opts.APIFaultRate = true, true, true, 0.03
-		opts.ClockSkew = 5 * time.Second
+		opts.ClockSkew = 4 * time.Second
 		r := Run(opts)
 		steps += r.Steps
 		if r.Failed() {

@@ -78,7 +78,8 @@ type Options struct {
 	// ClockSkew bounds how far each manager's clock is from true time,
 	// drawn once per run from the seed: NTP keeps nodes within
 	// milliseconds to seconds, and the claim's grace (ten seconds here)
-	// is the margin Once allows for it. A tool's clock is off by up to
+	// is the margin Once allows for two managers' clocks: a bound under
+	// half of it keeps within what Once promises. A tool's clock is off by up to
 	// sixty times as much, a provider's own clock, which the lookups'
 	// found allows an hour for. Zero: every clock is true.
 	ClockSkew time.Duration `json:",omitempty"`

@@ -40,7 +40,7 @@ func mixed(o sim.Options) sim.Options {
 		o.APIFaultRate = 0.03
 	}
 	if r.IntN(2) == 0 && o.ClockSkew == 0 {
-		o.ClockSkew = 5 * time.Second
+		o.ClockSkew = 4 * time.Second
 	}
 	return o
 }
