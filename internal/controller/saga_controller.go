@@ -227,7 +227,7 @@ func (r *SagaReconciler) recall(ctx context.Context, s *v1.Saga, view saga.View)
 	out := map[string]string{}
 	now := r.Clock.Now()
 	for i, step := range s.Spec.Steps {
-		if saga.RanHere(view, view.Status, i) {
+		if saga.RanHere(view, i) {
 			continue
 		}
 		tool, operation := saga.Target(step, false)
@@ -254,13 +254,11 @@ func (r *SagaReconciler) recall(ctx context.Context, s *v1.Saga, view saga.View)
 func (r *SagaReconciler) holds(ctx context.Context, rec *v1.IdempotencyRecord, now time.Time) (string, error) {
 	spec := rec.Spec
 	if spec.Outcome == nil {
-		owner := &v1.SideEffectOperation{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rec.Namespace, Name: spec.Owner.Name}, owner)
+		owner, err := liveOwner(ctx, r.APIReader, rec)
 		switch {
-		case apierrors.IsNotFound(err):
 		case err != nil:
 			return "", fmt.Errorf("reading operation %s, which owns record %s: %w", spec.Owner.Name, rec.Name, err)
-		case owner.UID != spec.Owner.UID:
+		case owner == nil:
 		case owner.Status.State.IsTerminal():
 			o := outcomeOf(owner, now)
 			spec.Outcome = &o

@@ -239,14 +239,11 @@ func (r *SideEffectOperationReconciler) ownRecord(p *pass) v1.IdempotencyRecordS
 // ownerOf reads the record's owner past the cache: a just-created owner
 // must not look deleted. Its outcome is there if it has ended.
 func (r *SideEffectOperationReconciler) ownerOf(p *pass, rec *v1.IdempotencyRecord) (protocol.Owner, error) {
-	owner := &v1.SideEffectOperation{}
-	err := r.APIReader.Get(p.ctx, client.ObjectKey{Namespace: rec.Namespace, Name: rec.Spec.Owner.Name}, owner)
+	owner, err := liveOwner(p.ctx, r.APIReader, rec)
 	switch {
-	case apierrors.IsNotFound(err):
-		return protocol.Owner{}, nil
 	case err != nil:
 		return protocol.Owner{}, err
-	case owner.UID != rec.Spec.Owner.UID:
+	case owner == nil:
 		return protocol.Owner{}, nil
 	case owner.Status.State.IsTerminal():
 		o := outcomeOf(owner, p.env.Now)
@@ -256,6 +253,22 @@ func (r *SideEffectOperationReconciler) ownerOf(p *pass, rec *v1.IdempotencyReco
 	default:
 		return protocol.Owner{Alive: true}, nil
 	}
+}
+
+// liveOwner reads the operation a record names as its owner, past the
+// cache; nil when it is gone, or another object holds its name now.
+func liveOwner(ctx context.Context, reader client.Reader, rec *v1.IdempotencyRecord) (*v1.SideEffectOperation, error) {
+	owner := &v1.SideEffectOperation{}
+	err := reader.Get(ctx, client.ObjectKey{Namespace: rec.Namespace, Name: rec.Spec.Owner.Name}, owner)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case owner.UID != rec.Spec.Owner.UID:
+		return nil, nil
+	}
+	return owner, nil
 }
 
 // ensureFinalizer adds FinalizerRecord before the first claim, if the

@@ -672,7 +672,7 @@ func (d *decider) undecidedFailure(failed int) (Decision, bool) {
 func (d *decider) unstartedEffects(failed int) (Decision, bool) {
 	for j := len(d.Spec.Steps) - 1; j >= failed; j-- {
 		step, ss := d.Spec.Steps[j], &d.st.Steps[j]
-		if ss.State == v1.StateCompensated || d.ranHere(j) {
+		if !d.unrun(j) {
 			continue
 		}
 		name := OperationName(d.Name, step.Name, false, ss.Round)
@@ -712,11 +712,17 @@ func (d *decider) unread(failed int) bool {
 		return false
 	}
 	for j := failed; j < len(d.Spec.Steps); j++ {
-		if d.st.Steps[j].State != v1.StateCompensated && !d.ranHere(j) {
+		if d.unrun(j) {
 			return true
 		}
 	}
 	return false
+}
+
+// unrun reports whether step j has no operation of this saga and is not
+// compensated yet: its key may hold an effect only its record knows of.
+func (d *decider) unrun(j int) bool {
+	return d.st.Steps[j].State != v1.StateCompensated && !d.ranHere(j)
 }
 
 // ranHere reports whether step j's operation, as its checkpoint names it,
@@ -730,13 +736,13 @@ func (d *decider) ranHere(j int) bool {
 	return ok && !c.Foreign
 }
 
-// RanHere reports whether step i of a checkpoint has its operation among
-// children, made by this saga: the controller reads the scope records of
-// the others (ActionRecall).
-func RanHere(v View, st v1.SagaStatus, i int) bool {
-	d := &decider{View: v, st: st}
+// RanHere reports whether step i of the view's checkpoint has its operation
+// among the children, made by this saga: the controller reads the scope
+// records of the others (ActionRecall).
+func RanHere(v View, i int) bool {
+	d := &decider{View: v, st: v.Status}
 	d.st.IdempotencyKey = Key(v.Name, v.Spec)
-	return i < len(st.Steps) && d.ranHere(i)
+	return i < len(v.Status.Steps) && d.ranHere(i)
 }
 
 func (d *decider) failedIndex() int {

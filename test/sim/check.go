@@ -306,17 +306,13 @@ func toldNoEffect(op *v1.SideEffectOperation) string {
 
 // sameRequest are the effects made with an operation's parameters.
 func sameRequest(es []*Effect, op *v1.SideEffectOperation) []*Effect {
-	var raw []byte
-	if op.Spec.Parameters != nil {
-		raw = op.Spec.Parameters.Raw
-	}
-	want, err := protocol.Canonical(raw)
-	if err != nil {
+	want := canonicalParams(op)
+	if want == "" {
 		return nil
 	}
 	var out []*Effect
 	for _, e := range es {
-		if e.Params == string(want) {
+		if e.Params == want {
 			out = append(out, e)
 		}
 	}

@@ -251,17 +251,18 @@ func (c *Client) List(_ context.Context, list client.ObjectList, opts ...client.
 }
 
 func (c *Client) Create(_ context.Context, obj client.Object, _ ...client.CreateOption) error {
-	if err := c.gate.API("create", obj.GetName(), obj); err != nil {
-		return err
-	}
-	sent := obj.DeepCopyObject()
-	return c.answer("create", obj, sent, c.server.Create(obj))
+	return c.write("create", obj, func() error { return c.server.Create(obj) })
 }
 
-// answer is what the client makes of a write's result: an applied write
-// whose answer is lost is an error, and the object keeps what was sent.
-func (c *Client) answer(verb string, obj client.Object, sent runtime.Object, err error) error {
-	if err == nil && c.gate.AnswerLost(verb, sent.(client.Object).GetName(), obj) {
+// write is one write through the gate: it may fail before it is done, or
+// be done and its answer lost, when the object keeps what was sent.
+func (c *Client) write(verb string, obj client.Object, do func() error) error {
+	if err := c.gate.API(verb, obj.GetName(), obj); err != nil {
+		return err
+	}
+	sent := obj.DeepCopyObject().(client.Object)
+	err := do()
+	if err == nil && c.gate.AnswerLost(verb, sent.GetName(), obj) {
 		copyInto(obj, sent)
 		return errAnswerLost
 	}
@@ -269,28 +270,16 @@ func (c *Client) answer(verb string, obj client.Object, sent runtime.Object, err
 }
 
 func (c *Client) Delete(_ context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if err := c.gate.API(verbDelete, obj.GetName(), obj); err != nil {
-		return err
-	}
 	o := (&client.DeleteOptions{}).ApplyOptions(opts)
-	sent := obj.DeepCopyObject()
-	return c.answer(verbDelete, obj, sent, c.server.Delete(obj, o.Preconditions))
+	return c.write(verbDelete, obj, func() error { return c.server.Delete(obj, o.Preconditions) })
 }
 
 func (c *Client) Update(_ context.Context, obj client.Object, _ ...client.UpdateOption) error {
-	if err := c.gate.API("update", obj.GetName(), obj); err != nil {
-		return err
-	}
-	sent := obj.DeepCopyObject()
-	return c.answer("update", obj, sent, c.server.Update(obj, false))
+	return c.write("update", obj, func() error { return c.server.Update(obj, false) })
 }
 
 func (c *Client) Patch(_ context.Context, obj client.Object, patch client.Patch, _ ...client.PatchOption) error {
-	if err := c.gate.API("patch", obj.GetName(), obj); err != nil {
-		return err
-	}
-	sent := obj.DeepCopyObject()
-	return c.answer("patch", obj, sent, c.server.Patch(obj, patch, false))
+	return c.write("patch", obj, func() error { return c.server.Patch(obj, patch, false) })
 }
 
 func (c *Client) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
@@ -335,19 +324,11 @@ func (s statusWriter) Create(context.Context, client.Object, client.Object, ...c
 }
 
 func (s statusWriter) Update(_ context.Context, obj client.Object, _ ...client.SubResourceUpdateOption) error {
-	if err := s.c.gate.API("update status", obj.GetName(), obj); err != nil {
-		return err
-	}
-	sent := obj.DeepCopyObject()
-	return s.c.answer("update status", obj, sent, s.c.server.Update(obj, true))
+	return s.c.write("update status", obj, func() error { return s.c.server.Update(obj, true) })
 }
 
 func (s statusWriter) Patch(_ context.Context, obj client.Object, patch client.Patch, _ ...client.SubResourcePatchOption) error {
-	if err := s.c.gate.API("patch status", obj.GetName(), obj); err != nil {
-		return err
-	}
-	sent := obj.DeepCopyObject()
-	return s.c.answer("patch status", obj, sent, s.c.server.Patch(obj, patch, true))
+	return s.c.write("patch status", obj, func() error { return s.c.server.Patch(obj, patch, true) })
 }
 
 func (s statusWriter) Apply(context.Context, runtime.ApplyConfiguration, ...client.SubResourceApplyOption) error {

@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -106,7 +107,7 @@ func (p *prefixed) Write(b []byte) (int, error) {
 	defer p.mu.Unlock()
 	p.rest = append(p.rest, b...)
 	for {
-		i := strings.IndexByte(string(p.rest), '\n')
+		i := bytes.IndexByte(p.rest, '\n')
 		if i < 0 {
 			return len(b), nil
 		}
