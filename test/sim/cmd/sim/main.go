@@ -51,6 +51,7 @@ func main() {
 	save := flag.String("save", "", "write each shrunk failing schedule to this folder, as seed-N.json")
 	mix := flag.Bool("mix", false, "draw each seed's flags from the seed: lies, second lifetimes and the API server's faults, each in one run of two")
 	workers := flag.Int("workers", 1, "hunt in this many processes side by side, each over its share of the seeds")
+	shrink := flag.Bool("shrink", true, "shrink a failing schedule before telling it (false: tell the whole run, at once)")
 	flag.Parse()
 	freezeGiven := false
 	flag.Visit(func(f *flag.Flag) { freezeGiven = freezeGiven || f.Name == "freeze-rate" })
@@ -99,8 +100,15 @@ func main() {
 		failed++
 		fmt.Printf("%s: fails at step %d (%d steps into the hunt): %s\n", r.Options.Summary(), r.Violations[0].Step,
 			total-r.Steps+r.Violations[0].Step, r.Violations[0])
-		short := sim.Shrink(opts(s), r)
-		fmt.Printf("shrunk to %d actions:\n%s\n", len(short.Schedule), short.Tell())
+		short := r
+		if *shrink {
+			short = sim.Shrink(opts(s), r)
+		}
+		told := "the whole run"
+		if *shrink {
+			told = fmt.Sprintf("shrunk to %d actions", len(short.Schedule))
+		}
+		fmt.Printf("%s:\n%s\n", told, short.Tell())
 		if *save != "" {
 			if err := sim.SaveStory(filepath.Join(*save, fmt.Sprintf("seed-%d.json", s)), opts(s), short); err != nil {
 				fmt.Fprintln(os.Stderr, err)
