@@ -163,6 +163,7 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	// short writes its checkpoint, whose event brings the saga back.
 	for range 4*len(s.Spec.Steps) + 4 {
 		d := saga.Decide(view)
+		before := view.Status
 		view.Status = d.Status
 		if d.Action.Kind == saga.ActionNone {
 			break
@@ -199,7 +200,12 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		if err != nil {
 			// The operation cannot be made; the decision fails it before
-			// any effect.
+			// any effect. Its move towards making it never happened: the
+			// saga decides again from where it stood, so that a pass that
+			// ends where the last one did writes nothing. (Written, the
+			// move and its return carry this pass's time, and each write
+			// wakes the next pass, without end.)
+			view.Status = before
 			view.Uncreatable = map[string]string{d.Action.Name: fmt.Sprintf("the parameters cannot be computed: %v", err)}
 			continue
 		}

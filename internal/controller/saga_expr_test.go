@@ -99,6 +99,26 @@ var _ = Describe("Saga expressions", func() {
 			To(ContainSubstring(`"count":200`))
 	})
 
+	It("waits in review, writing nothing more, for a compensation whose parameters cannot be computed", func() {
+		DeferCleanup(startManager(managerOptions{}))
+		// The config is rejected, so the ticket is closed; the close reads
+		// a field the ticket's result does not have.
+		steps := changeSteps()[:2]
+		steps[1].Parameters = raw(map[string]any{"reject": "no"})
+		steps[0].Compensation.ParametersFrom = append(steps[0].Compensation.ParametersFrom,
+			v1.ParameterExpression{Name: "queue", Expression: "steps.ticket.result.queue"})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+
+		s := waitSaga(ns, "scale", v1.StateNeedsReview)
+		Expect(sagaCondition(s, v1.ConditionReady).Message).To(ContainSubstring("cannot start"))
+		// Each pass decided to create the close, failed to compute it and
+		// went back to review, and wrote both moves with the pass's time:
+		// each write woke the next pass, without end.
+		Consistently(func() string { return getSaga(ns, "scale").ResourceVersion }, 3*time.Second, 100*time.Millisecond).
+			Should(Equal(s.ResourceVersion))
+		Expect(operationsOf(ns, "scale")).To(Equal([]string{"scale.config", "scale.ticket"}))
+	})
+
 	It("refuses, before any effect, a saga whose regular expression could run past the limits", func() {
 		DeferCleanup(startManager(managerOptions{}))
 		steps := changeSteps()
