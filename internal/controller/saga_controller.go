@@ -530,7 +530,7 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	scope := protocol.Scope{Namespace: s.Namespace, Tool: ref, Operation: step.Operation,
 		Key: saga.OperationKey(saga.Key(s.Name, &s.Spec), step.Name, false, status.Steps[i].Round) + "/validate"}
 	res := cl.Validate(ctx, effects.Request{Operation: step.Operation, Key: scope.ToolKey(), Parameters: params,
-		Timeout: timeout})
+		Timeout: timeout, Now: r.Clock.Now()})
 	val = v1.StepValidation{HTTPStatus: res.HTTPStatus, Message: res.Message}
 	switch res.Verdict {
 	case effects.ValidateValid:

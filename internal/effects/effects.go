@@ -40,6 +40,10 @@ type Request struct {
 	// lifetime was made after it. An effect made before it is of an earlier
 	// lifetime, one whose record expired. Zero when not known.
 	Since time.Time
+	// Now is the caller's clock as the call is made: an answer that names
+	// a time (Retry-After as a date) is read against it. Zero reads the
+	// host's clock.
+	Now time.Time
 	// Parameters is the canonical JSON of the operation's parameters.
 	Parameters []byte
 	// Timeout bounds the call.

@@ -412,6 +412,23 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// TestRetryAfterByCallersClock: a Retry-After date is read against the
+// caller's clock, the one its backoff is measured by, not the host's.
+func TestRetryAfterByCallersClock(t *testing.T) {
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, _ *nethttp.Request) {
+		w.Header().Set("Retry-After", now.Add(90*time.Second).Format(nethttp.TimeFormat))
+		w.WriteHeader(nethttp.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, toolSpec(srv.URL, v1.IdempotencyNative), nil)
+	r := c.Execute(context.Background(), effects.Request{Operation: "charge.create", Key: "ns/charge.create/k1",
+		Parameters: []byte(`{"amount":100}`), Timeout: 5 * time.Second, Now: now})
+	if r.Outcome != v1.OutcomeRetryable || r.RetryAfter != 90*time.Second {
+		t.Errorf("want retryable after 1m30s by the caller's clock, got %s after %s: %s", r.Outcome, r.RetryAfter, r.Message)
+	}
+}
+
 // TestRelayed: a Native tool's 504 by the default table is retried only as
 // a same-key re-send, and says so; the tool's own rule vouches for its
 // answer.
