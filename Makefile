@@ -98,11 +98,11 @@ bench-go: ## Go benchmarks of the hot pure code, with allocations.
 build: manifests generate fmt vet ## Build the manager, the failpoint-enabled manager for tests, the sandbox tool, the kubectl once plugin and the MCP gateway.
 	go build -ldflags "$(LDFLAGS)" -o bin/manager ./cmd
 	go build -tags failpoints -ldflags "$(LDFLAGS)" -o bin/manager-failpoints ./cmd
-	go build -o bin/sandbox-tool ./test/cmd/sandbox-tool
+	go build -o bin/sandbox-tool ./test/sandbox/cmd/sandbox-tool
 	go build -ldflags "$(LDFLAGS)" -o bin/kubectl-once ./cmd/kubectl-once
 	install -m 0755 cmd/kubectl-once/kubectl_complete-once bin/kubectl_complete-once
 	go build -o bin/once-mcp ./cmd/once-mcp
-	go build -o bin/mcp-call ./test/cmd/mcp-call
+	go build -o bin/mcp-call ./test/mcpwire/cmd/mcp-call
 
 # PLUGIN_DIR is where install-plugin puts kubectl-once and its completion
 # script kubectl_complete-once: a folder on the PATH.
@@ -158,31 +158,31 @@ demo: build controlplane-binaries ## Run the main job: control plane, manager, s
 ##@ Chaos
 
 # N is the number of logical operations of the chaos run; it also creates
-# N/8 sagas unless CHAOS_FLAGS says -sagas (go run ./hack/chaos -h).
+# N/8 sagas unless CHAOS_FLAGS says -sagas (go run ./test/chaos/cmd/chaos -h).
 N ?= 2000
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
 chaos: build controlplane-binaries ## Chaos run: N operations and N/8 sagas under tool faults and manager kills; prints the docs/design.md, Figures to report figures.
-	go run ./hack/chaos -n $(N) $(CHAOS_FLAGS)
+	go run ./test/chaos/cmd/chaos -n $(N) $(CHAOS_FLAGS)
 
 ##@ Benchmark
 
-# BENCH_FLAGS are the benchmark's flags (go run ./hack/bench -h), e.g.
+# BENCH_FLAGS are the benchmark's flags (go run ./test/bench/cmd/bench -h), e.g.
 # BENCH_FLAGS="-n 1000 -runs 3 -managers 1,2".
 BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: build controlplane-binaries ## Benchmark: a plain client's ceiling against Once with one and two managers; prints a table, writes JSON.
-	go run ./hack/bench $(BENCH_FLAGS)
+	go run ./test/bench/cmd/bench $(BENCH_FLAGS)
 
-# SOAK_FLAGS are the soak's flags (go run ./hack/soak -h), e.g.
+# SOAK_FLAGS are the soak's flags (go run ./test/bench/cmd/soak -h), e.g.
 # SOAK_FLAGS="-duration 10m -ttl 2m -retention 3m".
 SOAK_FLAGS ?=
 
 .PHONY: soak
 soak: build controlplane-binaries ## Soak (not part of make test): a sustained load for 30 minutes, operations with TTLs of minutes; writes JSON and an SVG plot, exits 1 unless flat.
-	go run ./hack/soak $(SOAK_FLAGS)
+	go run ./test/bench/cmd/soak $(SOAK_FLAGS)
 
 ##@ Deployment
 

@@ -2,8 +2,8 @@
 # Runs a persistent local Kubernetes control plane for the Once demo and the
 # end-to-end tests: etcd, kube-apiserver v1.37.2 and kube-controller-manager
 # (garbage collector and namespace controller only) on loopback, started by
-# bin/controlplane (hack/controlplane/main.go, built on controller-runtime's
-# envtest), with the CRDs of config/crd/bases installed.
+# bin/controlplane (test/harness/cmd/controlplane, built on
+# controller-runtime's envtest), with the CRDs of config/crd/bases installed.
 #
 #   hack/controlplane.sh start    build what is missing, start in the background,
 #                                 wait until ready, print the kubeconfig path
@@ -251,9 +251,9 @@ cmd_start() {
   # running bin/controlplane or building it at the same time.
   mkdir -p "$root/bin"
   tmpbin=$root/bin/.controlplane.$$.tmp
-  if ! (cd "$root" && go build -o "$tmpbin" ./hack/controlplane); then
+  if ! (cd "$root" && go build -o "$tmpbin" ./test/harness/cmd/controlplane); then
     rm -f "$tmpbin"
-    die "building hack/controlplane failed"
+    die "building test/harness/cmd/controlplane failed"
   fi
   mv -f "$tmpbin" "$root/bin/controlplane"
 

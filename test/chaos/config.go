@@ -39,7 +39,7 @@ limitations under the License.
 // test/harness: a local control plane, the sandbox tool and the manager
 // built with failpoints (bin/manager-failpoints, from make build). It never
 // exits the process, and it stops what it started before it returns, also
-// when its context is cancelled. The command is hack/chaos.
+// when its context is cancelled. The command is test/chaos/cmd/chaos.
 package chaos
 
 import (

@@ -34,7 +34,7 @@ import (
 const collectTimeout = 60 * time.Second
 
 // The local control plane runs kube-controller-manager's garbage collector
-// and namespace controller (hack/controlplane/main.go): without them a
+// and namespace controller (test/harness/cmd/controlplane): without them a
 // deleted namespace stays Terminating and a deleted Saga leaves its steps.
 var _ = Describe("The control plane's garbage collector", func() {
 	It("removes a deleted namespace whose operation has kept its outcome", func() {

@@ -23,7 +23,7 @@ limitations under the License.
 // Usually it is driven by hack/controlplane.sh (start, stop, status, env);
 // it can also be run by hand:
 //
-//	go build -o bin/controlplane ./hack/controlplane
+//	go build -o bin/controlplane ./test/harness/cmd/controlplane
 //	bin/controlplane --assets "$(hack/controlplane-binaries.sh)" --dir .local/controlplane
 //
 // Flags:

@@ -23,7 +23,7 @@ limitations under the License.
 // non-zero if it saw a duplicate effect, a lost operation or saga, a saga
 // compensated early or a violated invariant.
 //
-//	make build && go run ./hack/chaos -n 300 -sagas 50
+//	make build && go run ./test/chaos/cmd/chaos -n 300 -sagas 50
 //
 // It needs bin/manager-failpoints and bin/sandbox-tool from make build.
 package main
