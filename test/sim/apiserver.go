@@ -432,6 +432,14 @@ func (s *APIServer) remove(k objKey, _ client.Object) {
 // deleteNamespace marks a namespace terminating and deletes what it holds;
 // the namespace goes when the last object has gone (finalizers honoured).
 func (s *APIServer) deleteNamespace(k objKey, cur client.Object) error {
+	s.markTerminating(k, cur)
+	s.DeleteKind(k.Name, "")
+	return nil
+}
+
+// markTerminating marks a namespace deleted: it takes no new content, and
+// goes once it holds nothing.
+func (s *APIServer) markTerminating(k objKey, cur client.Object) {
 	if cur.GetDeletionTimestamp().IsZero() {
 		next := cur.DeepCopyObject().(client.Object)
 		now := s.now()
@@ -439,9 +447,25 @@ func (s *APIServer) deleteNamespace(k objKey, cur client.Object) error {
 		next.SetResourceVersion(s.nextRV())
 		s.put(k, next)
 	}
+}
+
+// Terminate marks the namespace deleted without deleting what it holds:
+// the first call of the namespace controller (Options.NamespaceByKind).
+func (s *APIServer) Terminate(name string) {
+	k := namespaceKey(name)
+	if cur, ok := s.objects[k]; ok {
+		s.markTerminating(k, cur)
+	}
+}
+
+// DeleteKind deletes every object of kind (every kind, if empty) in the
+// namespace, one with finalizers marked deleted, as the namespace
+// controller's delete of one resource type does; the namespace goes if
+// nothing is left in it.
+func (s *APIServer) DeleteKind(namespace, kind string) {
 	var inside []objKey
 	for ok := range s.objects {
-		if ok.Namespace == k.Name {
+		if ok.Namespace == namespace && (kind == "" || ok.Kind == kind) {
 			inside = append(inside, ok)
 		}
 	}
@@ -451,8 +475,19 @@ func (s *APIServer) deleteNamespace(k objKey, cur client.Object) error {
 			_ = s.Delete(o, nil)
 		}
 	}
-	s.finishNamespace(k.Name)
-	return nil
+	s.finishNamespace(namespace)
+}
+
+// Kinds are the kinds of the objects in the namespace, sorted.
+func (s *APIServer) Kinds(namespace string) []string {
+	var out []string
+	for ok := range s.objects {
+		if ok.Namespace == namespace && !slices.Contains(out, ok.Kind) {
+			out = append(out, ok.Kind)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // sortKeys orders keys by name, so that what follows from them is the same

@@ -148,6 +148,13 @@ quiet:
 			w.server.CollectOrphans()
 			continue
 		}
+		if line := w.clearingStory(); line != "" {
+			// The namespace controller goes on, as it does within seconds
+			// once nothing stalls it.
+			inner(line)
+			w.clearNext()
+			continue
+		}
 		if len(w.unsettled()) == 0 && !w.announcing() {
 			break
 		}

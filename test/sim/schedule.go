@@ -203,7 +203,7 @@ func (w *World) Plan(rng *rand.Rand) Action {
 		}},
 		{"collect", func() bool {
 			a.Kind = Collect
-			return len(w.server.Orphans()) > 0
+			return len(w.server.Orphans()) > 0 || w.clearingStory() != ""
 		}},
 	}, w.peopleChoices(rng, &a)...)
 	total := 0
@@ -585,6 +585,11 @@ func (w *World) Apply(a Action) {
 	case Reconnect:
 		m.cutOff = false
 	case Collect:
+		// kube-controller-manager's garbage collector and namespace
+		// controller look at once.
+		if w.clearingStory() != "" {
+			w.clearNext()
+		}
 		w.server.CollectOrphans()
 	case Apply, ApplyOther:
 		w.apply(a)
@@ -660,7 +665,8 @@ func (w *World) describe(a Action) string {
 		}
 		return fmt.Sprintf("manager %s reaches the API server again", m.Name)
 	case Collect:
-		return collectStory(w.server.Orphans())
+		return strings.Join(slices.DeleteFunc([]string{w.clearingStory(), collectStory(w.server.Orphans())},
+			func(s string) bool { return s == "" }), "; ")
 	}
 	return ""
 }
@@ -1121,7 +1127,65 @@ func (w *World) namespaceState() int {
 func (w *World) deleteNamespace() {
 	w.wiped[w.namespaces] = true
 	ns := w.server.objects[namespaceKey(Namespace)]
-	must(w.server.Delete(ns, nil))
+	if !w.opts.NamespaceByKind {
+		must(w.server.Delete(ns, nil))
+		return
+	}
+	if !ns.GetDeletionTimestamp().IsZero() {
+		return
+	}
+	w.server.Terminate(Namespace)
+	// The namespace controller lists the resource types from discovery and
+	// deletes them in the order it lists them, which no one fixes.
+	kinds := w.server.Kinds(Namespace)
+	w.clearing = w.clearing[:0]
+	for len(kinds) > 0 {
+		i := w.draws.IntN("namespace order", len(kinds))
+		w.clearing = append(w.clearing, kinds[i])
+		kinds = slices.Delete(kinds, i, i+1)
+	}
+}
+
+// clearNext is the namespace controller's delete of the next resource
+// type of a terminating namespace; when it has been through them all, it
+// lists again and deletes what is left (an object whose type it had not
+// listed), as its next pass does.
+func (w *World) clearNext() {
+	if w.namespaceState() != namespaceTerminating {
+		w.clearing = nil
+		return
+	}
+	kind := ""
+	if len(w.clearing) > 0 {
+		kind, w.clearing = w.clearing[0], w.clearing[1:]
+	}
+	w.server.DeleteKind(Namespace, kind)
+}
+
+// clearingStory tells what the namespace controller deletes next; empty
+// when it has nothing to do.
+func (w *World) clearingStory() string {
+	if w.namespaceState() != namespaceTerminating || !w.opts.NamespaceByKind {
+		return ""
+	}
+	if len(w.clearing) > 0 {
+		return fmt.Sprintf("the namespace controller deletes every %s in %s", w.clearing[0], Namespace)
+	}
+	if w.undeleted() {
+		return fmt.Sprintf("the namespace controller deletes what is left in %s", Namespace)
+	}
+	return ""
+}
+
+// undeleted reports whether the workload's namespace holds an object not
+// yet marked deleted.
+func (w *World) undeleted() bool {
+	for k, o := range w.server.objects {
+		if k.Namespace == Namespace && o.GetDeletionTimestamp().IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // recreateNamespace is what GitOps applies before anything in a namespace

@@ -185,7 +185,8 @@ func TestPeopleAct(t *testing.T) {
 		t.Skip("ten full runs: make test, not -short")
 	}
 	want := []string{"applies another manifest under the name", "a person deletes order-1.",
-		"a person fails step operation", "nothing remembers desk/desk-1 any more"}
+		"a person fails step operation", "nothing remembers desk/desk-1 any more",
+		"the namespace controller deletes every SideEffectOperation in team"}
 	seen := map[string]bool{}
 	for seed := uint64(1); seed <= 10; seed++ {
 		for _, line := range Run(DefaultOptions(seed)).Story {

@@ -116,6 +116,15 @@ type Options struct {
 	// retention. Stories saved before it existed lack it, and replay in
 	// the world they were found in.
 	People bool
+	// NamespaceByKind deletes a namespace as kube-controller-manager's
+	// namespace controller does: it marks the namespace terminating, then
+	// deletes its content one resource type at a time, in the order it
+	// happens to list them, while every other controller goes on between
+	// those calls (a step of the story each, with the garbage collector's
+	// passes). Without it, everything in the namespace is deleted at once.
+	// Stories saved before it existed lack it, and replay as they were
+	// found.
+	NamespaceByKind bool
 
 	// probe makes every API call of a pass draw at a site of its own, and
 	// tell it (probeMark): the test that draws do not drift.
@@ -125,7 +134,7 @@ type Options struct {
 // DefaultOptions are what make test and make sim run with.
 func DefaultOptions(seed uint64) Options {
 	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25, FrozenTimers: true,
-		KeyedDraws: true, People: true}
+		KeyedDraws: true, People: true, NamespaceByKind: true}
 }
 
 // The workload's tools and their operations: a charge, and the refund that
@@ -218,6 +227,10 @@ type World struct {
 	// every effect made in them on purpose.
 	namespaces int
 	wiped      map[int]bool
+	// clearing are the resource types the namespace controller has yet
+	// to delete in the terminating namespace, in its order
+	// (Options.NamespaceByKind).
+	clearing   []string
 	violations []Violation
 	effects    int
 	history    history
