@@ -74,6 +74,9 @@ type announcement struct {
 // (nil when absent).
 func (w *World) observe(old, cur client.Object) {
 	if cur == nil {
+		if rec, ok := old.(*v1.IdempotencyRecord); ok {
+			w.checkRecordOwed(rec)
+		}
 		return
 	}
 	switch o := cur.(type) {
@@ -84,6 +87,7 @@ func (w *World) observe(old, cur client.Object) {
 		w.noteAnnouncements(o.Name, o.Status.Outbox)
 		if prev, ok := old.(*v1.SideEffectOperation); ok && prev.UID == o.UID {
 			w.checkStaleWrite(prev, o)
+			w.checkFinalizerKept(prev, o)
 		}
 	case *v1.Saga:
 		w.noteAnnouncements(o.Name, o.Status.Outbox)
@@ -111,6 +115,36 @@ func (w *World) checkStaleWrite(prev, cur *v1.SideEffectOperation) {
 	case ps.State.IsTerminal() && (cs.State != ps.State || cs.ExternalObjectID != ps.ExternalObjectID):
 		w.fail(InvNoStaleWrite, cur.Name, "a write changed the terminal outcome %s %q to %s %q",
 			ps.State, ps.ExternalObjectID, cs.State.OrPlanned(), cs.ExternalObjectID)
+	}
+}
+
+// checkRecordOwed is I7 at each delete of a scope's record: no record
+// goes while the operation it names as its owner stands, not being
+// deleted. That operation's outcome is owed to the record (its release
+// writes it there), and a duplicate of its key reads the record to wait
+// for it; without it, another object of the key may claim the scope. A
+// namespace being deleted takes its records with it, in any order.
+func (w *World) checkRecordOwed(rec *v1.IdempotencyRecord) {
+	if ns, ok := w.server.objects[namespaceKey(rec.Namespace)]; !ok || !ns.GetDeletionTimestamp().IsZero() {
+		return
+	}
+	owner := w.operationByUID(rec.Spec.Owner.UID)
+	if owner == nil || !owner.DeletionTimestamp.IsZero() {
+		return
+	}
+	w.fail(InvRetention, rec.Name, "deleted while its owner %s (uid %s) stands, not being deleted, %s at attempt %d",
+		owner.Name, owner.UID, owner.Status.State.OrPlanned(), owner.Status.Attempts)
+}
+
+// checkFinalizerKept is I7 at each write of an operation: the finalizer
+// that keeps its outcome for its scope's record goes only in its release,
+// once it is being deleted. Removed from an operation that stands, it
+// lets the outcome go with the object later, never reaching the record.
+func (w *World) checkFinalizerKept(prev, cur *v1.SideEffectOperation) {
+	if cur.DeletionTimestamp.IsZero() && slices.Contains(prev.Finalizers, v1.FinalizerRecord) &&
+		!slices.Contains(cur.Finalizers, v1.FinalizerRecord) {
+		w.fail(InvRetention, cur.Name, "its finalizer %s was removed while it stands, not being deleted (uid %s, %s)",
+			v1.FinalizerRecord, cur.UID, cur.Status.State.OrPlanned())
 	}
 }
 

@@ -80,6 +80,19 @@ func TestChecksFire(t *testing.T) {
 			w.history.announced["scope-1/Committed/pay_1/audit"] = announcement{object: "pay-2", state: v1.DeliveryPending}
 			w.checkAnnounced()
 		}},
+		"a record deleted while its owner stands": {InvRetention, func(t *testing.T, w *World) {
+			op := applied(t, w, "pay-2")
+			rec := &v1.IdempotencyRecord{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "scope-1"},
+				Spec: v1.IdempotencyRecordSpec{ToolRef: v1.ToolReference{Name: toolPay}, Operation: opCharge,
+					IdempotencyKey: "order-7", Owner: v1.RecordOwner{Name: op.Name, UID: op.UID}}}
+			must(w.server.Create(rec))
+			must(w.server.Delete(rec, nil))
+		}},
+		"a finalizer removed from an operation that stands": {InvRetention, func(t *testing.T, w *World) {
+			op := applied(t, w, "pay-1")
+			op.Finalizers = nil
+			must(w.server.Update(op, false))
+		}},
 		"an answer dropped with its operation": {InvAnswerKept, func(t *testing.T, w *World) {
 			e := w.recordEffect(w.tools[toolPay], "/v1/charges", "pay-1", "pay/pay-1")
 			w.checkHeldAfterGone(&heldAnswer{effect: e, m: w.managers[0], incarnation: 1,

@@ -112,6 +112,7 @@ func (w *World) settle() {
 		}
 		m.cutOff = false
 	}
+	w.createReplaced()
 	if line := collectStory(w.server.Orphans()); line != "" {
 		// The collector looks again, as it does within seconds once
 		// nothing stalls it.
@@ -131,6 +132,7 @@ quiet:
 			for _, r := range w.ready(m) {
 				inner(fmt.Sprintf("manager %s reconciles %s", m.Name, r))
 				w.start(m, r)
+				w.createReplaced()
 				w.check()
 				progressed = true
 				if still[r]++; still[r] == restless {

@@ -66,6 +66,13 @@ const (
 	// the name stands for another effect (a prune, then a create), or a
 	// person at kubectl who reuses a name.
 	ApplyOther Kind = "apply-other"
+	// Replace: a person deletes an operation and creates its name again
+	// the moment it is gone (kubectl replace --force, or a GitOps sync
+	// that prunes and creates in one go), from the manifest the name has
+	// now: its other one, if it has one (World.others). So a pass of the
+	// old object that is frozen, or a cache that lags, meets the new one
+	// under the same name.
+	Replace Kind = "replace"
 	// Delete: a person or a GitOps prune deletes an operation; with
 	// Options.People, a person at kubectl deletes any object, a saga's
 	// step or compensation among them.
@@ -248,6 +255,7 @@ var baseWeights = []struct {
 	{"delete-namespace", 1, false}, {"edit-tool", 1, false}, {"edit-ttl", 1, false},
 	{"resolve-saga", 2, false}, {"resolve", 3, false}, {"edit-ttl-in-review", 1, false},
 	{"apply-other", 1, false}, {"delete-any", 1, false}, {"fail-step", 1, false},
+	{"replace", 2, false},
 }
 
 // weight is the weight of a kind of action in this run.
@@ -397,6 +405,20 @@ func (w *World) morePeople(rng *rand.Rand, a *Action) []choice {
 				return false
 			}
 			a.Kind, a.Name = Delete, names[rng.IntN(len(names))]
+			return true
+		}},
+		{"replace", func() bool {
+			// A person replaces an operation whose manifest they changed,
+			// or, one time in two, one that seems stuck in flight (a call
+			// under way, or a worker that stopped in it).
+			names := w.replaceable()
+			if len(names) == 0 {
+				return false
+			}
+			if stuck := w.started(names); len(stuck) > 0 && rng.IntN(2) == 0 {
+				names = stuck
+			}
+			a.Kind, a.Name = Replace, names[rng.IntN(len(names))]
 			return true
 		}},
 		{"fail-step", func() bool {
@@ -601,6 +623,8 @@ func (w *World) Apply(a Action) {
 		if o, ok := w.server.objects[w.manifestKey(a.Name)]; ok {
 			must(w.server.Delete(o, nil))
 		}
+	case Replace:
+		w.replace(a.Name)
 	case DeleteNamespace:
 		w.deleteNamespace()
 	case EditTool:
@@ -616,6 +640,7 @@ func (w *World) Apply(a Action) {
 	case Quiet:
 		w.settle()
 	}
+	w.createReplaced()
 	w.check()
 }
 
@@ -649,7 +674,7 @@ func (w *World) describe(a Action) string {
 		return fmt.Sprintf("manager %s's cache catches up by %d of %d changes", m.Name, min(int(a.N), m.cache.Behind()), m.cache.Behind())
 	case Tick:
 		return fmt.Sprintf("the clock moves %s", time.Duration(a.N))
-	case Apply, ApplyOther, Reapply, Delete, FailStep, DeleteNamespace, EditTool, EditTTL, Quiet, Resolve, ResolveInGit,
+	case Apply, ApplyOther, Reapply, Delete, Replace, FailStep, DeleteNamespace, EditTool, EditTTL, Quiet, Resolve, ResolveInGit,
 		ResolveSaga, Approve:
 		return w.describePerson(a)
 	case Crash:
@@ -681,6 +706,14 @@ func (w *World) describePerson(a Action) string {
 		return fmt.Sprintf("a person applies the manifest of %s", a.Name)
 	case ApplyOther, FailStep:
 		return w.describeMore(a)
+	case Replace:
+		mf, other := w.replacement(a.Name)
+		if mf == nil || !w.exists(a.Name) {
+			return ""
+		}
+		return fmt.Sprintf("a person replaces %s (kubectl replace --force): deletes it, and creates it from %s "+
+			"(%s of tool %s, for %s) the moment it is gone", a.Name, manifestName(other), mf.Spec.Operation,
+			mf.Spec.ToolRef.Name, refOf(mf))
 	case Reapply:
 		mf := w.operationManifest(a.Name)
 		if mf == nil {
@@ -789,6 +822,95 @@ func (w *World) create(mf client.Object, other bool) {
 	}
 	if _, ok := mf.(*v1.SideEffectOperation); ok {
 		w.live[mf.GetName()] = other
+	}
+}
+
+// replaceable are the operations of the workload's manifests a person may
+// replace: every one that stands, not being deleted.
+func (w *World) replaceable() []string {
+	var out []string
+	for _, mf := range w.manifests {
+		if _, ok := mf.(*v1.SideEffectOperation); !ok {
+			continue
+		}
+		if o, ok := w.server.objects[opObjKey(mf.GetName())]; ok && o.GetDeletionTimestamp().IsZero() {
+			out = append(out, mf.GetName())
+		}
+	}
+	return out
+}
+
+// started are those of names whose operation is Started: a call is under
+// way, or the worker that claimed it stopped.
+func (w *World) started(names []string) []string {
+	var out []string
+	for _, name := range names {
+		if o, ok := w.server.objects[opObjKey(name)]; ok && o.(*v1.SideEffectOperation).Status.State == v1.StateStarted {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// replacement is the manifest a replace of name creates, and whether it is
+// the name's other one (World.others): the one its object was not created
+// from, if the name has two (a repository edited, so that the name stands
+// for another effect now), else the same.
+func (w *World) replacement(name string) (*v1.SideEffectOperation, bool) {
+	_, has := w.others[name]
+	other := has && !w.live[name]
+	return w.manifestOf(name, other), other
+}
+
+// manifestOf is the name's other manifest (World.others), or its first.
+func (w *World) manifestOf(name string, other bool) *v1.SideEffectOperation {
+	if other {
+		return w.others[name]
+	}
+	for _, mf := range w.manifests {
+		if m, ok := mf.(*v1.SideEffectOperation); ok && m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+func manifestName(other bool) string {
+	if other {
+		return "its other manifest"
+	}
+	return "its manifest"
+}
+
+// replace is kubectl replace --force: it deletes the operation, waits
+// until it is gone (its release done), and creates it again from the
+// manifest it has now (createReplaced). The old object's passes, frozen
+// or reading a cache that lags, then meet another object of its name.
+func (w *World) replace(name string) {
+	_, other := w.replacement(name)
+	w.replacing[name] = other
+	if o, ok := w.server.objects[opObjKey(name)]; ok {
+		must(w.server.Delete(o, nil))
+	}
+}
+
+// createReplaced creates the names being replaced whose objects are gone,
+// as kubectl replace --force does once its delete has finished: in the
+// step the object went. A namespace that is going refuses the create.
+func (w *World) createReplaced() {
+	for _, name := range slices.Sorted(maps.Keys(w.replacing)) {
+		if w.exists(name) {
+			continue
+		}
+		other := w.replacing[name]
+		delete(w.replacing, name)
+		mf := w.manifestOf(name, other)
+		if w.namespaceState() != namespaceActive || !w.mayApply(mf) {
+			w.note("the replace of %s creates nothing: its namespace or its scope's lifetime is gone", name)
+			continue
+		}
+		w.note("%s is gone: kubectl creates it again from %s", name, manifestName(other))
+		w.create(mf, other)
 	}
 }
 

@@ -173,6 +173,10 @@ type World struct {
 	// it, and writes a resolution into, is that one.
 	others map[string]*v1.SideEffectOperation
 	live   map[string]bool
+	// replacing holds the names a person replaces (Replace), each with
+	// whether its new object comes from the name's other manifest: the
+	// name is created again the moment its object is gone.
+	replacing map[string]bool
 	// failed holds the saga steps' operations a person failed, by name,
 	// with the UID of the object they failed: the one they delete next.
 	failed map[string]types.UID
@@ -367,7 +371,8 @@ func NewWorld(opts Options) *World {
 		epochs: map[string]int{}, began: map[string]time.Time{}, refs: map[string]string{}, committed: map[string]bool{},
 		licenses: map[string]int{}, vouched: map[types.UID]string{}, stepCommitted: map[string]bool{}, answered: map[types.UID][]string{}, wiped: map[int]bool{}, draws: newDraws(opts.Seed, opts.KeyedDraws),
 		others: map[string]*v1.SideEffectOperation{}, live: map[string]bool{}, failed: map[string]types.UID{},
-		expiries: map[string]time.Time{}}
+		replacing: map[string]bool{},
+		expiries:  map[string]time.Time{}}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
 	w.history = history{claims: map[claimKey]bool{}, announced: map[string]announcement{}}
