@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -85,6 +86,39 @@ func (c *Cache) Sync(n int) {
 		}
 		if c.changed != nil {
 			c.changed(ch.key, old, cur)
+		}
+	}
+}
+
+// Relist brings the cache to the server's objects as they are now, as an
+// informer's list after its watch expired does: one event per object
+// that differs, from what the cache had to what the server has; nothing
+// for an object that came and went in between.
+func (c *Cache) Relist() {
+	var touched []objKey
+	for _, ch := range c.server.log[c.applied:] {
+		if !slices.Contains(touched, ch.key) {
+			touched = append(touched, ch.key)
+		}
+	}
+	c.applied = len(c.server.log)
+	sortKeys(touched)
+	for _, k := range touched {
+		old, now := c.objects[k], c.server.objects[k]
+		var cur client.Object
+		switch {
+		case now == nil && old == nil:
+			continue
+		case now == nil:
+			delete(c.objects, k)
+		case old != nil && old.GetResourceVersion() == now.GetResourceVersion():
+			continue
+		default:
+			cur = kept(now)
+			c.objects[k] = cur
+		}
+		if c.changed != nil {
+			c.changed(k, old, cur)
 		}
 	}
 }

@@ -48,6 +48,13 @@ const (
 	Resume Kind = "resume"
 	// Sync: a manager's cache applies some of the changes it lags behind.
 	Sync Kind = "sync"
+	// Relist: a manager's watch broke for longer than the API server keeps
+	// its changes (410 Gone), and its informer lists everything again:
+	// each object it lags behind on jumps to what it is now, in one
+	// event. A name deleted and created again in the gap is one update
+	// from the old object to the new; an object created and deleted in it
+	// is never seen.
+	Relist Kind = "relist"
 	// Tick: the clock moves.
 	Tick Kind = "tick"
 	// Crash: a manager dies and restarts, its memory lost.
@@ -174,6 +181,11 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			a.Kind, a.Manager, a.N = Sync, idx(w, m), 1+rng.Int64N(int64(m.cache.Behind()))
 			return true
 		}},
+		{"relist", func() bool {
+			m := w.managers[rng.IntN(len(w.managers))]
+			a.Kind, a.Manager = Relist, idx(w, m)
+			return m.cache.Behind() > 1
+		}},
 		{"tick", func() bool {
 			a.Kind = Tick
 			switch p := rng.IntN(100); {
@@ -255,7 +267,7 @@ var baseWeights = []struct {
 	{"delete-namespace", 1, false}, {"edit-tool", 1, false}, {"edit-ttl", 1, false},
 	{"resolve-saga", 2, false}, {"resolve", 3, false}, {"edit-ttl-in-review", 1, false},
 	{"apply-other", 1, false}, {"delete-any", 1, false}, {"fail-step", 1, false},
-	{"replace", 2, false},
+	{"replace", 2, false}, {"relist", 2, false},
 }
 
 // weight is the weight of a kind of action in this run.
@@ -590,6 +602,8 @@ func (w *World) Apply(a Action) {
 		w.resume(m.parked[request{a.Ctrl, types.NamespacedName{Namespace: Namespace, Name: a.Name}}])
 	case Sync:
 		m.cache.Sync(int(a.N))
+	case Relist:
+		m.cache.Relist()
 	case Tick:
 		w.clock.Advance(time.Duration(a.N))
 	case Crash:
@@ -672,6 +686,12 @@ func (w *World) describe(a Action) string {
 			return ""
 		}
 		return fmt.Sprintf("manager %s's cache catches up by %d of %d changes", m.Name, min(int(a.N), m.cache.Behind()), m.cache.Behind())
+	case Relist:
+		if m.cache.Behind() == 0 {
+			return ""
+		}
+		return fmt.Sprintf("manager %s's watch expired: its cache lists again, and takes %d changes as they stand now",
+			m.Name, m.cache.Behind())
 	case Tick:
 		return fmt.Sprintf("the clock moves %s", time.Duration(a.N))
 	case Apply, ApplyOther, Reapply, Delete, Replace, FailStep, DeleteNamespace, EditTool, EditTTL, Quiet, Resolve, ResolveInGit,
