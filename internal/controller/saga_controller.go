@@ -365,6 +365,12 @@ func stepData(ops map[string]*v1.SideEffectOperation, status v1.SagaStatus) map[
 	data := map[string]saga.StepData{}
 	for _, ss := range status.Steps {
 		op, ok := ops[ss.Operation]
+		if !ok && ss.Operation != "" && (ss.State == v1.StateCommitted || ss.State == v1.StateCompensating) {
+			// The step's operation is gone, and its checkpoint kept the
+			// effect's id; its result went with the operation.
+			data[ss.Name] = saga.StepData{ExternalObjectID: ss.ExternalObjectID}
+			continue
+		}
 		if !ok || op.Status.State != v1.StateCommitted {
 			continue
 		}

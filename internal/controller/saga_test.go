@@ -294,6 +294,33 @@ var _ = Describe("Saga", func() {
 		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "create notices"}))
 	})
 
+	It("does not make again a committed step whose operation a person deleted, and reads its id from the checkpoint", func() {
+		steps := changeSteps()
+		steps[1].RequiresApproval = true
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", steps))).To(Succeed())
+		Eventually(func() string {
+			return sagaCondition(getSaga(ns, "scale"), v1.ConditionStalled).Reason
+		}, 30*time.Second).Should(Equal("WaitingForApproval"))
+		ticket := stepStatus(getSaga(ns, "scale"), "ticket").ExternalObjectID
+		Expect(ticket).NotTo(BeEmpty())
+
+		// Made again once its record expired, the ticket would be opened
+		// a second time; the saga's checkpoint already holds its outcome.
+		Expect(k8sClient.Delete(ctx, get(ns, "scale.ticket"))).To(Succeed())
+		Eventually(func() []string { return operationsOf(ns, "scale") }, 30*time.Second).Should(BeEmpty())
+		Consistently(func() []string { return operationsOf(ns, "scale") }, 2*time.Second, 100*time.Millisecond).
+			Should(BeEmpty())
+
+		s := getSaga(ns, "scale")
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Spec.Approvals = []v1.SagaApproval{{Step: "config", By: "bob"}}
+		Expect(k8sClient.Patch(ctx, s, patch)).To(Succeed())
+		s = waitSaga(ns, "scale", v1.StateCommitted)
+		Expect(stepStatus(s, "ticket").ExternalObjectID).To(Equal(ticket))
+		Expect(get(ns, "scale.config").Spec.Parameters.Raw).To(ContainSubstring(ticket))
+		Expect(sagaEffects(ns)).To(Equal([]string{"create tickets", "create configs", "create notices"}))
+	})
+
 	It("takes its manifest again over a saga stored with kind Tool in its steps, as the same saga: the same operations, "+
 		"each effect once", func() {
 		// The manifest names no kind, as config/samples/sagas does.

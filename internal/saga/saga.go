@@ -338,6 +338,14 @@ func (d *decider) forward() Decision {
 					fmt.Sprintf("step %s (%d of %d) is %s", step.Name, i+1, len(d.Spec.Steps), c.State.OrPlanned()))
 			}
 		}
+		if ss.State == v1.StateCommitted && ss.Operation == name {
+			// Its operation is gone (a person deleted it), and this saga
+			// saw it commit: the checkpoint is its outcome. Made again,
+			// the operation would take its record's outcome, or, once the
+			// record expired, make the effect a second time.
+			done++
+			continue
+		}
 		d.st.StepsDone = done
 		if ss.State == v1.StateFailedFinal && step.RetryUntilDone {
 			// It could not start (it did not validate, or its parameters
