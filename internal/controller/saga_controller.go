@@ -88,6 +88,19 @@ type SagaReconciler struct {
 	// plans keeps the compiled expressions of recent sagas: compiling
 	// costs far more than a decision, and a saga's steps never change.
 	plans *lru.Cache // planKey → compiled
+	// undecided keeps, for a step whose validation decided nothing, when
+	// it may be asked again: the message it writes wakes the next pass at
+	// once, and a message that changes with every answer (a request id in
+	// a 503's body) would have it ask the tool without end. A restart
+	// forgets it, and asks once more at once.
+	undecided *lru.Cache // stepKey → time.Time
+}
+
+// stepKey names one round of one step of a saga object.
+type stepKey struct {
+	uid   types.UID
+	step  string
+	round int32
 }
 
 // plansSize bounds the compiled sagas kept.
@@ -447,11 +460,17 @@ func roleEvent(undo bool) string {
 func (r *SagaReconciler) validate(ctx context.Context, s *v1.Saga, plan *saga.Plan,
 	ops map[string]*v1.SideEffectOperation, fresh freshOps, view *saga.View, i int) time.Duration {
 	ss := &view.Status.Steps[i]
+	key, now := stepKey{uid: s.UID, step: ss.Name, round: ss.Round}, r.Clock.Now()
+	if due, ok := r.undecided.Get(key); ok && now.Before(due.(time.Time)) {
+		return due.(time.Time).Sub(now)
+	}
 	val, wait := r.validation(ctx, s, plan, ops, fresh, view.Status, i)
 	if wait {
 		ss.Message = "validation waits: " + val.Message
+		r.undecided.Add(key, now.Add(undecidedRetry))
 		return undecidedRetry
 	}
+	r.undecided.Remove(key)
 	val.Time = metav1.NewTime(r.Clock.Now())
 	ss.Validation, ss.Message = &val, ""
 	return 0
@@ -579,6 +598,9 @@ func (r *SagaReconciler) checkpoint(ctx context.Context, s *v1.Saga, st v1.SagaS
 func (r *SagaReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.plans == nil {
 		r.plans = lru.New(plansSize)
+	}
+	if r.undecided == nil {
+		r.undecided = lru.New(plansSize)
 	}
 	// The operations' events are not filtered by shard: they wake their
 	// saga, whose shard is checked in Reconcile.

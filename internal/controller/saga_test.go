@@ -18,6 +18,10 @@ package controller
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -445,6 +449,32 @@ var _ = Describe("Saga", func() {
 		Eventually(func() string { return stepStatus(getSaga(ns, "scale"), "ticket").Message }, 30*time.Second,
 			200*time.Millisecond).Should(And(ContainSubstring("validation waits"),
 			ContainSubstring("auth.oauth2: getting a token"), ContainSubstring("deadline exceeded")))
+		Expect(operationsOf(ns, "scale")).To(BeEmpty())
+	})
+
+	It("asks a dry run that decides nothing again after its wait, however its answer changes", func() {
+		// A busy tool answers each dry run with another request id: each
+		// message the saga writes differs from the last.
+		var calls atomic.Int32
+		busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, `{"error":"busy","requestId":"req-%d"}`, calls.Add(1))
+		}))
+		DeferCleanup(busy.Close)
+		Expect(k8sClient.Delete(ctx, &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "desk"}})).To(Succeed())
+		newDesk(ns, func(s *v1.ToolSpec) {
+			s.HTTP.URL = busy.URL
+			s.Operations[0].Validate = &v1.ValidateRequest{Path: "/native/tickets/validate"}
+		})
+		Expect(k8sClient.Create(ctx, newSaga(ns, "scale", changeSteps()))).To(Succeed())
+		Eventually(func() string { return stepStatus(getSaga(ns, "scale"), "ticket").Message }, 30*time.Second,
+			100*time.Millisecond).Should(ContainSubstring("validation waits"))
+
+		// Each write of the message woke the next pass at once, which
+		// asked the tool again: hundreds of dry runs a second.
+		before := calls.Load()
+		time.Sleep(3 * time.Second)
+		Expect(calls.Load() - before).To(BeNumerically("<=", 1))
 		Expect(operationsOf(ns, "scale")).To(BeEmpty())
 	})
 

@@ -187,7 +187,7 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 			Client: d.Client, APIReader: d.APIReader, Recorder: d.Recorder,
 			Connector: connector, Bulkhead: bulkhead, Validator: connector, Clock: d.Clock,
 			MaxConcurrentReconciles: c.MaxConcurrentReconciles, WatchNamespaces: c.WatchNamespaces, Shards: d.Shards,
-			ErrorBackoff: errorBackoff, plans: lru.New(plansSize),
+			ErrorBackoff: errorBackoff, plans: lru.New(plansSize), undecided: lru.New(plansSize),
 		},
 		Record: &IdempotencyRecordReconciler{
 			Client: d.Client, APIReader: d.APIReader, Clock: d.Clock, Shards: d.Shards, ErrorBackoff: errorBackoff,
