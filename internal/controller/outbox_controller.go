@@ -287,7 +287,7 @@ func (r *OutboxReconciler) send(ctx context.Context, namespace string, sub v1.Su
 	}
 	res := cl.Execute(ctx, effects.Request{
 		Operation: sub.Operation, Key: ev.ID, Parameters: body, Headers: headers,
-		Timeout: max(r.Timeout, time.Second), Now: r.Clock.Now(),
+		Timeout: max(r.Timeout, time.Second), Clock: r.Clock.Now,
 	})
 	a := outbox.Answer{HTTPStatus: res.HTTPStatus}
 	switch res.Outcome {

@@ -219,7 +219,10 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			// move and its return carry this pass's time, and each write
 			// wakes the next pass, without end.)
 			view.Status = before
-			view.Uncreatable = map[string]string{d.Action.Name: fmt.Sprintf("the parameters cannot be computed: %v", err)}
+			if view.Uncreatable == nil {
+				view.Uncreatable = map[string]string{}
+			}
+			view.Uncreatable[d.Action.Name] = fmt.Sprintf("the parameters cannot be computed: %v", err)
 			continue
 		}
 		op, err := r.create(ctx, &s, params, d.Action)
@@ -555,7 +558,7 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	scope := protocol.Scope{Namespace: s.Namespace, Tool: ref, Operation: step.Operation,
 		Key: saga.OperationKey(saga.Key(s.Name, &s.Spec), step.Name, false, status.Steps[i].Round) + "/validate"}
 	res := cl.Validate(ctx, effects.Request{Operation: step.Operation, Key: scope.ToolKey(), Parameters: params,
-		Timeout: timeout, Now: r.Clock.Now()})
+		Timeout: timeout, Clock: r.Clock.Now})
 	val = v1.StepValidation{HTTPStatus: res.HTTPStatus, Message: res.Message}
 	switch res.Verdict {
 	case effects.ValidateValid:

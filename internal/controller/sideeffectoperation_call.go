@@ -89,7 +89,7 @@ func (r *SideEffectOperationReconciler) call(p *pass, action protocol.Action) (a
 	a = &answer{action: action, attempt: p.st.Claim.Attempt, state: p.st.State}
 	ctx, fence, stop := r.keepClaim(p, a)
 	req := effects.Request{Operation: p.op.Spec.Operation, Key: p.scope.ToolKey(),
-		Parameters: p.params, Timeout: p.timeout, Mode: p.st.IdempotencyMode, Fence: fence, Now: r.Clock.Now()}
+		Parameters: p.params, Timeout: p.timeout, Mode: p.st.IdempotencyMode, Fence: fence, Clock: r.Clock.Now}
 	if p.st.StartedTime != nil {
 		req.Since = p.st.StartedTime.Time
 	}

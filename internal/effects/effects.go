@@ -40,10 +40,10 @@ type Request struct {
 	// lifetime was made after it. An effect made before it is of an earlier
 	// lifetime, one whose record expired. Zero when not known.
 	Since time.Time
-	// Now is the caller's clock as the call is made: an answer that names
-	// a time (Retry-After as a date) is read against it. Zero reads the
-	// host's clock.
-	Now time.Time
+	// Clock reads the caller's clock: an answer that names a time
+	// (Retry-After as a date) is read against it as it arrives. Nil reads
+	// the host's clock.
+	Clock func() time.Time
 	// Parameters is the canonical JSON of the operation's parameters.
 	Parameters []byte
 	// Timeout bounds the call.
@@ -59,6 +59,14 @@ type Request struct {
 	// which win on a clash: the outbox relay sends an event's CloudEvents
 	// attributes so. Names are canonical; values hold no secrets.
 	Headers map[string]string
+}
+
+// Now reads the request's clock.
+func (r Request) Now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock()
 }
 
 // ValidateVerdict is a tool's answer to a dry run.

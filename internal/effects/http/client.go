@@ -476,7 +476,7 @@ func (c *Client) do(ctx context.Context, o outgoing, req effects.Request) (answe
 		return answer{}, true, fmt.Errorf("reading the answer to %s: %w", resp.Status, redact(err))
 	}
 	a := answer{Status: resp.StatusCode, StatusText: resp.Status, Headers: map[string]string{}, Body: b,
-		RetryAfter: retryAfter(resp.Header.Get("Retry-After"), cmp.Or(req.Now, time.Now())), scrub: c.scrub}
+		RetryAfter: retryAfter(resp.Header.Get("Retry-After"), req.Now()), scrub: c.scrub}
 	for name := range resp.Header {
 		a.Headers[strings.ToLower(name)] = resp.Header.Get(name)
 	}

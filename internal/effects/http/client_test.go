@@ -423,7 +423,7 @@ func TestRetryAfterByCallersClock(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := newClient(t, toolSpec(srv.URL, v1.IdempotencyNative), nil)
 	r := c.Execute(context.Background(), effects.Request{Operation: "charge.create", Key: "ns/charge.create/k1",
-		Parameters: []byte(`{"amount":100}`), Timeout: 5 * time.Second, Now: now})
+		Parameters: []byte(`{"amount":100}`), Timeout: 5 * time.Second, Clock: func() time.Time { return now }})
 	if r.Outcome != v1.OutcomeRetryable || r.RetryAfter != 90*time.Second {
 		t.Errorf("want retryable after 1m30s by the caller's clock, got %s after %s: %s", r.Outcome, r.RetryAfter, r.Message)
 	}
