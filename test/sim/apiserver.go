@@ -455,6 +455,7 @@ func (s *APIServer) Terminate(name string) {
 	k := namespaceKey(name)
 	if cur, ok := s.objects[k]; ok {
 		s.markTerminating(k, cur)
+		s.finishNamespace(name)
 	}
 }
 

@@ -120,9 +120,10 @@ func (w *World) settle() {
 		w.server.CollectOrphans()
 	}
 	deadline := w.clock.Now().Add(quietLimit)
-	// still counts each object's passes since the clock last moved: a
-	// controller whose pass wakes its next one at once (a write that only
-	// moves its own timestamps) would call the API server without end.
+	// still counts each object's passes since nothing was ready (then the
+	// clock moves, or a collector looks): a controller whose pass wakes
+	// its next one at once (a write that only moves its own timestamps)
+	// would call the API server without end.
 	still := map[request]int{}
 quiet:
 	for moves := 0; w.clock.Now().Before(deadline) && moves < 20000; moves++ {
