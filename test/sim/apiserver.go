@@ -24,6 +24,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
@@ -103,6 +104,11 @@ type APIServer struct {
 	// NoFinalizerPolicy leaves out the admission policy that adds the
 	// record finalizer at create, as on a cluster without it.
 	NoFinalizerPolicy bool
+	// AdmissionLag is how long after a namespace is marked terminating
+	// its admission still lets creates in: the NamespaceLifecycle plugin
+	// decides from an informer's view of the namespace, which lags, and
+	// the namespace controller sweeps again for what got in.
+	AdmissionLag time.Duration
 	// Observe, if set, sees every stored write as it lands: the object
 	// as it was and as it is (nil when absent).
 	Observe func(old, cur client.Object)
@@ -210,7 +216,7 @@ func (s *APIServer) Create(obj client.Object) error {
 		if !ok {
 			return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, k.Namespace)
 		}
-		if !ns.GetDeletionTimestamp().IsZero() {
+		if since := ns.GetDeletionTimestamp(); !since.IsZero() && !s.now().Time.Before(since.Add(s.AdmissionLag)) {
 			err := apierrors.NewForbidden(gr(k.Kind), k.Name,
 				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", k.Namespace))
 			err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{

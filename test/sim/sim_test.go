@@ -187,7 +187,7 @@ func TestPeopleAct(t *testing.T) {
 	want := []string{"applies another manifest under the name", "a person deletes order-1.",
 		"a person fails step operation", "nothing remembers desk/desk-1 any more",
 		"the namespace controller deletes every SideEffectOperation in team",
-		"watch expired: its cache lists again"}
+		"watch expired: its cache lists again", "the namespace controller deletes what is left"}
 	seen := map[string]bool{}
 	for seed := uint64(1); seed <= 10; seed++ {
 		for _, line := range Run(DefaultOptions(seed)).Story {

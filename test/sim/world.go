@@ -121,7 +121,8 @@ type Options struct {
 	// deletes its content one resource type at a time, in the order it
 	// happens to list them, while every other controller goes on between
 	// those calls (a step of the story each, with the garbage collector's
-	// passes). Without it, everything in the namespace is deleted at once.
+	// passes), and its admission lets creates in for a second after the
+	// mark. Without it, everything in the namespace is deleted at once.
 	// Stories saved before it existed lack it, and replay as they were
 	// found.
 	NamespaceByKind bool
@@ -375,6 +376,9 @@ func NewWorld(opts Options) *World {
 		expiries:  map[string]time.Time{}}
 	w.server = NewAPIServer(func() metav1.Time { return metav1.NewTime(clk.Now().Truncate(time.Second)) })
 	w.server.NoFinalizerPolicy = opts.NoFinalizerPolicy
+	if opts.NamespaceByKind {
+		w.server.AdmissionLag = time.Second
+	}
 	w.history = history{claims: map[claimKey]bool{}, announced: map[string]announcement{}}
 	w.server.Observe = w.observe
 	w.people = NewClient(w.server, nil, gate{})
