@@ -182,6 +182,9 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 			WatchNamespaces:         c.WatchNamespaces,
 			Shards:                  d.Shards,
 			ErrorBackoff:            errorBackoff,
+			// Within the manager's graceful shutdown, after the longest
+			// pass in flight.
+			StopGrace: c.MaxClaim + c.ClaimGrace + shutdownSlack/2,
 		},
 		Saga: &SagaReconciler{
 			Client: d.Client, APIReader: d.APIReader, Recorder: d.Recorder,

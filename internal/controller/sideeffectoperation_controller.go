@@ -20,6 +20,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,6 +94,9 @@ type SideEffectOperationReconciler struct {
 	ClaimGrace time.Duration
 	// MaxConcurrentReconciles bounds the operations handled at once.
 	MaxConcurrentReconciles int
+	// StopGrace bounds how long a stopping manager goes on writing the
+	// answers it holds, once its passes in flight have ended.
+	StopGrace time.Duration
 	// WatchNamespaces are the only namespaces the manager watches; empty:
 	// all. A manager restricted to some neither watches nor reads
 	// ClusterTools and Namespaces, which are cluster-scoped.
@@ -105,6 +109,9 @@ type SideEffectOperationReconciler struct {
 	// pending keeps answers whose write failed for a reason other than a
 	// conflict, so the next pass writes them instead of reconciling.
 	pending sync.Map // types.UID → *answer
+	// inflight counts the passes running now: a stopping manager writes
+	// the answers it holds once they have ended (heldWriter).
+	inflight atomic.Int32
 }
 
 // The manager's rights, each for a call the code makes (docs/install.md
@@ -123,6 +130,8 @@ type SideEffectOperationReconciler struct {
 
 // Reconcile moves one operation as far as it can go now.
 func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.inflight.Add(1)
+	defer r.inflight.Add(-1)
 	if ctx.Err() != nil {
 		// The manager is stopping: it drains the passes in flight, but
 		// starts none (a new claim would outlive it).
@@ -289,6 +298,9 @@ func (r *SideEffectOperationReconciler) SetupWithManager(ctx context.Context, mg
 		Watches(&v1.Tool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
 		WithOptions(fairOptions(r.MaxConcurrentReconciles, r.ErrorBackoff)).
 		Named("sideeffectoperation")
+	if err := mgr.Add(heldWriter{r: r, grace: r.StopGrace}); err != nil {
+		return err
+	}
 	if len(r.WatchNamespaces) == 0 {
 		b = b.Watches(&v1.ClusterTool{}, handler.EnqueueRequestsFromMapFunc(r.operationsOfTool)).
 			Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.operationsInNamespace), namespaceLabelsChanged)

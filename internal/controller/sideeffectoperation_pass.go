@@ -295,6 +295,9 @@ func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reco
 		return reconcile.Result{}, nil
 	case !d.Action.IsCall():
 		return reconcile.Result{RequeueAfter: d.RequeueAfter}, r.writeStatus(p, d)
+	case p.makesNoCall():
+		// The manager is stopping: the next manager makes this call.
+		return reconcile.Result{}, nil
 	}
 	// One tool's calls take at most its share of the workers, from the
 	// claim to the answer's write: a pass that finds them all taken looks

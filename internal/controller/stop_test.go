@@ -1,0 +1,79 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+var _ = Describe("A stopping manager", func() {
+	var (
+		ns     string
+		direct client.WithWatch
+	)
+	BeforeEach(func() {
+		ns = newNamespace()
+		var err error
+		direct, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("writes the answer it holds before it goes, and asks the tool nothing more", func() {
+		newTool(ns, "payments", v1.IdempotencyNative)
+		op := create(newOp(ns, "op", "payments", map[string]any{"amount": 4}))
+		// The claim is written, then the answer's write meets an API
+		// server that is away: the manager holds the answer.
+		down, writes := true, 0
+		c := interceptor.NewClient(direct, interceptor.Funcs{
+			SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object,
+				opts ...client.SubResourceUpdateOption) error {
+				if obj.GetUID() == op.UID {
+					if writes++; writes == 2 && down {
+						return apierrors.NewServiceUnavailable("the API server is away")
+					}
+				}
+				return cl.SubResource(sub).Update(ctx, obj, opts...)
+			}})
+		r := uidReconciler(c, c, events.NewFakeRecorder(100))
+		_, err := r.Reconcile(logf.IntoContext(ctx, logf.Log), requestFor(op))
+		Expect(err).To(HaveOccurred(), "the answer's write failed")
+		Expect(effectsOf(v1.IdempotencyNative, ns, "op")).To(Equal(1))
+		Expect(get(ns, "op").Status.State).To(Equal(v1.StateStarted))
+
+		By("the manager stops, with the API server back")
+		down = false
+		stopped, stop := context.WithCancel(logf.IntoContext(ctx, logf.Log))
+		stop()
+		Expect(heldWriter{r: r, grace: 10 * time.Second}.Start(stopped)).To(Succeed())
+		done := get(ns, "op")
+		Expect(done.Status.State).To(Equal(v1.StateCommitted), "the held answer was lost with the manager")
+		Expect(done.Status.Attempts).To(BeEquivalentTo(1))
+		Expect(effectsOf(v1.IdempotencyNative, ns, "op")).To(Equal(1))
+		Expect(r.WriteHeld(ctx)).To(BeZero())
+	})
+})
