@@ -92,6 +92,10 @@ const (
 	// ReasonSagaGone: the operation is a step or a compensation of a saga
 	// that is gone; it does not run, and the garbage collector deletes it.
 	ReasonSagaGone = "SagaGone"
+	// ReasonNamespaceTerminating: the operation's namespace is being
+	// deleted, its scope records with it; an operation that has made no
+	// attempt makes none there, since no record would remember its effect.
+	ReasonNamespaceTerminating = "NamespaceTerminating"
 	// ReasonResolvedCommitted: a person marked the effect committed.
 	ReasonResolvedCommitted = "ResolvedCommitted"
 	// ReasonResolvedFailed: a person failed the operation.

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -100,6 +101,9 @@ func runPasses(t *testing.T, tool *memory.Tool, mode v1.IdempotencyMode) *v1.Sid
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := v1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
 	spec := v1.ToolSpec{HTTP: v1.HTTPBackend{URL: "https://tool.example"},

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -143,6 +144,14 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		if no := protocol.CheckNumbers(rawParameters(p.op)); no != nil {
 			return r.refuse(p, no)
 		}
+		if going, err := r.namespaceGoing(p); err != nil || going {
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			res, _, err := r.block(p, v1.ReasonNamespaceTerminating, fmt.Sprintf(
+				"Namespace %s is being deleted, and its records with it: no attempt starts here", p.op.Namespace), 0)
+			return res, err
+		}
 		if msg, err := r.sagaGone(p); err != nil || msg != "" {
 			if err != nil {
 				return reconcile.Result{}, err
@@ -221,6 +230,24 @@ func (r *SideEffectOperationReconciler) sagaGone(p *pass) (string, error) {
 	}
 	return fmt.Sprintf("Saga %s, which made this operation, %s: it does not run, and the garbage collector deletes it",
 		ref.Name, why), nil
+}
+
+// namespaceGoing reports whether the operation's namespace is being
+// deleted, as the manager's cache shows it. Its records go with it, in
+// whatever order the namespace controller deletes them, so an effect made
+// now would be remembered by no one: a create that admission let in as
+// the deletion began makes no attempt. A manager that does not watch
+// Namespaces (a namespaced install) cannot tell, and goes on.
+func (r *SideEffectOperationReconciler) namespaceGoing(p *pass) (bool, error) {
+	if len(r.WatchNamespaces) > 0 {
+		return false, nil
+	}
+	ns := &corev1.Namespace{}
+	err := r.Get(p.ctx, client.ObjectKey{Name: p.op.Namespace}, ns)
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		return false, nil
+	}
+	return err == nil && !ns.DeletionTimestamp.IsZero(), err
 }
 
 // settledElsewhere reports whether an operation no longer waits for a call

@@ -22,7 +22,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -75,5 +77,40 @@ var _ = Describe("A stopping manager", func() {
 		Expect(done.Status.Attempts).To(BeEquivalentTo(1))
 		Expect(effectsOf(v1.IdempotencyNative, ns, "op")).To(Equal(1))
 		Expect(r.WriteHeld(ctx)).To(BeZero())
+	})
+})
+
+var _ = Describe("A namespace being deleted", func() {
+	var (
+		ns     string
+		direct client.WithWatch
+	)
+	BeforeEach(func() {
+		ns = newNamespace()
+		var err error
+		direct, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("has an operation that got in make no first attempt", func() {
+		newTool(ns, "payments", v1.IdempotencyNative)
+		op := create(newOp(ns, "op", "payments", map[string]any{"amount": 5}))
+		// The operation got in as the deletion began: admission decides
+		// from an informer's view of the namespace, which lags. Here no
+		// namespace controller runs, so the namespace stays terminating.
+		Expect(k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Eventually(func() bool {
+			n := &corev1.Namespace{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, n)).To(Succeed())
+			return n.DeletionTimestamp.IsZero()
+		}).Should(BeFalse())
+
+		r := uidReconciler(direct, direct, events.NewFakeRecorder(100))
+		_, err := r.Reconcile(logf.IntoContext(ctx, logf.Log), requestFor(op))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(effectsOf(v1.IdempotencyNative, ns, "op")).To(BeZero(), "an effect no record would remember")
+		st := get(ns, "op").Status
+		Expect(st.Attempts).To(BeZero())
+		Expect(conditionIn(st.Conditions, v1.ConditionStalled).Reason).To(Equal(v1.ReasonNamespaceTerminating))
 	})
 })
