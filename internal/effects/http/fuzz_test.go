@@ -1,0 +1,100 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package http
+
+import (
+	"encoding/json"
+	nethttp "net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/effects"
+)
+
+// FuzzShape shapes a request whose path, query and key come from the
+// fuzzer. A value fills its place and no other: on the wire, the path
+// has the template's segments, each value's segment unescapes to it, no
+// '?' or '#' of a value shows, and url.ParseQuery gives back each query
+// value, as the only value of its name. A path value of "." or ".." is
+// refused.
+func FuzzShape(f *testing.F) {
+	f.Add("acme/widgets", "a b&c=d+e", "ns/Tool:t/issue.create/k#1?x")
+	f.Add("..", "", "k")
+	f.Add("%2e%2e", "%", "a&b=c")
+	f.Add("?#/;,", "\x00\xff", "{repo}")
+	f.Add("{idempotencyKey}", "{repo}", "100%+")
+	const path = "/repos/{repo}/keys/{idempotencyKey}?at={repo}&key={idempotencyKey}"
+	spec := &v1.ToolSpec{HTTP: v1.HTTPBackend{URL: "https://tool.example/api/"},
+		Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative, Header: "Idempotency-Key"},
+		Operations: []v1.ToolOperation{{Name: "issue.create", Path: path, Request: &v1.RequestShape{
+			PathValues: []v1.NamedValue{{Name: "repo", Value: "parameters.repo"}},
+			Query:      []v1.NamedValue{{Name: "q", Value: "parameters.q"}},
+		}}}}
+	c := newClient(f, spec, nil)
+	op := spec.Operations[0]
+	f.Fuzz(func(t *testing.T, repo, q, key string) {
+		params, err := json.Marshal(map[string]string{"repo": repo, "q": q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the expressions see: JSON made invalid UTF-8 valid.
+		var want map[string]string
+		if err := json.Unmarshal(params, &want); err != nil {
+			t.Fatal(err)
+		}
+		req := effects.Request{Operation: op.Name, Key: key, Parameters: params}
+		o, err := c.shape(t.Context(), nethttp.MethodPost, op.Path, op.Request, req, requestView(req))
+		if want["repo"] == "." || want["repo"] == ".." {
+			if err == nil {
+				t.Fatalf("path value %q taken: %s", want["repo"], o.url)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		wire := o.url.RequestURI()
+		sent, err := url.ParseRequestURI(wire)
+		if err != nil {
+			t.Fatalf("%q does not parse: %v", wire, err)
+		}
+		if sent.Fragment != "" || strings.Contains(wire, "#") {
+			t.Fatalf("%q has a fragment", wire)
+		}
+		segments := strings.Split(sent.EscapedPath(), "/")
+		if len(segments) != 6 || segments[1] != "api" || segments[2] != "repos" || segments[4] != "keys" {
+			t.Fatalf("path %q has not the template's segments", sent.EscapedPath())
+		}
+		for i, want := range map[int]string{3: want["repo"], 5: key} {
+			if got, err := url.PathUnescape(segments[i]); err != nil || got != want {
+				t.Fatalf("segment %d of %q is %q (%v), want %q", i, wire, got, err, want)
+			}
+		}
+		query, err := url.ParseQuery(sent.RawQuery)
+		if err != nil {
+			t.Fatalf("query of %q: %v", wire, err)
+		}
+		wantQuery := url.Values{"at": {want["repo"]}, "key": {key}, "q": {want["q"]}}
+		if diff := cmp.Diff(wantQuery, query); diff != "" {
+			t.Fatalf("query of %q (-want, +got):\n%s", wire, diff)
+		}
+	})
+}
