@@ -17,7 +17,11 @@ limitations under the License.
 package http
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"html"
 	nethttp "net/http"
 	"net/url"
 	"strings"
@@ -97,4 +101,76 @@ func FuzzShape(f *testing.F) {
 			t.Fatalf("query of %q (-want, +got):\n%s", wire, diff)
 		}
 	})
+}
+
+// FuzzScrub puts a secret, in one of the encodings the scrubber knows, in
+// a text, and scrubs it: no stretch of the output between two
+// "[redacted]" holds the secret in any case, nor its hex, nor its base64
+// (standard or URL-safe, padded or not), when it is long enough to be
+// scrubbed encoded.
+func FuzzScrub(f *testing.F) {
+	f.Add("hunter2", "error: ", " was refused", uint8(0))
+	f.Add("s3cr3t-token", `{"echo":"`, `"}`, uint8(1))
+	f.Add("pass word", "q=", "&x=1", uint8(2))
+	f.Add("Bearer abcdef123", "Authorization: ", "", uint8(3))
+	f.Add("p@ss/w0rd", "https://x/?t=", "", uint8(4))
+	f.Add("<tag>&", "<p>", "</p>", uint8(5))
+	f.Add("abcd", "xx", "yy", uint8(6))
+	f.Add("é-secret", "", "", uint8(7))
+	f.Fuzz(func(t *testing.T, secret, before, after string, encoding uint8) {
+		if strings.TrimSpace(secret) == "" {
+			return
+		}
+		in := before + encoded(secret, encoding) + after
+		out := newScrubber([]string{secret}).string(in)
+		for piece := range strings.SplitSeq(out, redacted) {
+			if what, ok := holds(piece, secret); ok {
+				t.Fatalf("scrubbed %q (secret %q, encoding %d) to %q, which holds its %s", in, secret,
+					encoding%8, out, what)
+			}
+		}
+	})
+}
+
+// encoded is secret in the encoding e names.
+func encoded(secret string, e uint8) string {
+	switch e % 8 {
+	case 1:
+		b, _ := json.Marshal(secret)
+		return string(b[1 : len(b)-1])
+	case 2:
+		return url.QueryEscape(secret)
+	case 3:
+		return strings.ToUpper(secret)
+	case 4:
+		return url.PathEscape(secret)
+	case 5:
+		return html.EscapeString(secret)
+	case 6:
+		return base64.StdEncoding.EncodeToString([]byte(secret))
+	case 7:
+		return hex.EncodeToString([]byte(secret))
+	}
+	return secret
+}
+
+// holds reports whether text holds secret, in ASCII's either case, or,
+// for a secret of minEncoded bytes or more, its hex or its base64 at the
+// start of an encoded blob (the scrubber's other alignments are its own).
+func holds(text, secret string) (string, bool) {
+	if bytes.Contains(foldASCII([]byte(text)), foldASCII([]byte(secret))) {
+		return "value", true
+	}
+	if len(secret) < minEncoded {
+		return "", false
+	}
+	if bytes.Contains(foldASCII([]byte(text)), []byte(hex.EncodeToString([]byte(secret)))) {
+		return "hex", true
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		if s := strings.TrimRight(enc.EncodeToString([]byte(secret)), "="); strings.Contains(text, s) {
+			return "base64", true
+		}
+	}
+	return "", false
 }
