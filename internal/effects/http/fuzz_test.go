@@ -18,18 +18,23 @@ package http
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"html"
 	nethttp "net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/celbound"
 	"github.com/once-dev/once/internal/effects"
 )
 
@@ -103,6 +108,95 @@ func FuzzShape(f *testing.F) {
 	})
 }
 
+// FuzzFormEncode encodes an object, with a nested object and a list, as a
+// form: url.ParseQuery gives back every value under its bracketed name,
+// and nothing else.
+func FuzzFormEncode(f *testing.F) {
+	f.Add("amount", "2000", "order", "o 1&x=y", 1.5, true)
+	f.Add("", "", "", "", 0.0, false)
+	f.Add("a[b]", "[]", "%", "=&;", -1e21, true)
+	f.Add("é", "\xff", "+", "\u2028", 1e-7, false)
+	f.Fuzz(func(t *testing.T, key, value, nestedKey, nestedValue string, n float64, b bool) {
+		doc, err := json.Marshal(map[string]any{key: value, "nested": map[string]any{nestedKey: nestedValue},
+			"list": []any{value, n, b, nil}})
+		if err != nil {
+			return
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(doc, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if len(obj) != 3 {
+			// The key is "nested" or "list".
+			return
+		}
+		// The key as JSON made it: invalid UTF-8 made valid.
+		for k := range obj {
+			if k != "nested" && k != "list" {
+				key = k
+			}
+		}
+		// The form's values are the JSON's as text: what encoding/json
+		// makes of the number (json.Number keeps its text).
+		num, err := json.Marshal(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		form, err := formEncode(doc)
+		if err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		got, err := url.ParseQuery(string(form))
+		if err != nil {
+			t.Fatalf("%q: %v", form, err)
+		}
+		nested := obj["nested"].(map[string]any)
+		want := url.Values{}
+		for name, v := range map[string]string{
+			key: obj[key].(string), "nested[" + lastKey(nested) + "]": nested[lastKey(nested)].(string),
+			"list[0]": obj[key].(string), "list[1]": string(num), "list[2]": fmt.Sprint(b), "list[3]": "",
+		} {
+			want[name] = append(want[name], v)
+		}
+		for name, vs := range want {
+			if !equalAsSets(got[name], vs) {
+				t.Fatalf("form %q: %s is %q, want %q", form, name, got[name], vs)
+			}
+		}
+		if pairs := strings.Count(string(form), "&") + 1; pairs != 6 {
+			t.Fatalf("form %q has %d pairs, want 6", form, pairs)
+		}
+	})
+}
+
+// lastKey is the key of a map of one entry.
+func lastKey(m map[string]any) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
+
+// equalAsSets reports whether a and b hold the same values, in any order.
+func equalAsSets(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	count := map[string]int{}
+	for _, v := range a {
+		count[v]++
+	}
+	for _, v := range b {
+		count[v]--
+	}
+	for _, n := range count {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // FuzzScrub puts a secret, in one of the encodings the scrubber knows, in
 // a text, and scrubs it: no stretch of the output between two
 // "[redacted]" holds the secret in any case, nor its hex, nor its base64
@@ -173,4 +267,80 @@ func holds(text, secret string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// toolAllocBound is what one of a Tool's expressions may allocate, run on
+// an answer: its cost limit of ten million, at most a few bytes a unit.
+const toolAllocBound = 256 << 20
+
+// FuzzToolCEL compiles an expression as a Tool's, and runs it on an
+// answer: it is refused when compiled, or it ends within its cost limit
+// and time limit, or it is refused with one of them; what it allocates
+// stays within toolAllocBound, and a value it returns within
+// celbound.MaxValueBytes of JSON.
+func FuzzToolCEL(f *testing.F) {
+	for _, expr := range []string{
+		"response.body.id",
+		"response.status == 201 && response.body.items.exists(i, i.ref == key)",
+		"response.body.items.map(i, i.name + key).join(',')",
+		"{'id': string(response.body.id), 'keys': [key, parameters.order]}",
+		"response.body.name.replace('a', response.body.name)",
+		"response.headers['x-request-id']",
+		"'%s-%d'.format([parameters.order, response.status])",
+		"response.body.items.map(a, response.body.items.map(b, a.name + b.name))",
+		"size(response.body.name.split('')) > 3",
+		"base64.encode(bytes(response.body.name))",
+		"parameters.order.matches('^o-[0-9]+$')",
+	} {
+		f.Add(expr, []byte(`{"id":42,"name":"aaaa","items":[{"ref":"k","name":"x"},{"ref":"o","name":"y"}]}`))
+	}
+	c, err := NewCompiler()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, expr string, body []byte) {
+		if len(body) > maxBody || len(expr) > 4096 {
+			return
+		}
+		if _, err := c.Compile(expr); err != nil {
+			return
+		}
+		decoded, _ := decodeBody(body)
+		r := response{Status: 200, Headers: map[string]string{"x-request-id": "r-1"}, Body: decoded,
+			request: request{Parameters: map[string]any{"order": "o-1"}, Key: "ns/Tool:t/op/k"}}
+		var out []byte
+		alloc, took := measure(func() { out, err = c.JSON(context.Background(), expr, r) })
+		if alloc > toolAllocBound {
+			t.Fatalf("%q allocated %d bytes, more than %d", expr, alloc, toolAllocBound)
+		}
+		if took > 5*evalTimeout {
+			t.Fatalf("%q ran for %s, past its time limit of %s", expr, took, evalTimeout)
+		}
+		if err != nil {
+			if strings.Contains(err.Error(), "cost") &&
+				!strings.Contains(err.Error(), fmt.Sprintf("stopped at the cost limit of %d", costLimit)) &&
+				!strings.Contains(err.Error(), "would") {
+				t.Fatalf("%q refused about its cost, not at the limit: %v", expr, err)
+			}
+			return
+		}
+		if len(out) > celbound.MaxValueBytes {
+			t.Fatalf("%q returned %d bytes of JSON, more than %d", expr, len(out), celbound.MaxValueBytes)
+		}
+		if !json.Valid(out) {
+			t.Fatalf("%q returned %q, no JSON", expr, out)
+		}
+	})
+}
+
+// measure runs f, and returns what the heap gave out meanwhile and how
+// long it took.
+func measure(f func()) (uint64, time.Duration) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	f()
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc, took
 }
