@@ -43,6 +43,11 @@ func FuzzParse(f *testing.F) {
 		"application/cloudevents+json; charset=utf-8", "", "", "", "", false)
 	f.Add([]byte(`[1,2]`), "text/plain", "", "", "k", "", false)
 	f.Fuzz(func(t *testing.T, body []byte, contentType, specVersion, ceID, key, messageID string, signed bool) {
+		if signed && messageID == "" {
+			// ServeHTTP parses a signed message only after verify, which
+			// refuses one without an id and sets Message-Id to it.
+			return
+		}
 		r := func() *http.Request {
 			r, err := http.NewRequest(http.MethodPost, "http://gateway/orders", bytes.NewReader(body))
 			if err != nil {
