@@ -57,6 +57,7 @@ test: manifests generate fmt vet controlplane-binaries ## Run all tests: unit, e
 	$(MAKE) test-e2e
 
 # UNIT_SKIP are the packages whose tests need a real API server (envtest).
+# The fuzz targets of internal/ingress need none: test-unit runs their seeds.
 UNIT_SKIP = /test/e2e$$|/internal/controller$$|/internal/ingress$$|/internal/shard$$|/internal/presence$$|/test/apiserver$$|/test/harness$$
 
 .PHONY: mcp-clients
@@ -65,8 +66,9 @@ test/mcpts/node_modules/.package-lock.json: test/mcpts/package.json test/mcpts/p
 	cd test/mcpts && npm ci --no-audit --no-fund
 
 .PHONY: test-unit
-test-unit: ## Run the tests that need no API server, in seconds: the pure packages, and the simulator's stories without its hunt.
+test-unit: ## Run the tests that need no API server, in seconds: the pure packages, the simulator's stories without its hunt, and every fuzz target's seed corpus.
 	go test $$(go list ./... | grep -Ev '$(UNIT_SKIP)') -short -skip TestAPIServerModel
+	go test -run '^Fuzz' ./internal/ingress/
 
 .PHONY: test-e2e
 test-e2e: build controlplane-binaries mcp-clients ## Run the end-to-end tests: manager and sandbox binaries, local control plane, kubectl.
@@ -85,6 +87,14 @@ sim: ## Hunt for schedules that break the invariants: the real reconcilers in th
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
 	"$(GOLANGCI_LINT)" run --build-tags failpoints,e2e
+
+# FUZZTIME is how long make fuzz runs each fuzz target; FUZZ_FLAGS adds
+# go test flags, e.g. FUZZ_FLAGS="-parallel 1".
+FUZZTIME ?= 1m
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target (each func Fuzz in a _test.go, found by hack/fuzz.sh) for FUZZTIME, one after another.
+	FUZZTIME=$(FUZZTIME) FUZZ_FLAGS="$(FUZZ_FLAGS)" hack/fuzz.sh
 
 # Benchmarks run only here: without -bench, go test (and so make test) runs
 # none of them.

@@ -24,6 +24,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,19 +42,29 @@ import (
 )
 
 // The tests run the handler against a real API server (envtest, with the
-// CRDs of config/crd), as the gateway will.
+// CRDs of config/crd), as the gateway will. It starts for the first test
+// that needs it, so that the fuzz targets, which need none, run without.
+var (
+	apiOnce sync.Once
+	api     *apiserver.Server
+	apiErr  error
+)
 
-var k8s client.Client
+// kube is the API server's client, started on first use.
+func kube(t testing.TB) client.Client {
+	t.Helper()
+	apiOnce.Do(func() { api, apiErr = apiserver.Start() })
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	return api.Client
+}
 
 func TestMain(m *testing.M) {
-	server, err := apiserver.Start()
-	if err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
-	k8s = server.Client
 	code := m.Run()
-	_ = server.Stop()
+	if api != nil {
+		_ = api.Stop()
+	}
 	os.Exit(code)
 }
 
@@ -65,10 +76,10 @@ func server(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
 	nsSeq++
 	ns := fmt.Sprintf("ingress-%d", nsSeq)
-	if err := k8s.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := kube(t).Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Client: k8s, Routes: map[string]Route{
+	h := &Handler{Client: kube(t), Routes: map[string]Route{
 		"orders": {Namespace: ns, ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create"},
 		"broken": {Namespace: ns, ToolRef: v1.ToolReference{Name: "pay"}, Operation: "not a valid name"},
 	}}
@@ -135,7 +146,7 @@ func post(t *testing.T, url string, header map[string]string, body string) (int,
 func operation(t *testing.T, ns, name string) *v1.SideEffectOperation {
 	t.Helper()
 	op := &v1.SideEffectOperation{}
-	if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, op); err != nil {
+	if err := kube(t).Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, op); err != nil {
 		t.Fatalf("operation %s: %v", name, err)
 	}
 	return op
@@ -144,7 +155,7 @@ func operation(t *testing.T, ns, name string) *v1.SideEffectOperation {
 func operations(t *testing.T, ns string) int {
 	t.Helper()
 	var list v1.SideEffectOperationList
-	if err := k8s.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+	if err := kube(t).List(t.Context(), &list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	return len(list.Items)
@@ -181,7 +192,7 @@ func TestCloudEventDeliveredTwiceIsOneOperation(t *testing.T) {
 
 	// Once the operation has ended, a redelivery gets its outcome.
 	op.Status = v1.SideEffectOperationStatus{State: v1.StateCommitted, ExternalObjectID: "ch_1"}
-	if err := k8s.Status().Update(t.Context(), op); err != nil {
+	if err := kube(t).Status().Update(t.Context(), op); err != nil {
 		t.Fatal(err)
 	}
 	status, a := post(t, url, map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "order-1001",
@@ -319,7 +330,7 @@ func TestName(t *testing.T) {
 func TestOperationsGoAfterAnHour(t *testing.T) {
 	_, ns := server(t)
 	days := metav1.Duration{Duration: 72 * time.Hour}
-	h := &Handler{Client: k8s, Routes: map[string]Route{
+	h := &Handler{Client: kube(t), Routes: map[string]Route{
 		"orders": {Namespace: ns, ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create"},
 		"short": {Namespace: ns, ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create",
 			TTLSecondsAfterFinished: ptr.To[int32](60)},

@@ -40,7 +40,7 @@ func signedServer(t *testing.T, key []byte, now time.Time) (*httptest.Server, st
 	t.Helper()
 	nsSeq++
 	ns := fmt.Sprintf("ingress-signed-%d", nsSeq)
-	if err := k8s.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := kube(t).Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "secret")
@@ -48,7 +48,7 @@ func signedServer(t *testing.T, key []byte, now time.Time) (*httptest.Server, st
 	if err := os.WriteFile(file, []byte(secretPrefix+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Client: k8s, Now: func() time.Time { return now }, Routes: map[string]Route{
+	h := &Handler{Client: kube(t), Now: func() time.Time { return now }, Routes: map[string]Route{
 		"orders": {Namespace: ns, ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create",
 			Signing: &Signing{SecretFile: file}},
 	}}
@@ -264,7 +264,7 @@ func TestSignedNamedBefore(t *testing.T) {
 		Spec: v1.SideEffectOperationSpec{ToolRef: v1.ToolReference{Name: "pay"}, Operation: "charge.create",
 			Parameters: &runtime.RawExtension{Raw: []byte(body)}},
 	}
-	if err := k8s.Create(t.Context(), before); err != nil {
+	if err := kube(t).Create(t.Context(), before); err != nil {
 		t.Fatal(err)
 	}
 	h := signed(key, "evt-3", now, body, "Ce-Specversion", "1.0", "Ce-Id", "evt-3", "Ce-Source", "/shop",

@@ -595,15 +595,10 @@ func (c *Client) extract(ctx context.Context, op *v1.ToolOperation, view respons
 }
 
 // url joins the tool's URL and a path, with the key in place of
-// {idempotencyKey}: path-escaped before the query, query-escaped in it.
+// {idempotencyKey}: path-escaped before the query, query-escaped in it,
+// each place escaped for where it is (placeValue).
 func (c *Client) url(path, key string) (*url.URL, error) {
-	if i := strings.Index(path, keyPlaceholder); i >= 0 {
-		escaped := url.PathEscape(key)
-		if q := strings.Index(path, "?"); q >= 0 && q < i {
-			escaped = url.QueryEscape(key)
-		}
-		path = strings.ReplaceAll(path, keyPlaceholder, escaped)
-	}
+	path = placeValue(path, strings.Trim(keyPlaceholder, "{}"), key)
 	u, err := url.Parse(strings.TrimRight(c.spec.HTTP.URL, "/") + path)
 	if err != nil {
 		return nil, fmt.Errorf("tool URL and path %q do not make a URL: %w", path, redact(err))

@@ -80,6 +80,10 @@ type scrubber struct {
 	folded forms
 	// exact are forms matched as they are: the base64 runs.
 	exact forms
+	// bytewise are the values that are not UTF-8, matched in ASCII's
+	// either case byte for byte: folding the text's runes would change
+	// the bytes of a rune that one of them starts or ends inside.
+	bytewise forms
 }
 
 // forms are the forms of secrets, by their first byte, so that a text is
@@ -97,15 +101,17 @@ func (f *forms) add(form string) {
 // newScrubber returns a scrubber for the secret values; with none, it
 // changes nothing.
 func newScrubber(values []string) *scrubber {
-	folded, exact := map[string]bool{}, map[string]bool{}
+	folded, exact, bytewise := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	add := func(s string, minLen int) {
 		if len(s) < minLen || s == "" {
 			return
 		}
-		folded[string(fold([]byte(s)))] = true
-		if strings.Contains(s, " ") {
+		for _, v := range []string{s, strings.ReplaceAll(s, " ", "+")} {
 			// A space in a query or a form is a plus.
-			folded[string(fold([]byte(strings.ReplaceAll(s, " ", "+"))))] = true
+			folded[string(fold([]byte(v)))] = true
+			if !utf8.ValidString(v) {
+				bytewise[string(foldASCII([]byte(v)))] = true
+			}
 		}
 		if len(s) < minEncoded {
 			return
@@ -143,7 +149,7 @@ func newScrubber(values []string) *scrubber {
 	for _, set := range []struct {
 		forms map[string]bool
 		to    *forms
-	}{{folded, &s.folded}, {exact, &s.exact}} {
+	}{{folded, &s.folded}, {exact, &s.exact}, {bytewise, &s.bytewise}} {
 		// In order, so that two scrubbers of the same values are the same.
 		for _, f := range slices.Sorted(maps.Keys(set.forms)) {
 			set.to.add(f)
@@ -177,7 +183,7 @@ func base64Runs(v []byte) []string {
 
 // active reports whether s scrubs anything.
 func (s *scrubber) active() bool {
-	return s != nil && s.folded.n+s.exact.n > 0
+	return s != nil && s.folded.n+s.exact.n+s.bytewise.n > 0
 }
 
 // string scrubs v.
@@ -219,10 +225,17 @@ type span struct{ from, to int }
 func (s *scrubber) spans(b []byte) []span {
 	var found []span
 	search := func(t text) {
-		for _, set := range []struct {
+		sets := []struct {
 			in    []byte
 			forms *forms
-		}{{t.b, &s.exact}, {t.folded(), &s.folded}} {
+		}{{t.b, &s.exact}, {t.folded(), &s.folded}}
+		if s.bytewise.n > 0 {
+			sets = append(sets, struct {
+				in    []byte
+				forms *forms
+			}{foldASCII(t.b), &s.bytewise})
+		}
+		for _, set := range sets {
 			for i := range set.in {
 				for _, f := range set.forms.by[set.in[i]] {
 					if bytes.HasPrefix(set.in[i:], f) {
@@ -297,6 +310,19 @@ func fold(b []byte) []byte {
 			out = append(out, b[i:i+n]...)
 		}
 		i += n
+	}
+	return out
+}
+
+// foldASCII is b with ASCII's upper-case letters in lower case, and every
+// other byte as it is.
+func foldASCII(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
 	}
 	return out
 }
