@@ -241,17 +241,6 @@ type World struct {
 	history    history
 }
 
-// Violation is an invariant that failed, at the step it failed.
-type Violation struct {
-	Invariant string
-	Step      int
-	Message   string
-}
-
-func (v Violation) String() string {
-	return fmt.Sprintf("step %d: %s: %s", v.Step, v.Invariant, v.Message)
-}
-
 // Manager is one manager process: its cache, its reconcilers, its work
 // queue, and the passes it has frozen.
 type Manager struct {

@@ -26,9 +26,9 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
-// TestChecksFire: each check of check_lifetimes.go fires on a world that
-// breaks its invariant, and only there: a check that cannot fail would
-// let every hunt pass.
+// TestChecksFire: each check at a write, at a request, or after an
+// object is gone fires on a world that breaks its invariant, and only
+// there: a check that cannot fail would let every hunt pass.
 func TestChecksFire(t *testing.T) {
 	cases := map[string]struct {
 		inv    string
