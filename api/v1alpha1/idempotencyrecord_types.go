@@ -111,6 +111,13 @@ type RecordAttempt struct {
 	// effect. Zero in a record kept before it was written: unknown.
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
+
+	// resolution is a person's Retry that the owner's attempts rest on:
+	// the person vouched that an earlier attempt had no effect. The next
+	// owner of the scope carries it, so that a failure it reports says it
+	// rests on that person's word, as the owner's would have.
+	// +optional
+	Resolution *RecordResolution `json:"resolution,omitempty"`
 }
 
 // RecordOwner names the operation that owns a scope.

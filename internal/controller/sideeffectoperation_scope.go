@@ -445,6 +445,9 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 	} else if st.Attempts > 0 {
 		own.Attempt = &v1.RecordAttempt{Mode: st.IdempotencyMode, Promise: st.Promise, StartedTime: st.StartedTime,
 			Attempts: st.Attempts}
+		if r := st.Resolution; r != nil && r.Action == v1.ResolutionRetry {
+			own.Attempt.Resolution = r.Record()
+		}
 	}
 	var cur *v1.IdempotencyRecordSpec
 	if rec != nil {

@@ -849,6 +849,12 @@ func Inherit(st v1.SideEffectOperationStatus, p Policy, env Env, previous string
 		if pin.StartedTime != nil {
 			st.StartedTime = pin.StartedTime.DeepCopy()
 		}
+		if r := pin.Resolution; r != nil && st.Resolution == nil {
+			// A person's Retry vouched that an earlier attempt of the
+			// deleted owner had no effect: a failure here rests on that
+			// word too, and says so (I11).
+			st.Resolution = adoptedResolution(r, "")
+		}
 	}
 	if st.StartedTime == nil && !env.RecordCreated.IsZero() {
 		// The record does not say when the key was first sent: its owner

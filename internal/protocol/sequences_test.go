@@ -185,6 +185,39 @@ func TestInheritWaitsForTheLongestClaim(t *testing.T) {
 	}
 }
 
+// TestInheritCarriesAPersonsRetry: a person's Retry vouched that an
+// attempt of the deleted owner had no effect. The next owner's failure
+// rests on that word too, and says so, as the owner's would have (I11);
+// without the pin's resolution it says "no effect" as a proof.
+func TestInheritCarriesAPersonsRetry(t *testing.T) {
+	p := policy(v1.IdempotencyLookup)
+	p.MaxAttempts = 1
+	retry := &v1.RecordResolution{Action: v1.ResolutionRetry, By: "alice", Reason: "nothing at the tool"}
+	cases := map[string]struct {
+		pin    *v1.RecordAttempt
+		reason string
+	}{
+		"RetryCarried": {&v1.RecordAttempt{Mode: v1.IdempotencyLookup, Attempts: 3, Resolution: retry},
+			v1.ReasonFailedAfterRetry},
+		"NoRetry": {&v1.RecordAttempt{Mode: v1.IdempotencyLookup, Attempts: 3}, v1.ReasonRetriesExhausted},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := Inherit(v1.SideEffectOperationStatus{}, p, env(), "a", tc.pin).Status
+			e := env()
+			e.Now = now.Add(time.Hour)
+			d := Next(st, nil, p, e)
+			if d.Action != ActionLookup {
+				t.Fatalf("want a lookup of the inherited attempt, got %s", d.Action)
+			}
+			d = AfterLookup(d.Status, p, e, LookupResult{Verdict: VerdictAbsent})
+			if got := ReadyReason(d.Status); got != tc.reason {
+				t.Errorf("failure reason %s, want %s (%s)", got, tc.reason, d.Status.ErrorMessage)
+			}
+		})
+	}
+}
+
 // TestInheritKnowsWhenTheLifetimeBegan: an attempt taken over starts its
 // lifetime of the key no later than the attempt did (status.startedTime,
 // which lookups see as since). The record's pin says when; a record that
