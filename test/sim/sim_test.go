@@ -23,6 +23,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
 // TestSeedsReplayBitForBit: a seed draws the same schedule and the same
@@ -187,7 +192,7 @@ func TestPeopleAct(t *testing.T) {
 	want := []string{"applies another manifest under the name", "a person deletes order-1.",
 		"a person fails step operation", "nothing remembers desk/desk-1 any more",
 		"the namespace controller deletes every SideEffectOperation in team",
-		"watch expired: its cache lists again", "the namespace controller deletes what is left"}
+		"watch expired: its cache lists again"}
 	seen := map[string]bool{}
 	for seed := uint64(1); seed <= 10; seed++ {
 		for _, line := range Run(DefaultOptions(seed)).Story {
@@ -200,5 +205,41 @@ func TestPeopleAct(t *testing.T) {
 		if !seen[w] {
 			t.Errorf("no run of seeds 1 to 10 tells %q", w)
 		}
+	}
+}
+
+// TestNamespaceControllerSweeps: admission lets a create into a namespace
+// for a second after it is marked terminating, and the namespace
+// controller's last sweep deletes what got in; later creates are refused.
+func TestNamespaceControllerSweeps(t *testing.T) {
+	w := NewWorld(DefaultOptions(1))
+	defer w.Close()
+	// A saga: no object of its kind is in the namespace when the
+	// controller lists the types to delete.
+	saga := func(name string) *v1.Saga {
+		return &v1.Saga{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name}}
+	}
+	w.deleteNamespace()
+	if err := w.server.Create(saga("late")); err != nil {
+		t.Fatalf("a create within the admission lag is refused: %v", err)
+	}
+	w.clock.Advance(2 * time.Second)
+	if err := w.server.Create(saga("later")); !apierrors.IsForbidden(err) {
+		t.Fatalf("a create after the admission lag: want Forbidden, got %v", err)
+	}
+	var told []string
+	for range 20 {
+		line := w.clearingStory()
+		if line == "" {
+			break
+		}
+		told = append(told, line)
+		w.clearNext()
+	}
+	if len(told) == 0 || !strings.Contains(told[len(told)-1], "deletes what is left") {
+		t.Errorf("the last sweep is missing: %q", told)
+	}
+	if _, ok := w.server.objects[objKey{Kind: kindSaga, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: "late"}}]; ok {
+		t.Error("what got in during the lag was not deleted")
 	}
 }
