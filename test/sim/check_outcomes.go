@@ -63,7 +63,7 @@ func (w *World) checkOutcome(ref string, op *v1.SideEffectOperation, list []*v1.
 		if id := st.ExternalObjectID; id != "" && !expired && w.vouched[op.UID] != id {
 			e := w.effectByID(id)
 			if e == nil || e.Ref != ref || (e.Epoch != w.epochs[ref] && !slices.Contains(w.answered[op.UID], id) &&
-				!w.replays(e) && !w.heldElsewhere(op, e, list) && !w.justForgotten(e)) {
+				!w.replays(e) && !w.heldElsewhere(op, e, list) && !w.justForgotten(e) && !w.wipedUnder(e)) {
 				w.fail(InvCommittedHasEffect, op.Name, "Committed (%s) as %s, which is no effect of %s in this lifetime", protocol.ReadyReason(st), id, ref)
 			}
 			w.vouched[op.UID] = id
@@ -199,4 +199,15 @@ func toldNoEffect(op *v1.SideEffectOperation) string {
 		return ""
 	}
 	return "told no effect by " + strings.Join(who, ", ")
+}
+
+// wipedUnder reports whether e was made in the namespace as it is now, and
+// a person has deleted that namespace since: its keys are forgotten, but
+// an operation still in it that took e from its scope's record before the
+// namespace controller deleted the record (its pass read it, or its cache
+// still held it) reports an effect its key really made, in its own
+// namespace. Once the namespace is made again, no object of the new one
+// may name e.
+func (w *World) wipedUnder(e *Effect) bool {
+	return w.wiped[e.Namespace] && e.Namespace == w.namespaces
 }
