@@ -39,12 +39,9 @@ func newEnv(t *testing.T) *cel.Env {
 
 // allocated is the bytes the heap gave out while f ran.
 func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
 	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
+	n, _ := allocatedIn(f)
+	return n
 }
 
 // TestRefusedBeforeBuilt: each function that builds more than it reads

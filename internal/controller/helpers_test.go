@@ -48,6 +48,15 @@ func newNamespace() string {
 	return ns
 }
 
+// newDirect returns a client that reads, writes and watches the API
+// server itself, past any cache.
+func newDirect() client.WithWatch {
+	GinkgoHelper()
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
 // newTool creates a Tool for the sandbox's charges in the given mode, with
 // a timeout, and returns it.
 func newTool(ns, name string, mode v1.IdempotencyMode, mutate ...func(*v1.ToolSpec)) *v1.Tool {

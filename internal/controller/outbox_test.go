@@ -306,8 +306,7 @@ var _ = Describe("Outbox", func() {
 
 	It("costs an operation without subscribers no write, and one with a subscriber one write", func() {
 		sink := ns + "-count"
-		wc, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
+		wc := newDirect()
 		w, err := wc.Watch(ctx, &v1.SideEffectOperationList{}, client.InNamespace(ns))
 		Expect(err).NotTo(HaveOccurred())
 		defer w.Stop()

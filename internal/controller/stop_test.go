@@ -39,10 +39,7 @@ var _ = Describe("A stopping manager", func() {
 		direct client.WithWatch
 	)
 	BeforeEach(func() {
-		ns = newNamespace()
-		var err error
-		direct, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
+		ns, direct = newNamespace(), newDirect()
 	})
 
 	It("writes the answer it holds before it goes, and asks the tool nothing more", func() {
@@ -86,10 +83,7 @@ var _ = Describe("A namespace being deleted", func() {
 		direct client.WithWatch
 	)
 	BeforeEach(func() {
-		ns = newNamespace()
-		var err error
-		direct, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
+		ns, direct = newNamespace(), newDirect()
 	})
 
 	It("has an operation that got in make no first attempt", func() {

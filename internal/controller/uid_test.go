@@ -51,10 +51,7 @@ var _ = Describe("Identity by UID", func() {
 		direct client.WithWatch
 	)
 	BeforeEach(func() {
-		ns = newNamespace()
-		var err error
-		direct, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
+		ns, direct = newNamespace(), newDirect()
 	})
 
 	It("has the API server refuse a write that carries an old object's UID or version", func() {

@@ -176,18 +176,15 @@ func TestParametersBounds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var before, after runtime.MemStats
 			runtime.GC()
-			runtime.ReadMemStats(&before)
-			_, err = plan.Parameters(context.Background(), 1, false, tc.inputs, tc.data)
-			runtime.ReadMemStats(&after)
+			n, _ := allocatedIn(func() { _, err = plan.Parameters(context.Background(), 1, false, tc.inputs, tc.data) })
 			switch {
 			case tc.err == "" && err != nil:
 				t.Errorf("%s: %v", tc.reason, err)
 			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 				t.Errorf("%s: got %v, want an error that says %q", tc.reason, err, tc.err)
 			}
-			if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+			if n > 8<<20 {
 				t.Errorf("%s: allocated %d bytes, more than 8 MiB", tc.reason, n)
 			}
 		})
@@ -259,14 +256,9 @@ func TestWorkBounded(t *testing.T) {
 			plan, err := Compile(&v1.SagaSpec{Steps: []v1.SagaStep{exprStep("order", from("p", tc.expr), nil)}})
 			if err == nil {
 				plan.EvalTimeout = tc.timeout
-				var before, after runtime.MemStats
 				runtime.GC()
-				runtime.ReadMemStats(&before)
-				start := time.Now()
-				_, err = plan.Parameters(context.Background(), 0, false, inputs, nil)
-				took := time.Since(start)
-				runtime.ReadMemStats(&after)
-				if n := after.TotalAlloc - before.TotalAlloc; n > 48<<20 || took > time.Second {
+				n, took := allocatedIn(func() { _, err = plan.Parameters(context.Background(), 0, false, inputs, nil) })
+				if n > 48<<20 || took > time.Second {
 					t.Errorf("allocated %d bytes in %s", n, took)
 				}
 			}

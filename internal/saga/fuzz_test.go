@@ -74,13 +74,8 @@ func FuzzParameters(f *testing.F) {
 		}
 		data := map[string]StepData{"ticket": {Result: []byte(result), ExternalObjectID: "t-1"}}
 		var out []byte
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		start := time.Now()
-		out, err = plan.Parameters(context.Background(), 1, false, []byte(inputs), data)
-		took := time.Since(start)
-		runtime.ReadMemStats(&after)
-		if n := after.TotalAlloc - before.TotalAlloc; n > sagaAllocBound {
+		n, took := allocatedIn(func() { out, err = plan.Parameters(context.Background(), 1, false, []byte(inputs), data) })
+		if n > sagaAllocBound {
 			t.Fatalf("%q allocated %d bytes, more than %d", expr, n, sagaAllocBound)
 		}
 		if took > 5*DefaultEvalTimeout {
@@ -105,4 +100,16 @@ func FuzzParameters(f *testing.F) {
 			t.Fatalf("%q: parameters %q lack the computed p", expr, out)
 		}
 	})
+}
+
+// allocatedIn runs f, and returns what the heap gave out meanwhile and how
+// long it took.
+func allocatedIn(f func()) (uint64, time.Duration) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	f()
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc, took
 }

@@ -309,7 +309,7 @@ func FuzzToolCEL(f *testing.F) {
 		r := response{Status: 200, Headers: map[string]string{"x-request-id": "r-1"}, Body: decoded,
 			request: request{Parameters: map[string]any{"order": "o-1"}, Key: "ns/Tool:t/op/k"}}
 		var out []byte
-		alloc, took := measure(func() { out, err = c.JSON(context.Background(), expr, r) })
+		alloc, took := allocatedIn(func() { out, err = c.JSON(context.Background(), expr, r) })
 		if alloc > toolAllocBound {
 			t.Fatalf("%q allocated %d bytes, more than %d", expr, alloc, toolAllocBound)
 		}
@@ -333,9 +333,9 @@ func FuzzToolCEL(f *testing.F) {
 	})
 }
 
-// measure runs f, and returns what the heap gave out meanwhile and how
+// allocatedIn runs f, and returns what the heap gave out meanwhile and how
 // long it took.
-func measure(f func()) (uint64, time.Duration) {
+func allocatedIn(f func()) (uint64, time.Duration) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	start := time.Now()

@@ -225,15 +225,13 @@ type span struct{ from, to int }
 func (s *scrubber) spans(b []byte) []span {
 	var found []span
 	search := func(t text) {
-		sets := []struct {
+		type searched struct {
 			in    []byte
 			forms *forms
-		}{{t.b, &s.exact}, {t.folded(), &s.folded}}
+		}
+		sets := []searched{{t.b, &s.exact}, {t.folded(), &s.folded}}
 		if s.bytewise.n > 0 {
-			sets = append(sets, struct {
-				in    []byte
-				forms *forms
-			}{foldASCII(t.b), &s.bytewise})
+			sets = append(sets, searched{foldASCII(t.b), &s.bytewise})
 		}
 		for _, set := range sets {
 			for i := range set.in {
