@@ -165,10 +165,17 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 		// is missing or broken.
 		return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
 	}
-	if res, ok, err := r.loadTool(p); !ok {
+	if reason, msg, err := r.readTool(p); err != nil || reason != "" {
 		if a := r.takePending(p); a != nil {
-			return res, r.writeAnswerWithoutTool(p, a, err)
+			// The answer first: a status that says the tool is missing,
+			// written from a lagging cache, would lose to the claim's
+			// newer version and end the pass with the answer unwritten.
+			return reconcile.Result{}, r.writeAnswerWithoutTool(p, a, err)
 		}
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		res, _, err := r.block(p, reason, msg, 0)
 		return res, err
 	}
 	if planned {
@@ -256,21 +263,19 @@ func settledElsewhere(op *v1.SideEffectOperation) bool {
 	return op.Status.State.IsTerminal() || op.Status.State == v1.StateNeedsReview
 }
 
-// loadTool reads the operation's tool and derives the policy. ok is false
-// when the operation must wait for the tool to exist or be fixed.
-func (r *SideEffectOperationReconciler) loadTool(p *pass) (reconcile.Result, bool, error) {
+// readTool reads the operation's tool and derives the policy. reason and
+// msg say why the operation must wait for the tool to exist or be fixed;
+// nothing is written.
+func (r *SideEffectOperationReconciler) readTool(p *pass) (reason, msg string, err error) {
 	tool, reason, msg, err := usableTool(p.ctx, r.Client, r.Validator, r.WatchNamespaces, p.scope.Tool, p.op.Namespace, p.op.Spec.Operation)
-	if err != nil {
-		return reconcile.Result{}, false, err
-	}
-	if reason != "" {
-		return r.block(p, reason, msg, 0)
+	if err != nil || reason != "" {
+		return reason, msg, err
 	}
 	spec := tool.GetSpec()
 	p.tool = tool
 	p.timeout = protocol.Timeout(spec, &p.op.Spec)
 	p.policy = protocol.NewPolicy(spec, &p.op.Spec, r.limits())
-	return reconcile.Result{}, true, nil
+	return "", "", nil
 }
 
 // deferCall requeues a pass whose tool's calls take their share of the

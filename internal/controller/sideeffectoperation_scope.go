@@ -418,7 +418,7 @@ func (r *SideEffectOperationReconciler) recordPendingAnswer(p *pass) error {
 	if !a.claimHeld(p.st, r.Holder) {
 		return r.keepEvidence(p, a)
 	}
-	if _, ok, err := r.loadTool(p); !ok {
+	if reason, _, err := r.readTool(p); err != nil || reason != "" {
 		return r.writeAnswerWithoutTool(p, a, err)
 	}
 	_, err := r.writeAnswer(p, a)

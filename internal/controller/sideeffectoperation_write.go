@@ -76,14 +76,8 @@ func (r *SideEffectOperationReconciler) writeAnswer(p *pass, a *answer) (reconci
 // attempt's outcome while the status still shows its claim, else as a late
 // answer, never dropped.
 func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Result, error) {
-	if !a.claimHeld(p.st, r.Holder) {
-		// The cache may lag behind the claim: ask the API server.
-		fresh, err := r.fresh(p)
-		if err != nil {
-			return reconcile.Result{}, r.keepOrAnswerGone(p, a, err)
-		}
-		p.adopt(fresh)
-		p.st = *fresh.Status.DeepCopy()
+	if ok, err := r.seeClaim(p, a); !ok {
+		return reconcile.Result{}, err
 	}
 	if a.claimHeld(p.st, r.Holder) {
 		return r.writeAnswer(p, a)
@@ -93,6 +87,23 @@ func (r *SideEffectOperationReconciler) resume(p *pass, a *answer) (reconcile.Re
 	}
 	p.st = *p.op.Status.DeepCopy()
 	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
+}
+
+// seeClaim reads the operation past the cache when the cache does not show
+// the claim the answer a ran under: the cache may lag behind the claim. ok
+// is false when the read failed; the answer is then kept for the next
+// pass, or written into the scope's record if the operation is gone.
+func (r *SideEffectOperationReconciler) seeClaim(p *pass, a *answer) (ok bool, err error) {
+	if a.claimHeld(p.st, r.Holder) {
+		return true, nil
+	}
+	fresh, err := r.fresh(p)
+	if err != nil {
+		return false, r.keepOrAnswerGone(p, a, err)
+	}
+	p.adopt(fresh)
+	p.st = *fresh.Status.DeepCopy()
+	return true, nil
 }
 
 // writeHeldAnswer writes an answer this manager holds for an operation
@@ -135,6 +146,9 @@ func (r *SideEffectOperationReconciler) writeAnswerWithoutTool(p *pass, a *answe
 	if loadErr != nil {
 		r.keepPending(p, a)
 		return loadErr
+	}
+	if ok, err := r.seeClaim(p, a); !ok {
+		return err
 	}
 	p.policy = protocol.NewPolicy(&v1.ToolSpec{Idempotency: v1.ToolIdempotency{Mode: p.st.IdempotencyMode}},
 		&p.op.Spec, r.limits())
