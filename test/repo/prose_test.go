@@ -58,8 +58,6 @@ var proseBacklog = []string{
 	"docs/mcp.md",
 	"docs/outbox.md",
 	"docs/performance.md",
-	"docs/runbook-needsreview.md",
-	"docs/sagas.md",
 	"docs/simulator.md",
 	"docs/threat-model.md",
 	"docs/tool-authors.md",
