@@ -52,7 +52,6 @@ var proseBacklog = []string{
 	"docs/decisions.md",
 	"docs/design.md",
 	"docs/egress.md",
-	"docs/gitops.md",
 	"docs/install.md",
 	"docs/kubectl-once.md",
 	"docs/mcp.md",
