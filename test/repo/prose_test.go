@@ -58,7 +58,6 @@ var proseBacklog = []string{
 	"docs/outbox.md",
 	"docs/performance.md",
 	"docs/simulator.md",
-	"docs/threat-model.md",
 	"docs/tool-authors.md",
 }
 
