@@ -173,7 +173,7 @@ N ?= 2000
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: build controlplane-binaries ## Chaos run: N operations and N/8 sagas under tool faults and manager kills; prints the docs/design.md, Figures to report figures.
+chaos: build controlplane-binaries ## Chaos run: N operations and N/8 sagas under tool faults and manager kills; prints the figures that docs/design.md lists under Figures to report.
 	go run ./test/chaos/cmd/chaos -n $(N) $(CHAOS_FLAGS)
 
 ##@ Benchmark

@@ -488,7 +488,7 @@ func remember(st *v1.SideEffectOperationStatus, r v1.Resolution) bool {
 // person decides it: its action, the effect it names, who and why. The
 // user admission records is left out: the same decision written again by
 // another account is not a new one. Only a resolution that differs from
-// the one applied can decide a later review (docs/design.md,
+// the one applied can decide a later review (docs/decisions.md,
 // "reviewGeneration for resolutions").
 func SameDecision(res v1.Resolution, applied *v1.AppliedResolution) bool {
 	return applied != nil && SameResolution(res, applied.Resolution)

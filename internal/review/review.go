@@ -108,7 +108,7 @@ func CanResolve(op *v1.SideEffectOperation) error {
 // review or one that stood when a review began, or op already holds r (the
 // user is left out, as admission writes it). A resolution already there is
 // applied if it was written during this review, and never if it was
-// written before or was applied already (docs/design.md, "reviewGeneration
+// written before or was applied already (docs/decisions.md, "reviewGeneration
 // for resolutions"); writing it again changes nothing either way.
 func checkOperation(op *v1.SideEffectOperation, r v1.Resolution) error {
 	if err := CanResolve(op); err != nil {

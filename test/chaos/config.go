@@ -14,26 +14,33 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package chaos is Once's chaos run: thousands of side-effecting operations
-// against the sandbox tool, in all three idempotency modes, with duplicate
-// deliveries, same-key-different-payload conflicts and GitOps re-applies,
-// and sagas of several steps whose data flows from step to step, some of
-// which a step refused for good makes compensate, while the tool injects
-// the failures of docs/design.md, The fault matrix and the lies of real gateways, proxies and
-// tools (into compensations too, and F9 of docs/design.md: compensations that fail a
-// few times, or for good until a person decides), and the manager is
-// killed at random moments and inside the protocol's crash windows, or
-// stopped gracefully as a rolling update stops it.
+// Package chaos is Once's chaos run. It runs thousands of side-effecting
+// operations against the sandbox tool, in all three idempotency modes:
+//   - duplicate deliveries, same-key-different-payload conflicts and GitOps
+//     re-applies;
+//   - sagas of several steps whose data flows from step to step; a step
+//     refused for good makes some of them compensate.
+//
+// Meanwhile it breaks things:
+//   - the tool injects the failures of docs/design.md, The fault matrix, and
+//     the lies of real gateways, proxies and tools, into compensations too;
+//   - compensations fail a few times, or for good until a person decides
+//     (F9 of docs/design.md);
+//   - the manager is killed at random moments and inside the protocol's
+//     crash windows, or stopped gracefully as a rolling update stops it.
 //
 // When every operation and saga has settled, Run counts the effects at the
-// tool's ledger (never from the operator's own status), computes the
-// figures of docs/design.md, Figures to report, and checks the falsifiers of the invariants of
-// docs/design.md, Invariants that can be observed from outside: two effects for one key,
-// a create's or a cancel's (I1), an effect nobody claimed (I2), a
-// conflicting request that executed (I4), a duplicate that reports another
-// answer (I5), a saga that reports an effect undone while it stands (I8),
-// compensations out of reverse order, and a record that does not match the
-// tool.
+// tool's ledger, never from the operator's own status. It computes the
+// figures that docs/design.md lists under Figures to report. It checks the
+// falsifiers of the invariants (docs/design.md, Invariants) that can be
+// observed from outside:
+//   - two effects for one key, a create's or a cancel's (I1);
+//   - an effect nobody claimed (I2);
+//   - a conflicting request that executed (I4);
+//   - a duplicate that reports another answer (I5);
+//   - a saga that reports an effect undone while it stands (I8);
+//   - compensations out of reverse order;
+//   - a record that does not match the tool.
 //
 // Run starts everything it needs as processes of their own, through
 // test/harness: a local control plane, the sandbox tool and the manager

@@ -102,9 +102,10 @@ func (i Issue) String() string {
 	return s
 }
 
-// Report holds the figures of docs/design.md, Figures to report for one chaos run, the
-// violations of the invariants of docs/design.md it saw, and what it did to the
-// system.
+// Report holds what one chaos run measured and saw:
+//   - the figures that docs/design.md lists under Figures to report;
+//   - the violations of the invariants of docs/design.md;
+//   - what it did to the system.
 type Report struct {
 	Seed int64 `json:"seed"`
 	// Operations counts logical operations; Objects every object,

@@ -71,7 +71,7 @@ type Options struct {
 	// (24 hours), and people apply a manifest again after its scope was
 	// forgotten: the same key in a second lifetime, which tools that
 	// remember longer than Once still answer with the first lifetime's
-	// effect (docs/design.md, "The simulator"). Off by default, so that
+	// effect (docs/simulator.md). Off by default, so that
 	// a default run also checks that nothing is forgotten within the
 	// retention (I7); TestHunt runs seeds with it as well.
 	SecondLifetimes bool
@@ -109,7 +109,7 @@ type Options struct {
 	// swarm run keeps what it drew here.
 	Weights map[string]int `json:",omitempty"`
 	// People enlarges what people do to what a cluster's people do
-	// (docs/design.md, "The simulator"): a name applied again with
+	// (docs/simulator.md): a name applied again with
 	// another manifest (World.others), deletes of any object (a saga's
 	// steps and compensations among them), a saga step a person fails
 	// and then deletes, and manifests whose records keep a short

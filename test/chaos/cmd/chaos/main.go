@@ -18,9 +18,9 @@ limitations under the License.
 // operations against the sandbox tool in all three idempotency modes, with
 // duplicates, conflicts and re-applies, and sagas of several steps whose
 // compensations run when a step is refused, while the tool fails requests
-// (compensations too) and the manager is killed; then it prints the
-// figures of docs/design.md, Figures to report as a table, writes them as JSON, and exits
-// non-zero if it saw a duplicate effect, a lost operation or saga, a saga
+// (compensations too) and the manager is killed. Then it prints a table of
+// the figures that docs/design.md lists under Figures to report. It writes
+// them as JSON, and exits non-zero if it saw a duplicate effect, a lost operation or saga, a saga
 // compensated early or a violated invariant.
 //
 //	make build && go run ./test/chaos/cmd/chaos -n 300 -sagas 50
