@@ -48,9 +48,15 @@ type heldWriter struct {
 	grace time.Duration
 }
 
+// lastRound bounds the round of writes that follows the grace, for what
+// the passes ending at its close still hold. It ends before the manager's
+// own deadline, which is half of shutdownSlack past the grace.
+const lastRound = shutdownSlack / 4
+
 // Start waits for the manager to stop, then writes what is held once no
 // pass is in flight, again while passes end and hold more, until nothing
-// is held or the grace has run out.
+// is held or the grace has run out. A last round, bounded by lastRound,
+// writes what is held then, whether passes are in flight or not.
 func (h heldWriter) Start(ctx context.Context) error {
 	<-ctx.Done()
 	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.grace)
@@ -66,7 +72,9 @@ func (h heldWriter) Start(ctx context.Context) error {
 		}
 		select {
 		case <-stop.Done():
-			if n := h.r.WriteHeld(context.WithoutCancel(stop)); n > 0 {
+			last, cancel := context.WithTimeout(context.WithoutCancel(stop), lastRound)
+			defer cancel()
+			if n := h.r.WriteHeld(last); n > 0 {
 				log.Info("Stopped with answers not written; their attempts stay unknown until reconciled", "answers", n)
 			}
 			return nil

@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -74,6 +75,56 @@ var _ = Describe("A stopping manager", func() {
 		Expect(done.Status.Attempts).To(BeEquivalentTo(1))
 		Expect(effectsOf(v1.IdempotencyNative, ns, "op")).To(Equal(1))
 		Expect(r.WriteHeld(ctx)).To(BeZero())
+	})
+
+	It("goes within its bounds when the API server hangs its last writes", func() {
+		newTool(ns, "payments", v1.IdempotencyNative)
+		op := create(newOp(ns, "op", "payments", map[string]any{"amount": 6}))
+		// The answer's write fails, as above. Then the API server takes
+		// requests and never answers them (a partition that drops
+		// packets): only the writer's own bounds end its calls.
+		var hang atomic.Bool
+		writes := 0
+		wait := func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		c := interceptor.NewClient(direct, interceptor.Funcs{
+			Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object,
+				opts ...client.GetOption) error {
+				if hang.Load() {
+					return wait(ctx)
+				}
+				return cl.Get(ctx, key, obj, opts...)
+			},
+			SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object,
+				opts ...client.SubResourceUpdateOption) error {
+				if hang.Load() {
+					return wait(ctx)
+				}
+				if obj.GetUID() == op.UID {
+					if writes++; writes == 2 {
+						return apierrors.NewServiceUnavailable("the API server is away")
+					}
+				}
+				return cl.SubResource(sub).Update(ctx, obj, opts...)
+			}})
+		r := uidReconciler(c, c, events.NewFakeRecorder(100))
+		_, err := r.Reconcile(logf.IntoContext(ctx, logf.Log), requestFor(op))
+		Expect(err).To(HaveOccurred(), "the answer's write failed")
+
+		By("the manager stops, and every call it makes hangs")
+		hang.Store(true)
+		stopped, stop := context.WithCancel(logf.IntoContext(ctx, logf.Log))
+		stop()
+		gone := make(chan error, 1)
+		go func() { gone <- heldWriter{r: r, grace: time.Second}.Start(stopped) }()
+		// The grace and the last round bound the writer; a generous margin
+		// keeps a loaded machine from failing the test.
+		Eventually(gone).WithTimeout(time.Minute).Should(Receive(Succeed()), "the writer outlived its bounds")
+		hang.Store(false)
+		Expect(get(ns, "op").Status.State).To(Equal(v1.StateStarted), "unknown until reconciled, never decided")
+		Expect(effectsOf(v1.IdempotencyNative, ns, "op")).To(Equal(1))
 	})
 })
 
