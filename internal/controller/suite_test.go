@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -125,8 +126,9 @@ type managerOptions struct {
 	// sagaEvalTimeout, if set, bounds the wall time of a saga's
 	// expressions, as a CPU starved by others would.
 	sagaEvalTimeout time.Duration
-	// synced, if set, is closed once the manager's cache has listed what
-	// it watches.
+	// synced, if set, is closed once the operation controller's workers
+	// have started: its handlers have seen what the cache listed, so a
+	// change made after it reaches the controller as a change.
 	synced chan struct{}
 	// workersPerTool is the per-tool bulkhead; every worker if zero. The
 	// default bulkhead (a quarter of the 4 workers: one) would let one
@@ -167,7 +169,13 @@ func startManager(o managerOptions) (stop func()) {
 	if o.config == nil {
 		o.config = cfg
 	}
+	logger := logf.Log
+	if o.synced != nil {
+		logger = logr.New(&workersStarted{LogSink: logger.GetSink(), controller: "sideeffectoperation",
+			started: sync.OnceFunc(func() { close(o.synced) })})
+	}
 	mgr, err := ctrl.NewManager(o.config, ctrl.Options{
+		Logger:                  logger,
 		Scheme:                  scheme,
 		Cache:                   WatchOnly(CacheOptions(), o.watch),
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
@@ -196,15 +204,41 @@ func startManager(o managerOptions) (stop func()) {
 		defer close(done)
 		Expect(mgr.Start(mctx)).To(Succeed())
 	}()
-	if o.synced != nil {
-		go func() {
-			if mgr.GetCache().WaitForCacheSync(mctx) {
-				close(o.synced)
-			}
-		}()
-	}
 	return func() {
 		mcancel()
 		Eventually(done, 30*time.Second).Should(BeClosed())
 	}
+}
+
+// workersStarted passes a manager's log on, and calls started when the
+// named controller logs that its workers start. controller-runtime starts
+// them only after its sources have synced: a cache synced before that
+// (WaitForCacheSync) may still deliver what it listed to the controller
+// later, with the changes made meanwhile folded into it.
+type workersStarted struct {
+	logr.LogSink
+	controller string
+	named      bool
+	started    func()
+}
+
+func (w *workersStarted) Info(level int, msg string, kv ...any) {
+	if w.named && msg == "Starting workers" {
+		w.started()
+	}
+	w.LogSink.Info(level, msg, kv...)
+}
+
+func (w *workersStarted) WithValues(kv ...any) logr.LogSink {
+	named := w.named
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == "controller" && kv[i+1] == w.controller {
+			named = true
+		}
+	}
+	return &workersStarted{LogSink: w.LogSink.WithValues(kv...), controller: w.controller, named: named, started: w.started}
+}
+
+func (w *workersStarted) WithName(name string) logr.LogSink {
+	return &workersStarted{LogSink: w.LogSink.WithName(name), controller: w.controller, named: w.named, started: w.started}
 }
