@@ -53,7 +53,6 @@ var proseBacklog = []string{
 	"docs/design.md",
 	"docs/egress.md",
 	"docs/install.md",
-	"docs/kubectl-once.md",
 	"docs/mcp.md",
 	"docs/outbox.md",
 	"docs/performance.md",
