@@ -54,7 +54,6 @@ var proseBacklog = []string{
 	"docs/egress.md",
 	"docs/install.md",
 	"docs/mcp.md",
-	"docs/outbox.md",
 	"docs/performance.md",
 	"docs/simulator.md",
 	"docs/tool-authors.md",
