@@ -51,7 +51,6 @@ var proseBacklog = []string{
 	"docs/client.md",
 	"docs/decisions.md",
 	"docs/design.md",
-	"docs/install.md",
 	"docs/mcp.md",
 	"docs/performance.md",
 	"docs/simulator.md",
