@@ -54,7 +54,6 @@ var proseBacklog = []string{
 	"docs/mcp.md",
 	"docs/performance.md",
 	"docs/simulator.md",
-	"docs/tool-authors.md",
 }
 
 // TestProse measures the prose sentences of README.md and docs/ and fails
