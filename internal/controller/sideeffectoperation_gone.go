@@ -46,6 +46,10 @@ func (r *SideEffectOperationReconciler) answerGone(p *pass, a *answer) error {
 			r.keepPending(p, a)
 			return err
 		}
+		// The time is read after the record, as a release reads it: a
+		// write that lost, or a pass that stalled, must not stamp the
+		// outcome with a time from before the record it settles.
+		p.env.Now = r.Clock.Now()
 		var cur *v1.IdempotencyRecordSpec
 		if rec != nil {
 			cur = &rec.Spec

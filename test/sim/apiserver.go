@@ -112,6 +112,8 @@ type APIServer struct {
 	// Observe, if set, sees every stored write as it lands: the object
 	// as it was and as it is (nil when absent).
 	Observe func(old, cur client.Object)
+	// Landed, if set, runs after every stored write, once it is visible.
+	Landed func()
 }
 
 // NewAPIServer starts an empty API server on the clock's time.
@@ -152,10 +154,13 @@ func (s *APIServer) put(k objKey, obj client.Object) {
 	if obj == nil {
 		delete(s.objects, k)
 		s.log = append(s.log, change{key: k})
-		return
+	} else {
+		s.objects[k] = obj
+		s.log = append(s.log, change{key: k, obj: obj.DeepCopyObject().(client.Object)})
 	}
-	s.objects[k] = obj
-	s.log = append(s.log, change{key: k, obj: obj.DeepCopyObject().(client.Object)})
+	if s.Landed != nil {
+		s.Landed()
+	}
 }
 
 // Get reads an object.

@@ -195,6 +195,12 @@ func (w *World) observe(old, cur client.Object) {
 		}
 	case *v1.Saga:
 		w.noteAnnouncements(o.Name, o.Status.Outbox)
+	case *v1.IdempotencyRecord:
+		if out := o.Spec.Outcome; out != nil {
+			if e := w.effectByID(out.ExternalObjectID); e != nil {
+				e.InRecord = true
+			}
+		}
 	}
 }
 

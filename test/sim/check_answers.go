@@ -95,8 +95,13 @@ func (w *World) accountGone() {
 }
 
 // keptAfterGone reports whether an answer naming e is in a scope's record
-// or an Event now, and marks e known if it is.
+// or an Event now, and marks e known if it is. A record that named it and
+// whose lifetime then ended kept it too: what retention forgets after is
+// I7's to judge.
 func (w *World) keptAfterGone(e *Effect) bool {
+	if e.InRecord && e.Epoch < w.epochs[e.Ref] {
+		return true
+	}
 	for _, o := range w.server.peek(kindRecord) {
 		if out := o.(*v1.IdempotencyRecord).Spec.Outcome; out != nil && out.ExternalObjectID == e.ID {
 			e.Known = true

@@ -92,6 +92,9 @@ type Effect struct {
 	// declared delay (Options.Lies): a lookup may have proven it absent.
 	// Known marks one that an answer Once recorded names.
 	Hidden, Known bool
+	// InRecord marks one that a scope's record named as its outcome at
+	// some write, even if a later write or the record's end dropped it.
+	InRecord bool
 	// Holder made the request (the manager incarnation's claim holder);
 	// Saga is the UID of the saga that controls the operation whose pass
 	// made it, if one does.

@@ -370,6 +370,11 @@ func NewWorld(opts Options) *World {
 	}
 	w.history = history{claims: map[claimKey]bool{}, announced: map[string]announcement{}}
 	w.server.Observe = w.observe
+	// A scope is forgotten the moment nothing remembers it, not only at
+	// the end of a step: a pass may write its record's outcome already
+	// expired (its clock read before a freeze), then make the key's next
+	// first effect.
+	w.server.Landed = w.forget
 	w.people = NewClient(w.server, nil, gate{})
 	must(w.server.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}))
 	skews := rand.New(rand.NewPCG(opts.Seed, 4))
