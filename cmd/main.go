@@ -78,6 +78,7 @@ type options struct {
 	clusterResourceNamespace string
 	maxConcurrentReconciles  int
 	maxWorkersPerTool        int
+	maxWorkersPerNamespace   int
 	maxClaim, claimGrace     time.Duration
 	maxErrorBackoff          time.Duration
 	shards                   int
@@ -117,6 +118,9 @@ func bindFlags(fs *flag.FlagSet, o *options) *zap.Options {
 	fs.IntVar(&o.maxWorkersPerTool, "max-workers-per-tool", 0,
 		"How many operations may be inside one tool's calls (its token request included) at once, so that a tool "+
 			"that does not answer holds no more; 0 means a quarter of --max-concurrent-reconciles, at least 1.")
+	fs.IntVar(&o.maxWorkersPerNamespace, "max-workers-per-namespace", 0,
+		"How many operations of one namespace may be inside calls at once, so that one tenant's calls that never "+
+			"end leave the others workers; 0 means half of --max-concurrent-reconciles, at least 1.")
 	fs.DurationVar(&o.maxClaim, "max-claim", time.Minute,
 		"The longest claim taken without renewal; calls with longer timeouts renew their claim while they run.")
 	fs.DurationVar(&o.claimGrace, "claim-grace", 10*time.Second,
@@ -198,6 +202,7 @@ func run(o options) error {
 		ClusterResourceNamespace: o.clusterResourceNamespace,
 		MaxConcurrentReconciles:  o.maxConcurrentReconciles,
 		MaxWorkersPerTool:        o.maxWorkersPerTool,
+		MaxWorkersPerNamespace:   o.maxWorkersPerNamespace,
 		MaxClaim:                 o.maxClaim,
 		ClaimGrace:               o.claimGrace,
 		MaxErrorBackoff:          o.maxErrorBackoff,

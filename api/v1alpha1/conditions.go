@@ -96,6 +96,10 @@ const (
 	// deleted, its scope records with it; an operation that has made no
 	// attempt makes none there, since no record would remember its effect.
 	ReasonNamespaceTerminating = "NamespaceTerminating"
+	// ReasonWaitingForNamespaceShare: the operation's namespace has as many
+	// calls in flight as its share of the manager's workers; the call waits
+	// for one of them to end, and has not claimed.
+	ReasonWaitingForNamespaceShare = "WaitingForNamespaceShare"
 	// ReasonResolvedCommitted: a person marked the effect committed.
 	ReasonResolvedCommitted = "ResolvedCommitted"
 	// ReasonResolvedFailed: a person failed the operation.

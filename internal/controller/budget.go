@@ -77,6 +77,10 @@ func bulkheadFull(t v1.GenericTool) {
 	metrics.BulkheadFull.WithLabelValues(metrics.ToolValues(t)...).Inc()
 }
 
+func namespaceShareFull(namespace, kind string) {
+	metrics.NamespaceShareFull.WithLabelValues(namespace, kind).Inc()
+}
+
 func countRetry(t v1.GenericTool) {
 	metrics.Retries.WithLabelValues(metrics.ToolValues(t)...).Inc()
 }

@@ -16,7 +16,11 @@ limitations under the License.
 
 package controller
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
 
 func TestBulkhead(t *testing.T) {
 	b := &Bulkhead{Max: 2}
@@ -45,9 +49,71 @@ func TestBulkhead(t *testing.T) {
 	if _, ok := (&Bulkhead{}).Enter("Tool/ns/slow"); !ok {
 		t.Error("a bulkhead without a bound refused")
 	}
-	for workers, want := range map[int]int{1: 1, 4: 1, 10: 2, 16: 4, 40: 10} {
-		if got := DefaultWorkersPerTool(workers); got != want {
-			t.Errorf("DefaultWorkersPerTool(%d) = %d, want %d", workers, got, want)
+}
+
+func TestDefaultShares(t *testing.T) {
+	type want struct{ perTool, perNamespace int }
+	cases := map[string]struct {
+		reason  string
+		workers int
+		want    want
+	}{
+		"OneWorker": {
+			reason:  "A manager of one worker lets each tool and each namespace have it.",
+			workers: 1, want: want{perTool: 1, perNamespace: 1},
+		},
+		"TestManager": {
+			reason:  "The envtest manager's 4 workers: one per tool, two per namespace.",
+			workers: 4, want: want{perTool: 1, perNamespace: 2},
+		},
+		"Default": {
+			reason:  "The default 10 workers: two per tool, five per namespace.",
+			workers: 10, want: want{perTool: 2, perNamespace: 5},
+		},
+		"Odd": {
+			reason:  "Shares round down: a namespace never holds more than half.",
+			workers: 7, want: want{perTool: 1, perNamespace: 3},
+		},
+		"Many": {
+			reason:  "40 workers: ten per tool, twenty per namespace.",
+			workers: 40, want: want{perTool: 10, perNamespace: 20},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := want{perTool: DefaultWorkersPerTool(tc.workers), perNamespace: DefaultWorkersPerNamespace(tc.workers)}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("%s\n-want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestNamespaceShare: keyed by namespace, a bulkhead lets one namespace's
+// calls take its share and no more, and lets every other namespace in.
+func TestNamespaceShare(t *testing.T) {
+	share := &Bulkhead{Max: DefaultWorkersPerNamespace(4)}
+	var leaves []func()
+	for i := range 2 {
+		leave, ok := share.Enter("tarpit")
+		if !ok {
+			t.Fatalf("call %d of the namespace's 2 refused", i+1)
 		}
+		leaves = append(leaves, leave)
+	}
+	if _, ok := share.Enter("tarpit"); ok {
+		t.Error("a third call of a namespace whose share is 2 was let in")
+	}
+	other, ok := share.Enter("shop")
+	if !ok {
+		t.Error("another namespace's call was refused: its share is its own")
+	}
+	other()
+	leaves[1]()
+	if n := share.InCall("tarpit"); n != 1 {
+		t.Errorf("the namespace's calls after one ended: %d, want 1", n)
+	}
+	if _, ok := share.Enter("tarpit"); !ok {
+		t.Error("the place an ended call gave back was not taken")
 	}
 }

@@ -69,9 +69,12 @@ type SagaReconciler struct {
 	Connector effects.Connector
 	// Bulkhead is the operations' (Reconcilers.Operation): a step's dry
 	// run takes a place among its tool's calls; nil: no bound.
-	Bulkhead  *Bulkhead
-	Validator ToolValidator
-	Clock     clock.Clock
+	Bulkhead *Bulkhead
+	// NamespaceShare bounds, per namespace, the dry runs in flight: the
+	// saga workers' own, as the operations' is theirs; nil: no bound.
+	NamespaceShare *Bulkhead
+	Validator      ToolValidator
+	Clock          clock.Clock
 	// MaxConcurrentReconciles bounds the sagas handled at once.
 	MaxConcurrentReconciles int
 	// WatchNamespaces are the only namespaces the manager watches; empty:
@@ -535,10 +538,16 @@ func (r *SagaReconciler) validation(ctx context.Context, s *v1.Saga, plan *saga.
 	if err := r.Validator.CheckParameters(spec, step.Operation, params); err != nil {
 		return failed("%v", err)
 	}
-	// A dry run is a call: it takes a place in the tool's bulkhead, and
-	// the step's timeout bounds it, its token request included. Without
-	// one, nothing is sent.
+	// A dry run is a call: it takes a place in its namespace's share and
+	// in the tool's bulkhead, and the step's timeout bounds it, its token
+	// request included. Without one, nothing is sent.
 	if op := spec.Operation(step.Operation); op != nil && op.Validate != nil {
+		leaveShare, ok := r.NamespaceShare.Enter(s.Namespace)
+		if !ok {
+			namespaceShareFull(s.Namespace, "Saga")
+			return undecided("namespace %s's dry runs take its share of the workers", s.Namespace)
+		}
+		defer leaveShare()
 		leave, ok := r.Bulkhead.Enter(toolIDOf(tool))
 		if !ok {
 			bulkheadFull(tool)

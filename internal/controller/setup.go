@@ -50,6 +50,11 @@ type Config struct {
 	// once (a bulkhead); DefaultWorkersPerTool of MaxConcurrentReconciles
 	// if zero.
 	MaxWorkersPerTool int
+	// MaxWorkersPerNamespace bounds the operations of one namespace inside
+	// calls at once (its share of the workers); its sagas' dry runs get a
+	// share as large of the saga workers. DefaultWorkersPerNamespace of
+	// MaxConcurrentReconciles if zero.
+	MaxWorkersPerNamespace int
 	// MaxClaim bounds a claim before renewal; ClaimGrace is added to every
 	// claim, for writing the outcome after the call's timeout.
 	MaxClaim, ClaimGrace time.Duration
@@ -164,6 +169,9 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 	}
 	errorBackoff := ErrorBackoff{Max: c.MaxErrorBackoff, Jitter: d.Jitter}
 	bulkhead := &Bulkhead{Max: cmp.Or(c.MaxWorkersPerTool, DefaultWorkersPerTool(c.MaxConcurrentReconciles))}
+	// The operations and the sagas have workers of their own: a share of
+	// each.
+	share := cmp.Or(c.MaxWorkersPerNamespace, DefaultWorkersPerNamespace(c.MaxConcurrentReconciles))
 	return &Reconcilers{
 		Operation: &SideEffectOperationReconciler{
 			Client:                  d.Client,
@@ -173,6 +181,7 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 			Validator:               connector,
 			Budgets:                 NewRetryBudgets(),
 			Bulkhead:                bulkhead,
+			NamespaceShare:          &Bulkhead{Max: share},
 			Clock:                   d.Clock,
 			Jitter:                  d.Jitter,
 			Holder:                  c.Holder,
@@ -188,7 +197,8 @@ func (c Config) Build(d Deps) (*Reconcilers, error) {
 		},
 		Saga: &SagaReconciler{
 			Client: d.Client, APIReader: d.APIReader, Recorder: d.Recorder,
-			Connector: connector, Bulkhead: bulkhead, Validator: connector, Clock: d.Clock,
+			Connector: connector, Bulkhead: bulkhead, NamespaceShare: &Bulkhead{Max: share},
+			Validator: connector, Clock: d.Clock,
 			MaxConcurrentReconciles: c.MaxConcurrentReconciles, WatchNamespaces: c.WatchNamespaces, Shards: d.Shards,
 			ErrorBackoff: errorBackoff, plans: lru.New(plansSize), undecided: lru.New(plansSize),
 		},

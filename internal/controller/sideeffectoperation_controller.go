@@ -77,6 +77,9 @@ type SideEffectOperationReconciler struct {
 	Budgets   *RetryBudgets
 	// Bulkhead bounds the passes inside one tool's calls; nil: no bound.
 	Bulkhead *Bulkhead
+	// NamespaceShare bounds the passes inside one namespace's calls, keyed
+	// by namespace; nil: no bound.
+	NamespaceShare *Bulkhead
 	// Clock is the manager's clock; a claim's expiry, its timer and its
 	// fence are read on it.
 	Clock clock.WithTickerAndDelayedExecution

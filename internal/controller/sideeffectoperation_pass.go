@@ -286,6 +286,27 @@ func (r *SideEffectOperationReconciler) deferCall(p *pass) (reconcile.Result, er
 	return reconcile.Result{RequeueAfter: bulkheadRetry/2 + r.jitter()(bulkheadRetry/2)}, nil
 }
 
+// waitForShare requeues a pass whose namespace's calls take its share of
+// the workers (NamespaceShare), before it claims anything. The status says
+// so when the wait begins; the passes that find the share still taken
+// write nothing.
+func (r *SideEffectOperationReconciler) waitForShare(p *pass) (reconcile.Result, error) {
+	namespaceShareFull(p.op.Namespace, "SideEffectOperation")
+	retry := reconcile.Result{RequeueAfter: bulkheadRetry/2 + r.jitter()(bulkheadRetry/2)}
+	msg := fmt.Sprintf("Namespace %s has %d calls in flight, its share of the workers: this call waits for one to end",
+		p.op.Namespace, r.NamespaceShare.Max)
+	st := protocol.Waiting(p.st, p.env, v1.ReasonWaitingForNamespaceShare, msg)
+	if equality.Semantic.DeepEqual(st, p.op.Status) {
+		return retry, nil
+	}
+	// Routine: an event per waiting operation would flood the namespace.
+	if err := r.writeStatus(p, protocol.Decision{Action: protocol.ActionWrite, Status: st,
+		Event: &protocol.Event{Routine: true, Reason: v1.ReasonWaitingForNamespaceShare, Message: msg}}); err != nil {
+		return reconcile.Result{}, err
+	}
+	return retry, nil
+}
+
 // limits are this manager's bounds on claims.
 func (r *SideEffectOperationReconciler) limits() protocol.Limits {
 	return protocol.Limits{MaxClaim: r.MaxClaim, ClaimGrace: r.ClaimGrace}
@@ -331,9 +352,14 @@ func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reco
 		// The manager is stopping: the next manager makes this call.
 		return reconcile.Result{}, nil
 	}
-	// One tool's calls take at most its share of the workers, from the
-	// claim to the answer's write: a pass that finds them all taken looks
-	// again soon, and claims nothing.
+	// One namespace's calls, and one tool's, take at most their share of
+	// the workers, from the claim to the answer's write: a pass that finds
+	// either share taken looks again soon, and claims nothing.
+	leaveShare, ok := r.NamespaceShare.Enter(p.op.Namespace)
+	if !ok {
+		return r.waitForShare(p)
+	}
+	defer leaveShare()
 	leave, ok := r.Bulkhead.Enter(toolIDOf(p.tool))
 	if !ok {
 		return r.deferCall(p)

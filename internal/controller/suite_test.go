@@ -135,6 +135,10 @@ type managerOptions struct {
 	// tool's calls through one at a time, and the specs that make many
 	// operations of one tool wait on it; the bulkhead's own specs set it.
 	workersPerTool int
+	// workersPerNamespace is a namespace's share of the workers; every
+	// worker if zero, for the same reason: most specs make their
+	// operations in one namespace. The share's own specs set it.
+	workersPerNamespace int
 }
 
 var managerSeq struct {
@@ -159,8 +163,8 @@ func startManager(o managerOptions) (stop func()) {
 	// The sandbox listens on 127.0.0.1, which the egress policy refuses
 	// unless allowed, as --allow-egress-cidrs does for the manager.
 	c := Config{Holder: o.holder, ClusterResourceNamespace: "once-system", MaxConcurrentReconciles: 4,
-		MaxWorkersPerTool: cmp.Or(o.workersPerTool, 4),
-		MaxClaim:          o.maxClaim, ClaimGrace: time.Second,
+		MaxWorkersPerTool: cmp.Or(o.workersPerTool, 4), MaxWorkersPerNamespace: cmp.Or(o.workersPerNamespace, 4),
+		MaxClaim: o.maxClaim, ClaimGrace: time.Second,
 		Egress: &httpeffects.Egress{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		Shards: o.shards, ShardNamespace: o.shardNamespace,
 		ShardLeaseDuration: 2 * time.Second, ShardRenewPeriod: 200 * time.Millisecond,

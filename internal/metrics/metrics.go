@@ -88,6 +88,14 @@ var (
 		Help: "Calls deferred because the tool's calls in flight took their share of the workers (--max-workers-per-tool).",
 	}, toolLabels)
 
+	// NamespaceShareFull counts calls deferred because their namespace's
+	// calls took its share of the workers, by namespace and by the kind of
+	// object whose call waits (SideEffectOperation, or a Saga's dry run).
+	NamespaceShareFull = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "once_namespace_share_full_total",
+		Help: "Calls deferred because their namespace's calls in flight took its share of the workers (--max-workers-per-namespace), by namespace and kind.",
+	}, []string{"namespace", labelKind})
+
 	// StaleWrites counts writes lost by a worker whose claim had moved on.
 	StaleWrites = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "once_stale_worker_writes_total",
@@ -138,7 +146,7 @@ var (
 // manager's cache) at scrape time.
 func Register(reader client.Reader) {
 	crmetrics.Registry.MustRegister(Transitions, ToolCalls, Reconciliations, Conflicts, Retries,
-		BudgetExhausted, BulkheadFull, StaleWrites, ContradictingAnswers, RecoveryTime, OutboxDeliveries, OutboxDelay, TTLDeletions, &needsReview{reader: reader})
+		BudgetExhausted, BulkheadFull, NamespaceShareFull, StaleWrites, ContradictingAnswers, RecoveryTime, OutboxDeliveries, OutboxDelay, TTLDeletions, &needsReview{reader: reader})
 }
 
 var needsReviewDesc = prometheus.NewDesc("once_operations_needs_review",

@@ -762,6 +762,15 @@ func Blocked(st v1.SideEffectOperationStatus, env Env, reason, msg string) v1.Si
 	return st
 }
 
+// Waiting is the status that says the operation's next call waits for
+// something that comes by itself (its namespace's share of the workers):
+// the state does not change, and it is not stalled.
+func Waiting(st v1.SideEffectOperationStatus, env Env, reason, msg string) v1.SideEffectOperationStatus {
+	st.State = st.State.OrPlanned()
+	setConditions(&st, reason, msg, false, env)
+	return st
+}
+
 // Adopt makes st report the outcome of the operation it duplicates, which
 // ended in o, as the scope's record keeps it. No call is made.
 func Adopt(st v1.SideEffectOperationStatus, p Policy, env Env, original string, o v1.RecordOutcome) Decision {

@@ -762,6 +762,9 @@ func TestDecisionsLeaveTheirInputAlone(t *testing.T) {
 		{"Blocked", func(st v1.SideEffectOperationStatus) v1.SideEffectOperationStatus {
 			return Blocked(st, e, v1.ReasonToolNotFound, "tool payments is missing")
 		}},
+		{"Waiting", func(st v1.SideEffectOperationStatus) v1.SideEffectOperationStatus {
+			return Waiting(st, e, v1.ReasonWaitingForNamespaceShare, "namespace shop waits for its share")
+		}},
 		{"Fail", func(st v1.SideEffectOperationStatus) v1.SideEffectOperationStatus {
 			return Fail(st, p, e, v1.ErrorInvalid, v1.ReasonParametersInvalid, "no").Status
 		}},
@@ -774,5 +777,58 @@ func TestDecisionsLeaveTheirInputAlone(t *testing.T) {
 			t.Errorf("%s changed the status it was given (-before +after):\n%s", s.name, diff)
 		}
 		st = next
+	}
+}
+
+// TestWaiting: a call that waits for its namespace's share of the workers
+// says so, is not stalled, and changes nothing the next decision reads.
+func TestWaiting(t *testing.T) {
+	type want struct {
+		State   v1.OperationState
+		Reason  string
+		Stalled metav1.ConditionStatus
+		Next    view
+	}
+	cases := map[string]struct {
+		reason string
+		st     v1.SideEffectOperationStatus
+		mode   v1.IdempotencyMode
+		want   want
+	}{
+		"NewIsPlanned": {
+			reason: "A new operation waits Planned, and claims attempt 1 once it has a place.",
+			mode:   v1.IdempotencyNative,
+			want: want{State: v1.StatePlanned, Reason: v1.ReasonWaitingForNamespaceShare, Stalled: condFalse,
+				Next: view{Action: ActionExecute, State: v1.StateStarted, Attempts: 1, Claimed: true,
+					Reason: v1.ReasonExecuting, Ready: condFalse, Stalled: condFalse}},
+		},
+		"RetryKeepsItsAttempts": {
+			reason: "A due retry waits in FailedRetryable, and its next attempt is still a retry.",
+			st: v1.SideEffectOperationStatus{State: v1.StateFailedRetryable, Attempts: 1,
+				NextAttemptTime: at(-time.Second)},
+			mode: v1.IdempotencyNone,
+			want: want{State: v1.StateFailedRetryable, Reason: v1.ReasonWaitingForNamespaceShare, Stalled: condFalse,
+				Next: view{Action: ActionExecute, State: v1.StateStarted, Attempts: 2, Claimed: true, Retry: true,
+					Reason: v1.ReasonExecuting, Ready: condFalse, Stalled: condFalse}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, e := policy(tc.mode), env()
+			st := Waiting(tc.st, e, v1.ReasonWaitingForNamespaceShare, "Namespace shop waits for its share")
+			got := want{State: st.State, Stalled: condFalse, Next: viewOf(Next(st, nil, p, e))}
+			if c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); c != nil {
+				got.Reason = c.Reason
+			}
+			if c := meta.FindStatusCondition(st.Conditions, v1.ConditionStalled); c != nil {
+				got.Stalled = c.Status
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\n-want, +got:\n%s", tc.reason, diff)
+			}
+			if d := viewOf(Next(tc.st, nil, p, e)); d != got.Next {
+				t.Errorf("%s\nthe wait changed the next decision: %+v before, %+v after", tc.reason, d, got.Next)
+			}
+		})
 	}
 }

@@ -597,9 +597,11 @@ func (b *bench) startManagers(e *env, managers, run int, prof *profiler) ([]*har
 			return procs, nil, err
 		}
 		// The same concurrency as the ceiling's clients, all of it for the
-		// one tool: the bench measures Once, not the bulkhead.
+		// one tool in one namespace: the bench measures Once, not the
+		// bulkhead or the namespace's share.
 		reconcilers := strconv.Itoa(cmp.Or(b.cfg.Reconcilers, b.cfg.Workers))
 		args := []string{"--max-concurrent-reconciles=" + reconcilers, "--max-workers-per-tool=" + reconcilers,
+			"--max-workers-per-namespace=" + reconcilers,
 			fmt.Sprintf("--shards=%d", b.cfg.Shards)}
 		if m == 1 && b.cfg.Profile > 0 {
 			if prof.manager, err = harness.FreeAddr(); err != nil {

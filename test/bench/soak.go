@@ -240,7 +240,8 @@ func Soak(ctx context.Context, cfg SoakConfig) (SoakReport, error) {
 		Holder:      "soak",
 		MetricsAddr: maddr,
 		Args: []string{"--max-concurrent-reconciles=" + strconv.Itoa(cfg.Workers),
-			"--max-workers-per-tool=" + strconv.Itoa(cfg.Workers), "--shards=16"},
+			"--max-workers-per-tool=" + strconv.Itoa(cfg.Workers),
+			"--max-workers-per-namespace=" + strconv.Itoa(cfg.Workers), "--shards=16"},
 		Log: filepath.Join(dir, "manager.log"),
 	})
 	if err != nil {

@@ -102,7 +102,8 @@ var _ = Describe("Operations waiting through an API server outage", Serial, func
 			Binary: filepath.Join(root, "bin", "manager"), Holder: "outage",
 			Args: []string{"--max-claim=3m", "--claim-grace=10s",
 				fmt.Sprintf("--max-concurrent-reconciles=%d", outageOps+4),
-				fmt.Sprintf("--max-workers-per-tool=%d", outageOps+4)},
+				fmt.Sprintf("--max-workers-per-tool=%d", outageOps+4),
+				fmt.Sprintf("--max-workers-per-namespace=%d", outageOps+4)},
 			Log: logFile(ns + "-manager"),
 		})
 		Expect(err).NotTo(HaveOccurred())
