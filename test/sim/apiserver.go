@@ -114,6 +114,8 @@ type APIServer struct {
 	Observe func(old, cur client.Object)
 	// Landed, if set, runs after every stored write, once it is visible.
 	Landed func()
+	// Wrote, if set, counts every stored write by the key it wrote.
+	Wrote func(k objKey)
 }
 
 // NewAPIServer starts an empty API server on the clock's time.
@@ -157,6 +159,9 @@ func (s *APIServer) put(k objKey, obj client.Object) {
 	} else {
 		s.objects[k] = obj
 		s.log = append(s.log, change{key: k, obj: obj.DeepCopyObject().(client.Object)})
+	}
+	if s.Wrote != nil {
+		s.Wrote(k)
 	}
 	if s.Landed != nil {
 		s.Landed()

@@ -119,13 +119,57 @@ func (w *World) settle() {
 		inner(line)
 		w.server.CollectOrphans()
 	}
-	deadline := w.clock.Now().Add(quietLimit)
+	w.drain(inner, w.clock.Now().Add(quietLimit), true)
+	if left := w.unsettled(); len(left) > 0 {
+		w.fail(InvLiveness, strings.Join(left, ","), "still unsettled %s after the faults stopped", quietLimit)
+	}
+	w.checkDelivered()
+	w.checkAnnounced()
+	if len(w.violations) == 0 {
+		w.rest(inner)
+	}
+}
+
+// restPeriod is how long the world rests once everything has settled, and
+// restWrites how many writes of one object that rest allows: a TTL's
+// delete, a release and a record's collection take a few. A pass that
+// waits, then writes and waits again, writes without end, if slowly.
+const (
+	restPeriod = time.Hour
+	restWrites = 10
+)
+
+// rest lets a settled world run for restPeriod, only reconciles and the
+// clock moving, and fails an object written more than restWrites times
+// meanwhile (I13): a loop with a delay between its writes, which the
+// quiet phase's count of passes at one instant does not see.
+func (w *World) rest(inner func(string)) {
+	writes := map[objKey]int{}
+	w.server.Wrote = func(k objKey) { writes[k]++ }
+	defer func() { w.server.Wrote = nil }()
+	w.drain(inner, w.clock.Now().Add(restPeriod), false)
+	keys := make([]objKey, 0, len(writes))
+	for k, n := range writes {
+		if n > restWrites {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b objKey) int { return strings.Compare(a.String(), b.String()) })
+	for _, k := range keys {
+		w.fail(InvLiveness, k.String(), "written %d times in the %s after everything settled: a pass that waits, then writes, wakes the next",
+			writes[k], restPeriod)
+	}
+}
+
+// drain runs reconciles, collectors and the clock until deadline; with
+// untilSettled, only until every operation and saga has settled. It
+// stops at a loop it finds.
+func (w *World) drain(inner func(string), deadline time.Time, untilSettled bool) {
 	// still counts each object's passes since nothing was ready (then the
 	// clock moves, or a collector looks): a controller whose pass wakes
 	// its next one at once (a write that only moves its own timestamps)
 	// would call the API server without end.
 	still := map[request]int{}
-quiet:
 	for moves := 0; w.clock.Now().Before(deadline) && moves < 20000; moves++ {
 		progressed := false
 		for _, m := range w.managers {
@@ -138,7 +182,7 @@ quiet:
 				progressed = true
 				if still[r]++; still[r] == restless {
 					w.fail(InvLiveness, r.String(), "%d passes while the clock stood still: each pass wakes the next", restless)
-					break quiet
+					return
 				}
 			}
 		}
@@ -158,7 +202,7 @@ quiet:
 			w.clearNext()
 			continue
 		}
-		if len(w.unsettled()) == 0 && !w.announcing() {
+		if untilSettled && len(w.unsettled()) == 0 && !w.announcing() {
 			break
 		}
 		d := w.untilDue()
@@ -168,11 +212,6 @@ quiet:
 		inner(fmt.Sprintf("the clock moves %s", d))
 		w.clock.Advance(d)
 	}
-	if left := w.unsettled(); len(left) > 0 {
-		w.fail(InvLiveness, strings.Join(left, ","), "still unsettled %s after the faults stopped", quietLimit)
-	}
-	w.checkDelivered()
-	w.checkAnnounced()
 }
 
 // unsettled are the operations and sagas neither terminal nor waiting
