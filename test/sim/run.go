@@ -173,6 +173,7 @@ quiet:
 	}
 	w.checkDelivered()
 	w.checkAnnounced()
+	w.callAgainAll()
 }
 
 // unsettled are the operations and sagas neither terminal nor waiting
