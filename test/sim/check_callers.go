@@ -20,13 +20,15 @@ package sim
 // tools' ledger, under the invariant each answer rests on:
 //
 //   - I10: told Committed, the effect named is one of the request's scope,
-//     made with the call's arguments (unless a person decided);
+//     made with the call's arguments (unless a person decided), or one of
+//     an earlier lifetime that the tool still answers the key with;
 //   - I11: told "no effect" (a failure neither decided nor reported as an
 //     effect), no effect of the call's arguments stands in the key's
 //     lifetime, but one the tool hid (Options.Lies), one a person allowed
 //     or one whose answer a live manager still holds (I12's);
-//   - I5: a request told Committed twice in one lifetime of its key (and
-//     of its namespace: a person who deletes it forgets its keys), by
+//   - I5: a request told Committed twice with effects of the current
+//     lifetime of its key (and of its namespace: a person who deletes it
+//     forgets its keys), by
 //     the same key or a fresh one under a derived key, is told the same
 //     effect both times;
 //   - I4: a call with other arguments under a key is never told of the
@@ -42,15 +44,29 @@ func (w *World) checkTold(r *callRequest, t told) {
 	switch t.what {
 	case "committed":
 		e := w.effectByID(t.id)
-		if e == nil || e.Ref != r.ref || (!t.decided && e.Params != t.params) {
-			w.fail(InvCommittedHasEffect, subject, "told Committed as %q, which is no effect of this request (%s)",
-				t.id, t.text)
+		if e == nil || e.Ref != r.ref {
+			w.fail(InvCommittedHasEffect, subject, "told Committed as %q, which is no effect of its scope (%s)", t.id, t.text)
+			return
+		}
+		// An earlier lifetime's effect that the tool still answers the key
+		// with is I10's to judge, as for a status: a search by key cannot
+		// tell which request made it.
+		if !w.ofLifetime(e) {
+			if !w.replays(e) && !w.justForgotten(e) && !w.wipedUnder(e) {
+				w.fail(InvCommittedHasEffect, subject, "told Committed as %s, an earlier lifetime's effect its tool no "+
+					"longer answers with (%s)", t.id, t.text)
+			}
+			return
+		}
+		if !t.decided && e.Params != t.params {
+			w.fail(InvCommittedHasEffect, subject, "told Committed as %s, made with %s, for a call with %s (%s)",
+				t.id, e.Params, t.params, t.text)
 			return
 		}
 		for _, before := range r.told {
-			if before.what == "committed" && before.epoch == t.epoch && before.namespace == t.namespace &&
-				before.params == t.params && before.id != t.id &&
-				!before.decided && !t.decided && !w.licensedIn(r.ref, t.epoch) {
+			b := w.effectByID(before.id)
+			if before.what == "committed" && b != nil && w.ofLifetime(b) && before.params == t.params &&
+				before.id != t.id && !before.decided && !t.decided && !b.Licensed && !e.Licensed {
 				w.fail(InvFirstResult, subject, "told Committed as %s at step %d, and now as %s", before.id, before.step, t.id)
 			}
 		}
@@ -71,15 +87,10 @@ func (w *World) checkTold(r *callRequest, t told) {
 	}
 }
 
-// licensedIn reports whether a person allowed an effect of ref in that
-// lifetime: a second effect then is theirs, and so is a second answer.
-func (w *World) licensedIn(ref string, epoch int) bool {
-	for _, e := range sortedEffects(w.ledger, ref) {
-		if e.Epoch == epoch && e.Licensed {
-			return true
-		}
-	}
-	return false
+// ofLifetime reports whether e is of the current lifetime of its key and
+// of the namespace.
+func (w *World) ofLifetime(e *Effect) bool {
+	return e.Epoch == w.epochs[e.Ref] && e.Namespace == w.namespaces
 }
 
 // namedOperation is the operation of that name now, nil if none.
