@@ -21,7 +21,7 @@ package sim
 //
 //   - I10: told Committed, the effect named is one of the request's scope,
 //     made with the call's arguments (unless a person decided), or one of
-//     an earlier lifetime that the tool still answers the key with;
+//     an earlier lifetime, which I10 judged as the outcome was made;
 //   - I11: told "no effect" (a failure neither decided nor reported as an
 //     effect), no effect of the call's arguments stands in the key's
 //     lifetime, but one the tool hid (Options.Lies), one a person allowed
@@ -48,14 +48,11 @@ func (w *World) checkTold(r *callRequest, t told) {
 			w.fail(InvCommittedHasEffect, subject, "told Committed as %q, which is no effect of its scope (%s)", t.id, t.text)
 			return
 		}
-		// An earlier lifetime's effect that the tool still answers the key
-		// with is I10's to judge, as for a status: a search by key cannot
-		// tell which request made it.
+		// An earlier lifetime's effect was judged where the outcome was
+		// made: I10 judges a commit once, as it is made (a tool's replay,
+		// a search by key that cannot tell which request made it), and a
+		// record's outcome by its scope.
 		if !w.ofLifetime(e) {
-			if !w.replays(e) && !w.justForgotten(e) && !w.wipedUnder(e) {
-				w.fail(InvCommittedHasEffect, subject, "told Committed as %s, an earlier lifetime's effect its tool no "+
-					"longer answers with (%s)", t.id, t.text)
-			}
 			return
 		}
 		if !t.decided && e.Params != t.params {
