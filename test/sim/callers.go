@@ -120,8 +120,7 @@ type callRequest struct {
 // told is one answer a caller got.
 type told struct {
 	step int
-	// what it says: committed, failed, mismatch, review, ask, pending or
-	// error.
+	// what it says (toldCommitted, ...).
 	what string
 	// id is the effect a committed answer names; operation the object an
 	// answer names, if it names one.
@@ -138,6 +137,17 @@ type told struct {
 	epoch, namespace int
 	text             string
 }
+
+// What an answer says (told.what).
+const (
+	toldCommitted = "committed"
+	toldFailed    = "failed"
+	toldMismatch  = "mismatch"
+	toldReview    = "review"
+	toldAsk       = "ask"
+	toldPending   = "pending"
+	toldError     = "error"
+)
 
 // newCallers builds the callers: the gateway, with the world's clock, and
 // a pkg/once client, each over a client that reaches the API server as
@@ -338,19 +348,19 @@ func (w *World) doOnce(r *callRequest, key string, other bool) told {
 	)
 	switch {
 	case err == nil:
-		return told{what: "committed", id: res.ExternalObjectID, operation: res.Name, decided: res.Resolution != nil,
+		return told{what: toldCommitted, id: res.ExternalObjectID, operation: res.Name, decided: res.Resolution != nil,
 			text: fmt.Sprintf("%s as %s (found %v)", res.State, res.ExternalObjectID, res.Found)}
 	case errors.As(err, &mismatch):
-		return told{what: "mismatch", text: err.Error()}
+		return told{what: toldMismatch, text: err.Error()}
 	case errors.As(err, &failed):
-		return told{what: "failed", operation: failed.Name, noEffect: !failed.Decided && !failed.EffectReported,
+		return told{what: toldFailed, operation: failed.Name, noEffect: !failed.Decided && !failed.EffectReported,
 			decided: failed.Decided, text: err.Error()}
 	case errors.As(err, &review):
-		return told{what: "review", operation: review.Name, text: err.Error()}
+		return told{what: toldReview, operation: review.Name, text: err.Error()}
 	case errors.As(err, &pending):
-		return told{what: "pending", operation: pending.Name, text: err.Error()}
+		return told{what: toldPending, operation: pending.Name, text: err.Error()}
 	}
-	return told{what: "error", text: err.Error()}
+	return told{what: toldError, text: err.Error()}
 }
 
 // callGateway is the agent's or the model's tools/call; decide carries
@@ -380,14 +390,14 @@ func (w *World) callGateway(r *callRequest, key string, other, decide bool) told
 		w.decided(r, decision)
 	}
 	if err != nil {
-		return told{what: "error", text: err.Error()}
+		return told{what: toldError, text: err.Error()}
 	}
 	if len(res.InputRequests) > 0 {
 		r.asked, r.askedOther = res.RequestState, other
 		for id := range res.InputRequests {
 			r.input = id
 		}
-		return told{what: "ask", text: "a question for its user: what happened"}
+		return told{what: toldAsk, text: "a question for its user: what happened"}
 	}
 	sc, _ := res.StructuredContent.(map[string]any)
 	str := func(k string) string { s, _ := sc[k].(string); return s }
@@ -399,22 +409,22 @@ func (w *World) callGateway(r *callRequest, key string, other, decide bool) told
 	}
 	if !res.IsError {
 		_, decided := sc["resolution"]
-		return told{what: "committed", id: str("externalObjectID"), operation: str("operation"), decided: decided, text: text}
+		return told{what: toldCommitted, id: str("externalObjectID"), operation: str("operation"), decided: decided, text: text}
 	}
 	t := told{operation: str("operation"), text: text}
 	switch str("error") {
 	case v1.ReasonIdempotencyParameterMismatch:
-		t.what = "mismatch"
+		t.what = toldMismatch
 	case "FailedFinal":
-		t.what = "failed"
+		t.what = toldFailed
 		t.noEffect = strings.Contains(text, "no lasting effect")
 		t.decided = strings.Contains(text, "a person's decision")
 	case "NeedsReview":
-		t.what = "review"
+		t.what = toldReview
 	case "Pending":
-		t.what = "pending"
+		t.what = toldPending
 	default:
-		t.what = "error"
+		t.what = toldError
 	}
 	return t
 }

@@ -42,7 +42,7 @@ import (
 func (w *World) checkTold(r *callRequest, t told) {
 	subject := "caller " + r.name
 	switch t.what {
-	case "committed":
+	case toldCommitted:
 		e := w.effectByID(t.id)
 		if e == nil || e.Ref != r.ref {
 			w.fail(InvCommittedHasEffect, subject, "told Committed as %q, which is no effect of its scope (%s)", t.id, t.text)
@@ -62,12 +62,12 @@ func (w *World) checkTold(r *callRequest, t told) {
 		}
 		for _, before := range r.told {
 			b := w.effectByID(before.id)
-			if before.what == "committed" && b != nil && w.ofLifetime(b) && before.params == t.params &&
+			if before.what == toldCommitted && b != nil && w.ofLifetime(b) && before.params == t.params &&
 				before.id != t.id && !before.decided && !t.decided && !b.Licensed && !e.Licensed {
 				w.fail(InvFirstResult, subject, "told Committed as %s at step %d, and now as %s", before.id, before.step, t.id)
 			}
 		}
-	case "failed":
+	case toldFailed:
 		if !t.noEffect {
 			break
 		}
@@ -78,7 +78,7 @@ func (w *World) checkTold(r *callRequest, t told) {
 			w.fail(InvNoFalseNoEffect, subject, "told no effect while the tool holds %s (%s)", e.ID, t.text)
 		}
 	}
-	if op := w.namedOperation(t.operation); op != nil && t.what != "mismatch" && canonicalParams(op) != t.params {
+	if op := w.namedOperation(t.operation); op != nil && t.what != toldMismatch && canonicalParams(op) != t.params {
 		w.fail(InvParameters, subject, "a call with %s is told of %s, made with %s (%s)", t.params, op.Name,
 			canonicalParams(op), t.text)
 	}
