@@ -102,7 +102,11 @@ func decodeState(raw string) (decisionState, error) {
 // HTTP (not stdio, which keeps today's answers), protocol 2026-07-28 or
 // later, and a client that said it shows forms (the elicitation
 // capability, with the form mode or no mode named).
-func (g *Gateway) asksUser(req *mcp.CallToolRequest) bool {
+func (g *Gateway) asksUser(ctx context.Context, req *mcp.CallToolRequest) bool {
+	if asks, ok := ctx.Value(asksKey{}).(bool); ok {
+		// CallAs said it for its caller's host.
+		return asks
+	}
 	if g.self != nil || req.Session == nil {
 		return false
 	}
@@ -505,7 +509,7 @@ func decisionRefused(err error, code string) *mcp.CallToolResult {
 func (g *Gateway) askResolution(ctx context.Context, req *mcp.CallToolRequest, c *caller, ns string, err error,
 	declined bool) mcp.Result {
 	var nr *once.NeedsReviewError
-	if declined || !errors.As(err, &nr) || nr.Kind == once.KindSaga || !g.asksUser(req) {
+	if declined || !errors.As(err, &nr) || nr.Kind == once.KindSaga || !g.asksUser(ctx, req) {
 		return nil
 	}
 	if _, _, _, ok := answered(req); ok {
@@ -526,7 +530,7 @@ func (g *Gateway) askResolution(ctx context.Context, req *mcp.CallToolRequest, c
 func (g *Gateway) askApproval(ctx context.Context, req *mcp.CallToolRequest, c *caller, ns string, err error,
 	declined bool) mcp.Result {
 	var wa *once.WaitingForApprovalError
-	if declined || !errors.As(err, &wa) || !g.asksUser(req) {
+	if declined || !errors.As(err, &wa) || !g.asksUser(ctx, req) {
 		return nil
 	}
 	if _, _, _, ok := answered(req); ok {

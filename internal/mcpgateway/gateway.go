@@ -37,6 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -90,6 +91,10 @@ type Config struct {
 	// after it ends (spec.retention); zero is the API server's default, 24
 	// hours.
 	Retention time.Duration
+	// Clock tells the time by which derived keys fall in their slots and
+	// recorded outcomes expire; the wall clock by default. A test or a
+	// simulator gives its own.
+	Clock clock.PassiveClock
 	// Logger logs the gateway's work; never tokens or parameters.
 	Logger *slog.Logger
 	// SDKLogger receives the MCP SDK's own logs; by default only its
@@ -139,6 +144,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.SDKLogger == nil {
 		cfg.SDKLogger = slog.New(minLevel{Handler: cfg.Logger.Handler(), min: slog.LevelWarn})
@@ -211,6 +219,36 @@ func (g *Gateway) Run(ctx context.Context, t mcp.Transport) error {
 	}
 	g.self = self
 	return g.server.Run(ctx, t)
+}
+
+// CallAs answers a tools/call as user, whose requests kube makes, in the
+// gateway's namespace: what a call over stdio or HTTP does once the
+// gateway knows its caller. asks says whether the caller's host shows the
+// user a form (an input request), as a session of protocol 2026-07-28
+// that takes forms does. An answer that asks is returned with its
+// InputRequests and RequestState. The simulator calls tools this way,
+// each call within one step of its world.
+func (g *Gateway) CallAs(ctx context.Context, user string, kube client.Client, asks bool,
+	req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx = context.WithValue(ctx, asksKey{}, asks)
+	res, err := g.callTool(ctx, req, &caller{user: user, kube: kube}, g.cfg.Namespace)
+	switch r := res.(type) {
+	case *mcp.CallToolResult:
+		return r, err
+	case inputRequired:
+		return r.CallToolResult, err
+	}
+	return nil, err
+}
+
+// asksKey holds CallAs's word on whether the caller's host asks its user.
+type asksKey struct{}
+
+// onceClient is a pkg/once client over kube, on the gateway's clock.
+func (g *Gateway) onceClient(kube client.Client) *once.Client {
+	oc := once.New(kube)
+	oc.Clock = g.cfg.Clock
+	return oc
 }
 
 // minLevel passes on only the records at or above min.
@@ -442,7 +480,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	scoped := ScopedKey(c.user, key)
 	r := g.operationRequest(ns, ref, operation, scoped, params, c.user)
 	derived.mark(&r)
-	oc := once.New(c.kube)
+	oc := g.onceClient(c.kube)
 	// A retry goes straight to its operation: the tool may have changed or
 	// gone since, and the operation's outcome is the answer all the same.
 	name := once.ObjectName(ref, operation, scoped)
@@ -471,7 +509,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	// The host's user may have answered this call's question: within the
 	// call's deadline, with its keep-alives running.
 	declined := false
-	if found && g.asksUser(req) {
+	if found && g.asksUser(ctx, req) {
 		switch err := decideOperation(ctx, c, ns, name, r, req); {
 		case errors.Is(err, errDeclined):
 			declined = true

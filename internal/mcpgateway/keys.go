@@ -232,7 +232,7 @@ func (g *Gateway) callKey(ctx context.Context, c *caller, ns string, ref v1.Tool
 			"this gateway keeps outcomes (--retention): a retry after the outcome is forgotten would act again; "+
 			"nothing was done", name, window, retention), nil)
 	}
-	oc := once.New(c.kube)
+	oc := g.onceClient(c.kube)
 	use := func(k string) (once.KeyUse, bool, error) {
 		return oc.Use(ctx, g.operationRequest(ns, ref, operation, ScopedKey(c.user, k), params, c.user))
 	}
@@ -257,7 +257,7 @@ func (g *Gateway) callKey(ctx context.Context, c *caller, ns string, ref v1.Tool
 			return k, &derivedCall{base: base, window: window}, nil
 		}
 	}
-	slot, err := derivedSlot(time.Now(), window, listed, func(slot int64) (once.KeyUse, bool, error) {
+	slot, err := derivedSlot(g.cfg.Clock.Now(), window, listed, func(slot int64) (once.KeyUse, bool, error) {
 		k, err := DerivedKey(params, slot)
 		if err != nil {
 			return once.KeyUse{}, false, err

@@ -142,14 +142,14 @@ func (g *Gateway) callSaga(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	g.cfg.Logger.Info("tools/call", "tool", SagaToolName, "user", c.user, "namespace", ns, "saga", once.SagaName(r.Key))
 	// The host's user may have answered this call's question.
 	declined := false
-	switch err := decideSaga(ctx, c, ns, r, req, g.asksUser(req)); {
+	switch err := decideSaga(ctx, c, ns, r, req, g.asksUser(ctx, req)); {
 	case errors.Is(err, errDeclined):
 		declined = true
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return decisionRefused(err, codeWaitingForApproval), nil
 	}
-	res, err := once.New(c.kube).DoSaga(ctx, r)
+	res, err := g.onceClient(c.kube).DoSaga(ctx, r)
 	if ask := g.askApproval(ctx, req, c, ns, err, declined); ask != nil {
 		return ask, nil
 	}

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -53,6 +54,9 @@ type Client struct {
 	// operation while Do waits: it starts at PollMin and doubles up to
 	// PollMax.
 	PollMin, PollMax time.Duration
+	// Clock tells the time by which a record's outcome has expired (New
+	// sets the wall clock). A test or a simulator gives its own.
+	Clock clock.PassiveClock
 }
 
 // New returns a Client over c, with default pacing.
@@ -62,6 +66,7 @@ func New(c client.Client) *Client {
 		Backoff: wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 6, Cap: 5 * time.Second},
 		PollMin: 100 * time.Millisecond,
 		PollMax: 2 * time.Second,
+		Clock:   clock.RealClock{},
 	}
 }
 
@@ -335,7 +340,7 @@ func (c *Client) Recorded(ctx context.Context, req Request) (res Result, ok bool
 		return Result{}, true, err
 	}
 	o := rec.Spec.Outcome
-	if o == nil || !o.State.IsTerminal() || !time.Now().Before(o.ExpiryTime.Time) {
+	if o == nil || !o.State.IsTerminal() || !c.now().Before(o.ExpiryTime.Time) {
 		return Result{}, false, nil
 	}
 	hash, err := requestHash(want)
@@ -352,6 +357,14 @@ func (c *Client) Recorded(ctx context.Context, req Request) (res Result, ok bool
 	res, err = answer(req.Namespace, owner, req.Key, *o, "")
 	res.Found = err == nil
 	return res, true, err
+}
+
+// now is the time by Clock, or the wall clock's without one.
+func (c *Client) now() time.Time {
+	if c.Clock == nil {
+		return time.Now()
+	}
+	return c.Clock.Now()
 }
 
 // KeyUse is what is known of the use of a request's key.

@@ -125,6 +125,7 @@ func (w *World) settle() {
 	}
 	w.checkDelivered()
 	w.checkAnnounced()
+	w.callAgainAll()
 	if len(w.violations) == 0 {
 		w.rest(inner)
 	}

@@ -225,6 +225,9 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			return len(w.server.Orphans()) > 0 || w.clearingStory() != ""
 		}},
 	}, w.peopleChoices(rng, &a)...)
+	if w.opts.Callers {
+		choices = append(choices, w.callerChoices(rng, &a)...)
+	}
 	total := 0
 	for _, c := range choices {
 		total += w.weight(c.name)
@@ -267,7 +270,7 @@ var baseWeights = []struct {
 	{"delete-namespace", 1, false}, {"edit-tool", 1, false}, {"edit-ttl", 1, false},
 	{"resolve-saga", 2, false}, {"resolve", 3, false}, {"edit-ttl-in-review", 1, false},
 	{"apply-other", 1, false}, {"delete-any", 1, false}, {"fail-step", 1, false},
-	{"replace", 2, false}, {"relist", 2, false},
+	{"replace", 2, false}, {"relist", 2, false}, {"call", 4, false},
 }
 
 // weight is the weight of a kind of action in this run.
@@ -653,6 +656,8 @@ func (w *World) Apply(a Action) {
 		w.approve(a.Name)
 	case Quiet:
 		w.settle()
+	case Call:
+		w.call(a)
 	}
 	w.createReplaced()
 	w.check()
@@ -709,6 +714,8 @@ func (w *World) describe(a Action) string {
 			return ""
 		}
 		return fmt.Sprintf("manager %s reaches the API server again", m.Name)
+	case Call:
+		return w.describeCall(a)
 	case Collect:
 		return strings.Join(slices.DeleteFunc([]string{w.clearingStory(), collectStory(w.server.Orphans())},
 			func(s string) bool { return s == "" }), "; ")

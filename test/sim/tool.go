@@ -56,6 +56,9 @@ type SimTool struct {
 	// Skew is how far the tool's clock is from true time: the creation
 	// times it reports carry it (Options.ClockSkew).
 	Skew time.Duration
+	// Derived is the window of its charge's derived keys, for the callers
+	// through the MCP gateway (Options.Callers); zero for none.
+	Derived time.Duration
 
 	keys map[string]*keyed // endpoint + " " + key
 }

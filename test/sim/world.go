@@ -126,6 +126,11 @@ type Options struct {
 	// Stories saved before it existed lack it, and replay as they were
 	// found.
 	NamespaceByKind bool
+	// Callers adds the callers that ask Once for effects through its
+	// client code (callers.go): an agent and a model through the MCP
+	// gateway, a program through pkg/once. Stories saved before it existed
+	// lack it, and replay without them.
+	Callers bool `json:",omitempty"`
 
 	// probe makes every API call of a pass draw at a site of its own, and
 	// tell it (probeMark): the test that draws do not drift.
@@ -135,7 +140,7 @@ type Options struct {
 // DefaultOptions are what make test and make sim run with.
 func DefaultOptions(seed uint64) Options {
 	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25, FrozenTimers: true,
-		KeyedDraws: true, People: true, NamespaceByKind: true}
+		KeyedDraws: true, People: true, NamespaceByKind: true, Callers: true}
 }
 
 // The workload's tools and their operations: a charge, and the refund that
@@ -235,7 +240,10 @@ type World struct {
 	// clearing are the resource types the namespace controller has yet
 	// to delete in the terminating namespace, in its order
 	// (Options.NamespaceByKind).
-	clearing   []string
+	clearing []string
+	// callers ask for effects through the gateway and pkg/once
+	// (Options.Callers).
+	callers    *callers
 	violations []Violation
 	effects    int
 	history    history
@@ -390,6 +398,9 @@ func NewWorld(opts Options) *World {
 		{Name: toolChat},
 	} {
 		t.Skew = skew(60 * opts.ClockSkew)
+		if opts.Callers && t.Name == toolChat {
+			t.Derived = derivedWindow
+		}
 		w.tools[t.Name] = t
 		must(w.server.Create(toolCR(t)))
 	}
@@ -404,6 +415,9 @@ func NewWorld(opts Options) *World {
 	}
 	for _, s := range sagas() {
 		w.manifests = append(w.manifests, s)
+	}
+	if opts.Callers {
+		w.callers = newCallers(w)
 	}
 	for i := range max(1, opts.Managers) {
 		m := &Manager{w: w, Name: string(rune('A' + i)), incarnation: 1, skew: skew(opts.ClockSkew)}
@@ -438,6 +452,9 @@ func toolCR(t *SimTool) *v1.Tool {
 				Request:  &v1.RequestShape{PathValues: []v1.NamedValue{{Name: "id", Value: "parameters.charge"}}},
 				Response: v1.ResponseMapping{ExternalObjectID: "response.body.id"}},
 		},
+	}
+	if t.Derived > 0 {
+		spec.Operations[0].DerivedKey = &v1.DerivedKey{Window: metav1.Duration{Duration: t.Derived}}
 	}
 	if t.Window > 0 {
 		spec.Idempotency.DedupeWindow = &metav1.Duration{Duration: t.Window}

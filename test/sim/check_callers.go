@@ -1,0 +1,103 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+// What callers are told (callers.go), checked at each answer against the
+// tools' ledger, under the invariant each answer rests on:
+//
+//   - I10: told Committed, the effect named is one of the request's scope,
+//     made with the call's arguments (unless a person decided), or one of
+//     an earlier lifetime, which I10 judged as the outcome was made;
+//   - I11: told "no effect" (a failure neither decided nor reported as an
+//     effect), no effect of the call's arguments stands in the key's
+//     lifetime, but one the tool hid (Options.Lies), one a person allowed
+//     or one whose answer a live manager still holds (I12's);
+//   - I5: a request told Committed twice with effects of the current
+//     lifetime of its key (and of its namespace: a person who deletes it
+//     forgets its keys), by
+//     the same key or a fresh one under a derived key, is told the same
+//     effect both times;
+//   - I4: a call with other arguments under a key is never told of the
+//     operation of the key's first request: it is told the mismatch.
+
+import (
+	v1 "github.com/once-dev/once/api/v1alpha1"
+)
+
+// checkTold checks what a caller was told for r.
+func (w *World) checkTold(r *callRequest, t told) {
+	subject := "caller " + r.name
+	switch t.what {
+	case toldCommitted:
+		e := w.effectByID(t.id)
+		if e == nil || e.Ref != r.ref {
+			w.fail(InvCommittedHasEffect, subject, "told Committed as %q, which is no effect of its scope (%s)", t.id, t.text)
+			return
+		}
+		// An earlier lifetime's effect was judged where the outcome was
+		// made: I10 judges a commit once, as it is made (a tool's replay,
+		// a search by key that cannot tell which request made it), and a
+		// record's outcome by its scope.
+		if !w.ofLifetime(e) {
+			return
+		}
+		if !t.decided && e.Params != t.params {
+			w.fail(InvCommittedHasEffect, subject, "told Committed as %s, made with %s, for a call with %s (%s)",
+				t.id, e.Params, t.params, t.text)
+			return
+		}
+		for _, before := range r.told {
+			b := w.effectByID(before.id)
+			if before.what == toldCommitted && b != nil && w.ofLifetime(b) && before.params == t.params &&
+				before.id != t.id && !before.decided && !t.decided && !b.Licensed && !e.Licensed {
+				w.fail(InvFirstResult, subject, "told Committed as %s at step %d, and now as %s", before.id, before.step, t.id)
+			}
+		}
+	case toldFailed:
+		if !t.noEffect {
+			break
+		}
+		for _, e := range w.current(r.ref) {
+			if e.Params != t.params || byHand(e) || e.Licensed || (e.Hidden && !e.Known) || w.heldByLive(e) {
+				continue
+			}
+			w.fail(InvNoFalseNoEffect, subject, "told no effect while the tool holds %s (%s)", e.ID, t.text)
+		}
+	}
+	if op := w.namedOperation(t.operation); op != nil && t.what != toldMismatch && canonicalParams(op) != t.params {
+		w.fail(InvParameters, subject, "a call with %s is told of %s, made with %s (%s)", t.params, op.Name,
+			canonicalParams(op), t.text)
+	}
+}
+
+// ofLifetime reports whether e is of the current lifetime of its key and
+// of the namespace.
+func (w *World) ofLifetime(e *Effect) bool {
+	return e.Epoch == w.epochs[e.Ref] && e.Namespace == w.namespaces
+}
+
+// namedOperation is the operation of that name now, nil if none.
+func (w *World) namedOperation(name string) *v1.SideEffectOperation {
+	if name == "" {
+		return nil
+	}
+	o, ok := w.server.objects[opObjKey(name)]
+	if !ok {
+		return nil
+	}
+	return o.(*v1.SideEffectOperation)
+}
