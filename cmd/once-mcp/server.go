@@ -46,5 +46,11 @@ var defaultTimeouts = timeouts{readHeader: 10 * time.Second, read: 30 * time.Sec
 // most). The gateway holds no long-lived GET open: its MCP handler is
 // stateless, and the SDK answers a GET of /mcp 405.
 func newServer(h http.Handler, t timeouts) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, IdleTimeout: t.idle}
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, IdleTimeout: t.idle,
+		MaxHeaderBytes: maxHeaderBytes}
 }
+
+// maxHeaderBytes bounds a request's headers: a bearer token, a message's
+// signature and CloudEvent attributes. net/http's default is 1 MiB, which
+// each connection may hold and each TokenReview may carry.
+const maxHeaderBytes = 64 << 10

@@ -162,3 +162,37 @@ func TestLongAnswerNotCut(t *testing.T) {
 		t.Errorf("a call that waits %s answered %q (error %v), want \"done\"", wait, got, err)
 	}
 }
+
+// TestHeadersBounded: a request whose headers pass 64 KiB is answered 431
+// before any handler sees it; one just under is served. The server took
+// net/http's default of 1 MiB, which a made-up token could fill, and
+// which a TokenReview then carried.
+func TestHeadersBounded(t *testing.T) {
+	served := 0
+	addr := serveShort(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		served++
+		_, _ = w.Write([]byte("ok"))
+	}))
+	for _, tc := range []struct {
+		token int
+		want  int
+	}{{maxHeaderBytes - 1024, http.StatusOK}, {maxHeaderBytes + 4096, http.StatusRequestHeaderFieldsTooLarge},
+		{1 << 20, http.StatusRequestHeaderFieldsTooLarge}} {
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.Repeat("t", tc.token))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("a token of %d bytes: %v", tc.token, err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("a token of %d bytes: got %d, want %d", tc.token, resp.StatusCode, tc.want)
+		}
+	}
+	if served != 1 {
+		t.Errorf("the handler served %d requests, want 1: headers over the bound reach no handler", served)
+	}
+}

@@ -73,7 +73,7 @@ const (
 
 // Limits on messages.
 const (
-	// MaxIDLength bounds a message id, in bytes.
+	// MaxIDLength bounds a message id, and a CloudEvent's source, in bytes.
 	MaxIDLength = 1024
 	// MaxBodyBytes bounds a message's body; its data must also fit in
 	// v1alpha1.MaxParametersBytes of canonical JSON to become parameters.
@@ -307,12 +307,20 @@ func parse(r *http.Request, body []byte, signed bool) (message, int, error) {
 	if len(m.id) > MaxIDLength {
 		return message{}, http.StatusBadRequest, fmt.Errorf("the message id exceeds %d bytes", MaxIDLength)
 	}
+	if len(m.source) > MaxIDLength {
+		return message{}, http.StatusBadRequest, fmt.Errorf("the event's source exceeds %d bytes", MaxIDLength)
+	}
 	if len(bytes.TrimSpace(m.params)) == 0 {
 		m.params = []byte("{}")
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(m.params, &obj); err != nil || obj == nil {
 		return message{}, http.StatusBadRequest, errors.New("the message's data must be a JSON object")
+	}
+	// The manager would fail the operation for its size: make none.
+	if canonical, err := protocol.Canonical(m.params); err != nil || protocol.CheckParameters(canonical) != nil {
+		return message{}, http.StatusRequestEntityTooLarge, fmt.Errorf(
+			"the message's data take more than %d bytes of canonical JSON, an operation's limit", v1.MaxParametersBytes)
 	}
 	return m, 0, nil
 }

@@ -466,6 +466,9 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, c *cal
 			req.Params.Name)
 	}
 	key, params, err := SplitArguments(req.Params.Arguments, req.Params.Meta)
+	if err == nil {
+		err = boundSize("the arguments", params, v1.MaxParametersBytes)
+	}
 	if err != nil {
 		return toolError(codeInvalidArguments, err.Error(), nil), nil
 	}

@@ -124,6 +124,9 @@ func (g *Gateway) callSaga(ctx context.Context, req *mcp.CallToolRequest, c *cal
 		return toolError(codeInvalidArguments, fmt.Sprintf("the arguments are not a saga's inputs and steps: %v; "+
 			"nothing was done", err), nil), nil
 	}
+	if err := boundSize("the saga's inputs", args.Inputs, v1.MaxInputsBytes); err != nil {
+		return toolError(codeInvalidArguments, err.Error(), nil), nil
+	}
 	if len(args.Steps) == 0 {
 		return toolError(codeInvalidArguments, "a saga needs at least one step; nothing was done", nil), nil
 	}

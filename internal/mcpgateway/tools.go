@@ -32,6 +32,7 @@ import (
 	"time"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 // KeyArgument is the argument that carries the caller's idempotency key.
@@ -220,6 +221,24 @@ func SplitArguments(args json.RawMessage, meta map[string]any) (key string, para
 		return "", nil, err
 	}
 	return key, params, nil
+}
+
+// boundSize refuses a document over limit bytes of canonical JSON. It is
+// checked before the gateway reads a tool, checks a schema or makes
+// anything: the manager would refuse the object for its size.
+func boundSize(what string, doc json.RawMessage, limit int) error {
+	if len(doc) == 0 {
+		return nil
+	}
+	canonical, err := protocol.Canonical(doc)
+	if err != nil {
+		return fmt.Errorf("%s are not JSON: %w", what, err)
+	}
+	if len(canonical) > limit {
+		return fmt.Errorf("%s take %d bytes of canonical JSON; at most %d are allowed; nothing was done, "+
+			"and the key is still free", what, len(canonical), limit)
+	}
+	return nil
 }
 
 // missingKey tells an agent how to send a key.
