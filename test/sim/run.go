@@ -143,8 +143,15 @@ const (
 // rest lets a settled world run for restPeriod, only reconciles and the
 // clock moving, and fails an object written more than restWrites times
 // meanwhile (I13): a loop with a delay between its writes, which the
-// quiet phase's count of passes at one instant does not see.
+// quiet phase's count of passes at one instant does not see. It waits
+// first for what the callers' last calls started.
 func (w *World) rest(inner func(string)) {
+	// What the callers' last calls started settles first.
+	w.drain(inner, w.clock.Now().Add(quietLimit), true)
+	if left := w.unsettled(); len(left) > 0 {
+		w.fail(InvLiveness, strings.Join(left, ","), "still unsettled %s after the callers' last calls", quietLimit)
+		return
+	}
 	writes := map[objKey]int{}
 	w.server.Wrote = func(k objKey) { writes[k]++ }
 	defer func() { w.server.Wrote = nil }()
