@@ -178,6 +178,12 @@ func (w *World) writeHeld(m *Manager) {
 // owed are the answers it held, not yet recorded, as the round began.
 func (w *World) heldWritten(pr *passRun, owed []*heldAnswer, left int) {
 	m := pr.m
+	var known []*Effect
+	for _, h := range owed {
+		if !h.effect.Known {
+			known = append(known, h.effect)
+		}
+	}
 	if !pr.apiErr && !m.cutOff {
 		checked := map[types.NamespacedName]bool{}
 		for _, h := range owed {
@@ -187,7 +193,9 @@ func (w *World) heldWritten(pr *passRun, owed []*heldAnswer, left int) {
 			}
 		}
 	}
-	if n := len(slices.DeleteFunc(slices.Clone(owed), func(h *heldAnswer) bool { return h.effect != nil })); n > 0 {
+	// What a record or a status names now: written in this round.
+	w.accountGone()
+	if n := len(slices.DeleteFunc(known, func(e *Effect) bool { return !e.Known })); n > 0 {
 		w.stopWrites += n
 		w.note("manager %s wrote %d answers it held as it stops", m.holder(), n)
 	}
