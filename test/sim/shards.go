@@ -167,11 +167,11 @@ type shardClock struct {
 func (c shardClock) NewTicker(d time.Duration) clock.Ticker {
 	var next func()
 	next = func() {
-		c.s.timer = c.Clock.Background(d, next)
+		c.s.timer = c.Background(d, next)
 		c.s.fire()
 		c.s.m.w.warp()
 	}
-	c.s.timer = c.Clock.Background(d, next)
+	c.s.timer = c.Background(d, next)
 	return c.s
 }
 
@@ -292,22 +292,6 @@ func (w *World) untilAny() time.Duration {
 		}
 	}
 	return d
-}
-
-// shardOwner is the holder of the Lease of an object's shard, as the API
-// server has it; empty if none. For tests and stories.
-func (w *World) shardOwner(o client.Object) string {
-	key, ok := shard.ObjectKey(o)
-	if !ok || w.opts.Shards <= 0 {
-		return ""
-	}
-	l := &coordinationv1.Lease{}
-	name := shard.ShardLeaseName(key.Shard(w.opts.Shards))
-	if w.server.Get(objKey{Kind: kindLease, NamespacedName: client.ObjectKey{Namespace: shardNamespace, Name: name}}, l) != nil ||
-		l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
 }
 
 // warp leaps over the renewals of a long move of the clock while the

@@ -158,12 +158,16 @@ func (w *World) writeHeld(m *Manager) {
 		Name: m.Name}}, resume: make(chan struct{})}
 	left := 0
 	var owed []*heldAnswer
+	var unknown []*Effect
 	for _, h := range w.held {
 		if h.effect != nil && h.m == m && h.incarnation == m.incarnation {
 			owed = append(owed, h)
+			if !h.effect.Known {
+				unknown = append(unknown, h.effect)
+			}
 		}
 	}
-	pr.after = func() { w.heldWritten(pr, owed, left) }
+	pr.after = func() { w.heldWritten(pr, owed, unknown, left) }
 	w.running = pr
 	go func() {
 		left = m.op.WriteHeld(context.Background())
@@ -175,15 +179,10 @@ func (w *World) writeHeld(m *Manager) {
 // heldWritten ends a round of the heldWriter: a round that reached the API
 // server throughout wrote every answer held (I12), and the manager exits
 // once nothing is held or its grace (the reconciler's StopGrace) ran out.
-// owed are the answers it held, not yet recorded, as the round began.
-func (w *World) heldWritten(pr *passRun, owed []*heldAnswer, left int) {
+// owed are the answers it held, not yet recorded, as the round began;
+// unknown their effects that Once knew of nowhere then.
+func (w *World) heldWritten(pr *passRun, owed []*heldAnswer, unknown []*Effect, left int) {
 	m := pr.m
-	var known []*Effect
-	for _, h := range owed {
-		if !h.effect.Known {
-			known = append(known, h.effect)
-		}
-	}
 	if !pr.apiErr && !m.cutOff {
 		checked := map[types.NamespacedName]bool{}
 		for _, h := range owed {
@@ -195,7 +194,7 @@ func (w *World) heldWritten(pr *passRun, owed []*heldAnswer, left int) {
 	}
 	// What a record or a status names now: written in this round.
 	w.accountGone()
-	if n := len(slices.DeleteFunc(known, func(e *Effect) bool { return !e.Known })); n > 0 {
+	if n := len(slices.DeleteFunc(unknown, func(e *Effect) bool { return !e.Known })); n > 0 {
 		w.stopWrites += n
 		w.note("manager %s wrote %d answers it held as it stops", m.holder(), n)
 	}

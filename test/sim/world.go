@@ -669,19 +669,21 @@ func (m *Manager) enqueue(r request, d time.Duration) {
 // only for the shards the manager holds (owns); the other watches are not
 // filtered, as in the product.
 func (m *Manager) changed(k objKey, old, cur client.Object) {
+	own := m.owns(old, cur)
 	switch k.Kind {
 	case kindSaga:
-		if m.owns(old, cur) {
-			m.enqueue(request{ctrlSaga, k.NamespacedName}, 0)
+		if !own {
+			break
 		}
-		if pendingOutbox(cur) && m.owns(old, cur) {
+		m.enqueue(request{ctrlSaga, k.NamespacedName}, 0)
+		if pendingOutbox(cur) {
 			m.enqueue(request{ctrlRelaySaga, k.NamespacedName}, 0)
 		}
 	case kindOperation:
-		if controller.OperationChangeWakes(old, cur) && m.owns(old, cur) {
+		if own && controller.OperationChangeWakes(old, cur) {
 			m.enqueue(request{ctrlOperation, k.NamespacedName}, 0)
 		}
-		if pendingOutbox(cur) && m.owns(old, cur) {
+		if own && pendingOutbox(cur) {
 			m.enqueue(request{ctrlRelayOperation, k.NamespacedName}, 0)
 		}
 		for _, o := range []client.Object{old, cur} {
@@ -715,7 +717,7 @@ func (m *Manager) changed(k objKey, old, cur client.Object) {
 			}
 		}
 	case kindRecord:
-		if m.owns(old, cur) {
+		if own {
 			m.enqueue(request{ctrlRecord, k.NamespacedName}, 0)
 		}
 	}
