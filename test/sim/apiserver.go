@@ -155,10 +155,20 @@ func (s *APIServer) put(k objKey, obj client.Object) {
 	}
 	if obj == nil {
 		delete(s.objects, k)
-		s.log = append(s.log, change{key: k})
+		if k.Kind != kindLease {
+			s.log = append(s.log, change{key: k})
+		}
 	} else {
 		s.objects[k] = obj
-		s.log = append(s.log, change{key: k, obj: obj.DeepCopyObject().(client.Object)})
+		// No manager watches Leases: the Sharder reads them past its cache.
+		if k.Kind != kindLease {
+			s.log = append(s.log, change{key: k, obj: obj.DeepCopyObject().(client.Object)})
+		}
+	}
+	if k.Kind == kindLease {
+		// A Lease's renewals are the Sharder's heartbeat, not Once's
+		// writes: they neither count at rest nor change what is kept.
+		return
 	}
 	if s.Wrote != nil {
 		s.Wrote(k)
@@ -327,7 +337,8 @@ func (s *APIServer) Update(obj client.Object, status bool) error {
 		if err := checkImmutable(cur, obj); err != nil {
 			return err
 		}
-		specChanged := hasField(obj, "Spec") && !sameJSON(fieldOf(cur, "Spec"), fieldOf(obj, "Spec"))
+		// A Lease keeps no generation (its strategy sets none).
+		specChanged := hasField(obj, "Spec") && k.Kind != kindLease && !sameJSON(fieldOf(cur, "Spec"), fieldOf(obj, "Spec"))
 		setField(next, obj, "Spec")
 		// Metadata a client may change; the rest is the server's.
 		next.SetLabels(obj.GetLabels())

@@ -53,7 +53,9 @@ func NewCache(s *APIServer, changed func(k objKey, old, cur client.Object)) *Cac
 	c := &Cache{server: s, objects: map[objKey]client.Object{}, indexes: map[string]map[string]client.IndexerFunc{},
 		changed: changed}
 	for k, o := range s.objects {
-		c.objects[k] = kept(o)
+		if k.Kind != kindLease {
+			c.objects[k] = kept(o)
+		}
 	}
 	c.applied = len(s.log)
 	return c

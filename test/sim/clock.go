@@ -27,7 +27,9 @@ import (
 // a timer's function runs in the scheduler's goroutine when its time comes,
 // so that nothing happens between two steps.
 type Clock struct {
-	now    time.Time
+	now time.Time
+	// until is where the current Advance ends; zero outside one.
+	until  time.Time
 	seq    int
 	timers timerHeap
 }
@@ -49,6 +51,8 @@ func (c *Clock) Since(t time.Time) time.Duration { return c.now.Sub(t) }
 // order of their times.
 func (c *Clock) Advance(d time.Duration) {
 	end := c.now.Add(d)
+	c.until = end
+	defer func() { c.until = time.Time{} }()
 	for len(c.timers) > 0 && !c.timers[0].at.After(end) {
 		t := heap.Pop(&c.timers).(*timer)
 		if t.at.After(c.now) {
@@ -59,17 +63,36 @@ func (c *Clock) Advance(d time.Duration) {
 	c.now = end
 }
 
-// Next is the time of the earliest timer, and whether there is one.
-func (c *Clock) Next() (time.Time, bool) {
-	if len(c.timers) == 0 {
-		return time.Time{}, false
+// Next is the time of the earliest timer but the background ones, and
+// whether there is one.
+func (c *Clock) Next() (time.Time, bool) { return c.next(false) }
+
+// NextAny is Next counting the background timers too.
+func (c *Clock) NextAny() (time.Time, bool) { return c.next(true) }
+
+func (c *Clock) next(background bool) (time.Time, bool) {
+	var at time.Time
+	found := false
+	for _, t := range c.timers {
+		if (background || !t.background) && (!found || t.at.Before(at)) {
+			at, found = t.at, true
+		}
 	}
-	return c.timers[0].at, true
+	return at, found
 }
 
 // AfterFunc runs f in the scheduler's goroutine once d has passed.
 func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	t := &timer{c: c, f: f}
+	t.Reset(d)
+	return t
+}
+
+// Background is AfterFunc for a process's own loop (a Sharder's
+// renewals): Next leaves it out, so that the scheduler's moves to the next
+// due time are not cut to its period.
+func (c *Clock) Background(d time.Duration, f func()) clock.Timer {
+	t := &timer{c: c, f: f, background: true}
 	t.Reset(d)
 	return t
 }
@@ -107,6 +130,8 @@ type timer struct {
 	f      func()
 	ch     chan time.Time
 	period time.Duration
+	// background timers are left out of Next.
+	background bool
 }
 
 func (t *timer) fire() {

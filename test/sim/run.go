@@ -112,6 +112,7 @@ func (w *World) settle() {
 		}
 		m.cutOff = false
 	}
+	w.settleStops(inner)
 	w.createReplaced()
 	if line := collectStory(w.server.Orphans()); line != "" {
 		// The collector looks again, as it does within seconds once
@@ -213,7 +214,7 @@ func (w *World) drain(inner func(string), deadline time.Time, untilSettled bool)
 		if untilSettled && len(w.unsettled()) == 0 && !w.announcing() {
 			break
 		}
-		d := w.untilDue()
+		d := w.untilAny()
 		if d <= 0 || w.clock.Now().Add(d).After(deadline) {
 			d = max(time.Second, deadline.Sub(w.clock.Now()))
 		}
@@ -305,6 +306,7 @@ func (w *World) Close() {
 		for _, r := range sortedRequests(parked) {
 			w.resume(parked[r])
 		}
+		m.sharder.end()
 	}
 }
 

@@ -150,6 +150,9 @@ func (w *World) Plan(rng *rand.Rand) Action {
 			}
 		}
 	}
+	if w.planStops(rng, &a) {
+		return a
+	}
 	choices := append([]choice{
 		{"reconcile", func() bool {
 			m := w.managers[rng.IntN(len(w.managers))]
@@ -210,7 +213,7 @@ func (w *World) Plan(rng *rand.Rand) Action {
 		}},
 		{"crash", func() bool {
 			a.Kind, a.Manager = Crash, rng.IntN(len(w.managers))
-			return true
+			return !w.managers[a.Manager].down()
 		}},
 		{"cut", func() bool {
 			m := rng.IntN(len(w.managers))
@@ -227,6 +230,9 @@ func (w *World) Plan(rng *rand.Rand) Action {
 	}, w.peopleChoices(rng, &a)...)
 	if w.opts.Callers {
 		choices = append(choices, w.callerChoices(rng, &a)...)
+	}
+	if w.opts.Stops {
+		choices = append(choices, w.stopChoice(rng, &a))
 	}
 	total := 0
 	for _, c := range choices {
@@ -270,7 +276,7 @@ var baseWeights = []struct {
 	{"delete-namespace", 1, false}, {"edit-tool", 1, false}, {"edit-ttl", 1, false},
 	{"resolve-saga", 2, false}, {"resolve", 3, false}, {"edit-ttl-in-review", 1, false},
 	{"apply-other", 1, false}, {"delete-any", 1, false}, {"fail-step", 1, false},
-	{"replace", 2, false}, {"relist", 2, false}, {"call", 4, false},
+	{"replace", 2, false}, {"relist", 2, false}, {"call", 4, false}, {"stop", 1, false},
 }
 
 // weight is the weight of a kind of action in this run.
@@ -516,6 +522,9 @@ func idx(w *World, m *Manager) int {
 // ready are a manager's queued requests that are due and not in a frozen
 // pass (a queue never hands out an item that is being processed).
 func (w *World) ready(m *Manager) []request {
+	if m.halted() {
+		return nil
+	}
 	var out []request
 	for _, r := range sortedRequests(m.queue) {
 		if _, busy := m.parked[r]; busy || m.queue[r].After(w.clock.Now()) {
@@ -658,6 +667,8 @@ func (w *World) Apply(a Action) {
 		w.settle()
 	case Call:
 		w.call(a)
+	case Stop, WriteHeld, Start:
+		w.applyStop(a, m)
 	}
 	w.createReplaced()
 	w.check()
@@ -673,7 +684,7 @@ func (w *World) describe(a Action) string {
 	r := request{a.Ctrl, types.NamespacedName{Namespace: Namespace, Name: a.Name}}
 	switch a.Kind {
 	case Reconcile:
-		if _, queued := m.queue[r]; !queued {
+		if _, queued := m.queue[r]; !queued || m.halted() {
 			return ""
 		}
 		if _, busy := m.parked[r]; busy {
@@ -702,7 +713,12 @@ func (w *World) describe(a Action) string {
 	case Apply, ApplyOther, Reapply, Delete, Replace, FailStep, DeleteNamespace, EditTool, EditTTL, Quiet, Resolve, ResolveInGit,
 		ResolveSaga, Approve:
 		return w.describePerson(a)
+	case Stop, WriteHeld, Start:
+		return w.describeStop(a, m)
 	case Crash:
+		if m.down() {
+			return ""
+		}
 		return fmt.Sprintf("manager %s crashes and restarts as %s-%d", m.Name, m.Name, m.incarnation+1)
 	case Cut:
 		if m.cutOff {

@@ -54,6 +54,10 @@ func (o Options) Swarmed() Options {
 		// Drawn last, so that the draws before it stay as they were.
 		o.APIFaultRate = thousandths(0.1 * rng.Float64())
 	}
+	if o.Shards > 0 {
+		// After it: none, one shard for all, or a few or many.
+		o.Shards = []int{0, 1, 4, 16}[rng.IntN(4)]
+	}
 	return o
 }
 
@@ -73,6 +77,12 @@ func (o Options) Summary() string {
 	}
 	if o.SecondLifetimes {
 		line += ", second lifetimes"
+	}
+	if o.Shards > 0 {
+		line += fmt.Sprintf(", %d shards", o.Shards)
+	}
+	if o.Stops {
+		line += ", graceful stops"
 	}
 	if o.ClockSkew > 0 {
 		line += fmt.Sprintf(", clocks skewed up to %s", o.ClockSkew)

@@ -49,9 +49,8 @@ type Options struct {
 	// Steps is how many actions the scheduler takes before the world
 	// quiets down for the liveness check.
 	Steps int
-	// Managers is how many managers run side by side (no shards: each
-	// may reconcile every object, as after a split brain or a lease that
-	// moved).
+	// Managers is how many managers run side by side. Without Shards each
+	// may reconcile every object, as after a split brain.
 	Managers int
 	// FreezeRate is the chance that a manager freezes at one call (to the
 	// API server or a tool); FaultRate the chance that a tool request
@@ -131,6 +130,21 @@ type Options struct {
 	// gateway, a program through pkg/once. Stories saved before it existed
 	// lack it, and replay without them.
 	Callers bool `json:",omitempty"`
+	// Shards splits the objects among the managers in this many shards,
+	// held through Leases by the product's shard.Sharder (shards.go): a
+	// manager reconciles only the objects of the shards it holds. Shards
+	// move when a manager stops, crashes, starts, or is cut off past its
+	// Lease, and for a while the old owner's passes in flight, frozen or
+	// on a cache that lags, overlap the new owner's. 0: no shards. On in
+	// DefaultOptions; a swarm run draws the number, none among them.
+	// Stories saved before it existed lack it, and replay without shards.
+	Shards int `json:",omitempty"`
+	// Stops lets the scheduler tell a manager to stop gracefully, as a
+	// rollout or a drained node does (stop.go): its passes in flight end,
+	// its stop path writes the answers it holds, and a new process starts
+	// later. On in DefaultOptions; a swarm run draws its weight as any
+	// other kind of action. Stories saved before it existed lack it.
+	Stops bool `json:",omitempty"`
 
 	// probe makes every API call of a pass draw at a site of its own, and
 	// tell it (probeMark): the test that draws do not drift.
@@ -140,7 +154,7 @@ type Options struct {
 // DefaultOptions are what make test and make sim run with.
 func DefaultOptions(seed uint64) Options {
 	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25, FrozenTimers: true,
-		KeyedDraws: true, People: true, NamespaceByKind: true, Callers: true}
+		KeyedDraws: true, People: true, NamespaceByKind: true, Callers: true, Shards: 4, Stops: true}
 }
 
 // The workload's tools and their operations: a charge, and the refund that
@@ -246,6 +260,8 @@ type World struct {
 	callers    *callers
 	violations []Violation
 	effects    int
+	// stopWrites counts the answers stopping managers wrote (stop.go).
+	stopWrites int
 	history    history
 }
 
@@ -271,6 +287,10 @@ type Manager struct {
 	retries workqueue.TypedRateLimiter[request]
 	parked  map[request]*passRun
 	cutOff  bool
+	// sharder holds the incarnation's shards (Options.Shards); stop is
+	// set while the manager stops, and once it is gone (Options.Stops).
+	sharder *sharder
+	stop    *stopping
 }
 
 func (m *Manager) holder() string { return m.holderOf(m.incarnation) }
@@ -319,6 +339,8 @@ type passRun struct {
 	// (Options.FrozenTimers).
 	timers []func()
 	uid    types.UID
+	// after, if set, ends the pass in place of a queue's bookkeeping.
+	after func()
 }
 
 func (p *passRun) dead() bool { return p.incarnation != p.m.incarnation }
@@ -419,6 +441,7 @@ func NewWorld(opts Options) *World {
 	if opts.Callers {
 		w.callers = newCallers(w)
 	}
+	w.createShardNamespace()
 	for i := range max(1, opts.Managers) {
 		m := &Manager{w: w, Name: string(rune('A' + i)), incarnation: 1, skew: skew(opts.ClockSkew)}
 		w.managers = append(w.managers, m)
@@ -618,14 +641,16 @@ func refOf(op *v1.SideEffectOperation) string {
 // cache listed from the server now, and every object queued.
 func (m *Manager) boot() {
 	w := m.w
-	m.queue, m.parked = map[request]time.Time{}, map[request]*passRun{}
+	m.queue, m.parked, m.stop = map[request]time.Time{}, map[request]*passRun{}, nil
 	m.cache = NewCache(w.server, m.changed)
 	m.client = NewClient(w.server, m.cache, gate{m})
+	m.sharder.end()
+	m.sharder = m.startSharder()
 	// The same wiring as cmd/main.go's, on the simulated API server,
 	// cache, clock and tools.
-	rs, err := controller.Config{Holder: m.holder(), MaxClaim: 2 * time.Minute, ClaimGrace: 10 * time.Second,
-		MaxConcurrentReconciles: 4}.Build(controller.Deps{Client: m.client, APIReader: m.client.Reader(),
-		Recorder: recorder{w}, Clock: processClock{w.clock, w, m.skew}, Transport: transport{w}, Jitter: w.jitter})
+	rs, err := managerConfig(m.holder()).Build(controller.Deps{Client: m.client, APIReader: m.client.Reader(),
+		Recorder: recorder{w}, Clock: processClock{w.clock, w, m.skew}, Transport: transport{w}, Jitter: w.jitter,
+		Shards: m.sharder.get()})
 	must(err)
 	m.op, m.rec, m.saga = rs.Operation, rs.Record, rs.Saga
 	m.retries = controller.NewErrorRateLimiter[request](rs.Operation.ErrorBackoff)
@@ -634,6 +659,12 @@ func (m *Manager) boot() {
 	for k := range m.cache.objects {
 		m.changed(k, nil, m.cache.objects[k])
 	}
+}
+
+// managerConfig is a manager's configuration.
+func managerConfig(holder string) controller.Config {
+	return controller.Config{Holder: holder, MaxClaim: 2 * time.Minute, ClaimGrace: 10 * time.Second,
+		MaxConcurrentReconciles: 4}
 }
 
 // jitter draws backoff jitter from the current action's decisions.
@@ -656,19 +687,25 @@ func (m *Manager) enqueue(r request, d time.Duration) {
 // changed is what a manager's watches do with a change its cache applied:
 // the operation controller watches operations (and the duplicates waiting
 // for one), tools and namespaces; the record controller watches records
-// and deleted operations.
+// and deleted operations. With shards, each controller's own kind passes
+// only for the shards the manager holds (owns); the other watches are not
+// filtered, as in the product.
 func (m *Manager) changed(k objKey, old, cur client.Object) {
+	own := m.owns(old, cur)
 	switch k.Kind {
 	case kindSaga:
+		if !own {
+			break
+		}
 		m.enqueue(request{ctrlSaga, k.NamespacedName}, 0)
 		if pendingOutbox(cur) {
 			m.enqueue(request{ctrlRelaySaga, k.NamespacedName}, 0)
 		}
 	case kindOperation:
-		if controller.OperationChangeWakes(old, cur) {
+		if own && controller.OperationChangeWakes(old, cur) {
 			m.enqueue(request{ctrlOperation, k.NamespacedName}, 0)
 		}
-		if pendingOutbox(cur) {
+		if own && pendingOutbox(cur) {
 			m.enqueue(request{ctrlRelayOperation, k.NamespacedName}, 0)
 		}
 		for _, o := range []client.Object{old, cur} {
@@ -702,7 +739,9 @@ func (m *Manager) changed(k objKey, old, cur client.Object) {
 			}
 		}
 	case kindRecord:
-		m.enqueue(request{ctrlRecord, k.NamespacedName}, 0)
+		if own {
+			m.enqueue(request{ctrlRecord, k.NamespacedName}, 0)
+		}
 	}
 }
 
@@ -990,6 +1029,10 @@ func (w *World) await(pr *passRun) {
 		return
 	}
 	if pr.dead() {
+		return
+	}
+	if pr.after != nil {
+		pr.after()
 		return
 	}
 	m := pr.m
