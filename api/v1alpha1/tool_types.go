@@ -82,8 +82,10 @@ type HTTPBackend struct {
 	// shapes may use as `secrets.<name>`: a credential an API wants in the
 	// body (PagerDuty's routing_key) or in the path (a Slack webhook's).
 	// They are scrubbed like every Secret value from all Once stores or
-	// prints; response mappings do not see them. Each is at most 4096
-	// bytes: a longer one makes the tool fail its check.
+	// prints; response mappings do not see them. Each holds 12 to 4096
+	// bytes: a shorter one could be guessed through a tool that echoes
+	// its parameters, and one outside the bounds makes the tool fail its
+	// check.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,15 +47,20 @@ func CacheOptions() cache.Options {
 //     API server keeps an object's managed fields when an update carries
 //     none (it takes them from the stored object; a status update ignores
 //     the ones it is sent in any case).
-//   - the annotation kubectl.kubernetes.io/last-applied-configuration,
-//     which kubectl apply writes and which is as large as the spec, of
-//     the kinds whose main resource the manager never updates whole
-//     (SideEffectOperation, Saga, Tool, ClusterTool): it writes their
-//     status subresource, which ignores every metadata change, and it
-//     adds and removes an operation's finalizer with a merge patch, which
-//     sends the finalizers alone. So the stripped annotation is never
-//     written back. IdempotencyRecords keep theirs: the manager updates
-//     their spec, and an update of the main resource would erase it.
+//   - every annotation of the kinds whose main resource the manager never
+//     updates whole (SideEffectOperation, Saga, Tool, ClusterTool), but
+//     AnnotationParametersRefused, which the cache sets itself. No
+//     controller reads another, and the API server takes up to 256 KiB of
+//     them an object (kubectl's last-applied-configuration alone is as
+//     large as the spec). The manager writes these kinds' status
+//     subresource, which ignores every metadata change, and it adds and
+//     removes an operation's finalizer with a merge patch, which sends the
+//     finalizers alone. So a stripped annotation is never written back.
+//     IdempotencyRecords keep theirs: the manager updates their spec, and
+//     an update of the main resource would erase them. Only the manager
+//     writes records (config/policy).
+//   - of a saga whose spec is larger than maxCachedSagaSpec, all of its
+//     spec but its TTL: see boundSaga.
 //   - of a terminal operation, all of its spec and status but what
 //     terminalKept names: see there.
 //
@@ -74,14 +78,10 @@ func StripUnread(in any) (any, error) {
 	}
 	switch in.(type) {
 	case *v1.SideEffectOperation, *v1.Saga, *v1.Tool, *v1.ClusterTool:
-		if a := obj.GetAnnotations(); a != nil {
-			if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
-				delete(a, corev1.LastAppliedConfigAnnotation)
-				if len(a) == 0 {
-					obj.SetAnnotations(nil)
-				}
-			}
-		}
+		keepAnnotations(obj)
+	}
+	if s, ok := in.(*v1.Saga); ok {
+		boundSaga(s)
 	}
 	if op, ok := in.(*v1.SideEffectOperation); ok {
 		if op.Status.State.IsTerminal() {
@@ -91,6 +91,54 @@ func StripUnread(in any) (any, error) {
 		}
 	}
 	return in, nil
+}
+
+// keepAnnotations drops every annotation of obj but the cache's own mark
+// (boundParameters drops a mark the cache did not set).
+func keepAnnotations(obj metav1.Object) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		return
+	}
+	mark, ok := a[AnnotationParametersRefused]
+	if !ok {
+		obj.SetAnnotations(nil)
+		return
+	}
+	if len(a) > 1 {
+		obj.SetAnnotations(map[string]string{AnnotationParametersRefused: mark})
+	}
+}
+
+// maxCachedSagaSpec bounds the spec the cache keeps of a saga, as JSON.
+// The API server stores a saga up to its request limit (about 1.5 MiB in
+// etcd): inputs, literal parameters and expressions make most of it.
+const maxCachedSagaSpec = 32 << 10
+
+// boundSaga keeps the cache from holding more than maxCachedSagaSpec of a
+// saga's spec. A larger spec is cut to its TTL, which the TTL's delete
+// reads of an ended saga, and its inputs become empty (no stored saga has
+// empty inputs: absent inputs are nil, written ones at least {}), which
+// marks the cut (sagaSpecNotCached). The saga controller reads such a saga
+// past the cache when it decides; the status it writes is the status
+// subresource, which takes nothing of the spec it is sent.
+func boundSaga(s *v1.Saga) {
+	if sagaSpecNotCached(s) {
+		// Transformed already: the informer may pass an object twice.
+		return
+	}
+	raw, err := json.Marshal(&s.Spec)
+	if err == nil && len(raw) <= maxCachedSagaSpec {
+		return
+	}
+	s.Spec = v1.SagaSpec{Inputs: &runtime.RawExtension{}, TTLSecondsAfterFinished: s.Spec.TTLSecondsAfterFinished}
+}
+
+// sagaSpecNotCached reports whether s is a saga read from the manager's
+// cache whose spec the cache cut (boundSaga): its spec must be read past
+// the cache.
+func sagaSpecNotCached(s *v1.Saga) bool {
+	return s.Spec.Inputs != nil && len(s.Spec.Inputs.Raw) == 0
 }
 
 // AnnotationParametersRefused marks, in the manager's cache only, an

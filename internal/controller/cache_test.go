@@ -54,14 +54,20 @@ func TestStripUnread(t *testing.T) {
 		want   any
 	}{
 		"OperationApplied": {
-			reason: "An applied operation loses its managed fields and kubectl's annotation, and keeps its other annotations, spec and status.",
+			reason: "An applied operation loses its managed fields and its annotations, kubectl's and the others, and keeps its spec and status.",
 			in: &v1.SideEffectOperation{ObjectMeta: meta(map[string]string{lastApplied: `{"spec":{}}`, "team": "payments"}),
 				Spec:   v1.SideEffectOperationSpec{Operation: "charge.create"},
 				Status: v1.SideEffectOperationStatus{State: v1.StateStarted, Result: result}},
-			want: &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns",
-				Annotations: map[string]string{"team": "payments"}},
+			want: &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"},
 				Spec:   v1.SideEffectOperationSpec{Operation: "charge.create"},
 				Status: v1.SideEffectOperationStatus{State: v1.StateStarted, Result: result}},
+		},
+		"OperationForgedMark": {
+			reason: "An operation that carries the cache's mark as written loses it: only the cache sets it.",
+			in: &v1.SideEffectOperation{ObjectMeta: meta(map[string]string{AnnotationParametersRefused: `{}`, "team": "payments"}),
+				Spec: v1.SideEffectOperationSpec{Operation: "charge.create", Parameters: &runtime.RawExtension{Raw: []byte(`{}`)}}},
+			want: &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"},
+				Spec: v1.SideEffectOperationSpec{Operation: "charge.create", Parameters: &runtime.RawExtension{Raw: []byte(`{}`)}}},
 		},
 		"OperationOnlyAnnotation": {
 			reason: "An operation whose only annotation was kubectl's has none left.",
@@ -162,9 +168,9 @@ func parameterCases() map[string]struct {
 			in:     op(`{"amount": 1}`, nil), want: op(`{"amount": 1}`, nil),
 		},
 		"ParametersTooLarge": {
-			reason: "Parameters above the limit as canonical JSON are not kept; the refusal is.",
+			reason: "Parameters above the limit as canonical JSON are not kept, nor are other annotations; the refusal is.",
 			in:     op(big, map[string]string{"team": "payments"}),
-			want:   op("dropped", map[string]string{"team": "payments", AnnotationParametersRefused: tooLarge}),
+			want:   op("dropped", map[string]string{AnnotationParametersRefused: tooLarge}),
 		},
 		"ParametersTooLargeAsWrittenOnly": {
 			reason: "Parameters above the limit as written and within it as canonical JSON are kept in canonical form.",
@@ -328,7 +334,7 @@ var _ = Describe("The manager's cache", func() {
 	var ns string
 	BeforeEach(func() { ns = newNamespace() })
 
-	It("keeps neither managed fields nor kubectl's annotation of an operation, and the API server keeps both through status writes", func() {
+	It("keeps neither managed fields nor annotations of an operation, and the API server keeps both through status writes", func() {
 		op := applied(newOp(ns, "charge-1", "payments", map[string]any{"amount": 100}))
 		stored := get(ns, "charge-1")
 		kubectl := entryOf(stored, "kubectl-client-side-apply")
@@ -339,7 +345,7 @@ var _ = Describe("The manager's cache", func() {
 		cached := &v1.SideEffectOperation{}
 		Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(op), cached) }).Should(Succeed())
 		Expect(cached.ManagedFields).To(BeNil())
-		Expect(cached.Annotations).To(Equal(map[string]string{"team": "payments"}))
+		Expect(cached.Annotations).To(BeNil())
 		Expect(cached.Spec).To(Equal(stored.Spec))
 
 		By("writing the status of the cached object")
@@ -530,4 +536,130 @@ var _ = Describe("The manager's cache", func() {
 		Expect(k8sClient.Update(ctx, cached)).To(Succeed())
 		Expect(get(ns, "charge-1").Annotations).NotTo(HaveKey(lastApplied))
 	})
+
+	It("holds a bounded part of a large saga, and the manager runs it from the saga read past the cache", func() {
+		// 60 KiB of inputs: within their limit, and past what the cache
+		// keeps of a spec.
+		newDesk(ns)
+		s := newSaga(ns, "big", changeSteps())
+		s.Spec.Inputs = raw(map[string]any{"service": "checkout", "notes": strings.Repeat("n", 60<<10)})
+		s.Annotations = map[string]string{"notes": strings.Repeat("a", 200<<10)}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+		By("reading it from a cache with the manager's options")
+		c := strippedCache()
+		cached := &v1.Saga{}
+		Eventually(func() error { return c.Get(ctx, client.ObjectKeyFromObject(s), cached) }).Should(Succeed())
+		Expect(cached.Annotations).To(BeNil())
+		Expect(sagaSpecNotCached(cached)).To(BeTrue())
+		Expect(cached.Spec.Steps).To(BeEmpty())
+
+		By("running its steps with the inputs the cache did not keep")
+		DeferCleanup(startManager(managerOptions{}))
+		done := waitSaga(ns, "big", v1.StateCommitted)
+		Expect(done.Status.StepsDone).To(BeEquivalentTo(3))
+		var params map[string]any
+		Expect(json.Unmarshal(get(ns, "big.config").Spec.Parameters.Raw, &params)).To(Succeed())
+		Expect(params).To(HaveKeyWithValue("service", "checkout"))
+
+		By("keeping the stored spec and annotations, which nothing wrote back")
+		stored := getSaga(ns, "big")
+		Expect(stored.Spec.Inputs.Raw).To(MatchJSON(s.Spec.Inputs.Raw))
+		Expect(stored.Annotations).To(Equal(s.Annotations))
+	})
 })
+
+// worstAnnotations are 256 KiB of annotations, all the API server takes of
+// an object, kubectl's included.
+func worstAnnotations() map[string]string {
+	return map[string]string{lastApplied: strings.Repeat("a", 128<<10), "notes": strings.Repeat("b", 128<<10-64)}
+}
+
+// worstSaga is a saga as large as the API server stores one: inputs,
+// sixteen steps of literal parameters and expressions, each with a
+// compensation that has its own.
+func worstSaga() *v1.Saga {
+	raw := func(n int) *runtime.RawExtension {
+		return &runtime.RawExtension{Raw: []byte(`{"note":"` + strings.Repeat("x", n) + `"}`)}
+	}
+	exprs := func(n int) []v1.ParameterExpression {
+		var out []v1.ParameterExpression
+		for i := range n {
+			out = append(out, v1.ParameterExpression{Name: fmt.Sprintf("p%d", i), Expression: "'" + strings.Repeat("e", 4000) + "'"})
+		}
+		return out
+	}
+	s := &v1.Saga{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "ns", Annotations: worstAnnotations()},
+		Spec: v1.SagaSpec{Inputs: raw(64 << 10), TTLSecondsAfterFinished: new(int32(60))}}
+	for i := range 16 {
+		s.Spec.Steps = append(s.Spec.Steps, v1.SagaStep{Name: fmt.Sprintf("step-%d", i),
+			ToolRef: v1.StepToolReference{Name: "payments"}, Operation: "charge.create",
+			Parameters: raw(32 << 10), ParametersFrom: exprs(4),
+			Compensation: &v1.Compensation{Operation: "charge.refund", Parameters: raw(16 << 10), ParametersFrom: exprs(2)}})
+	}
+	s.Status.State = v1.StateStarted
+	return s
+}
+
+// sizeOf is the size of an object as JSON, as the cache holds it decoded.
+func sizeOf(t *testing.T, obj any) int {
+	t.Helper()
+	b, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(b)
+}
+
+// TestCacheBounds builds the largest objects a tenant can write and
+// measures what the cache keeps of each.
+func TestCacheBounds(t *testing.T) {
+	op := &v1.SideEffectOperation{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns", Annotations: worstAnnotations()},
+		Spec: v1.SideEffectOperationSpec{Operation: "charge.create", Parameters: &runtime.RawExtension{Raw: []byte(`{}`)}}}
+	cases := map[string]struct {
+		in any
+		// most is what the cache may keep of it, as JSON.
+		most int
+	}{
+		"OperationAnnotations": {in: op, most: 1 << 10},
+		"ToolAnnotations":      {in: &v1.Tool{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: worstAnnotations()}}, most: 1 << 10},
+		"Saga":                 {in: worstSaga(), most: 2 << 10},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			before := sizeOf(t, tc.in)
+			got, err := StripUnread(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := sizeOf(t, got)
+			t.Logf("%s: %d bytes as stored, %d kept", name, before, after)
+			if after > tc.most {
+				t.Errorf("the cache keeps %d bytes of %d; at most %d", after, before, tc.most)
+			}
+		})
+	}
+}
+
+// TestSagaCutOnce checks that a saga the cache cut stays cut when the
+// informer passes it again, and that a saga within the bound stays whole.
+func TestSagaCutOnce(t *testing.T) {
+	s := worstSaga()
+	for range 2 {
+		if _, err := StripUnread(s); err != nil {
+			t.Fatal(err)
+		}
+		if !sagaSpecNotCached(s) || s.Spec.TTLSecondsAfterFinished == nil || *s.Spec.TTLSecondsAfterFinished != 60 {
+			t.Fatalf("the cut saga is not marked, or lost its TTL: %+v", s.Spec)
+		}
+	}
+	small := &v1.Saga{Spec: v1.SagaSpec{Inputs: &runtime.RawExtension{Raw: []byte(`{"a":1}`)},
+		Steps: []v1.SagaStep{{Name: "a", Operation: "charge.create"}}}}
+	want := small.DeepCopy()
+	if _, err := StripUnread(small); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, small); diff != "" {
+		t.Errorf("a saga within the bound changed: -want, +got:\n%s", diff)
+	}
+}

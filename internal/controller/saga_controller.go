@@ -162,6 +162,16 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		// operations woke it here.
 		return ctrl.Result{}, nil
 	}
+	if sagaSpecNotCached(&s) {
+		// The cache keeps no more than a bounded spec (boundSaga).
+		uid := s.UID
+		if err := r.APIReader.Get(ctx, req.NamespacedName, &s); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if s.UID != uid || !s.DeletionTimestamp.IsZero() {
+			return ctrl.Result{}, nil
+		}
+	}
 	ops, err := r.operations(ctx, &s)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -502,6 +502,9 @@ func (c *Client) authorize(ctx context.Context) (nethttp.Header, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSecret(tok.AccessToken); err != nil {
+		return nil, fmt.Errorf("auth.oauth2: the token %w", err)
+	}
 	h := c.headers.Clone()
 	tok.SetAuthHeader(&nethttp.Request{Header: h})
 	c.scrub = newScrubber(append(slices.Clip(c.secrets), tok.AccessToken, h.Get("Authorization")))

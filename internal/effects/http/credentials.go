@@ -63,19 +63,41 @@ type secretReader struct {
 	errs      []error
 }
 
-func (r *secretReader) get(what, name, key string) string {
+// read returns the value of a key of a Secret, or records why not.
+func (r *secretReader) read(what, name, key string) (string, bool) {
 	var s corev1.Secret
 	if err := r.reader.Get(r.ctx, client.ObjectKey{Namespace: r.namespace, Name: name}, &s); err != nil {
 		r.errs = append(r.errs, fmt.Errorf("%s: reading Secret %s/%s: %w", what, r.namespace, name, err))
-		return ""
+		return "", false
 	}
 	v, ok := s.Data[key]
 	if !ok {
 		r.errs = append(r.errs, fmt.Errorf("%s: Secret %s/%s has no key %q", what, r.namespace, name, key))
+		return "", false
+	}
+	return string(v), true
+}
+
+// get reads a secret, which requests carry and the scrubber removes from
+// what Once keeps: within the bounds of checkSecret.
+func (r *secretReader) get(what, name, key string) string {
+	v, ok := r.read(what, name, key)
+	if !ok {
 		return ""
 	}
-	r.secrets = append(r.secrets, string(v))
-	return string(v)
+	if err := checkSecret(v); err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: Secret %s/%s key %q %w", what, r.namespace, name, key, err))
+	}
+	r.secrets = append(r.secrets, v)
+	return v
+}
+
+// public reads a key that no request carries (a CA, a client certificate
+// and its key, which the TLS handshake uses): it is not scrubbed, and has
+// no bound of a secret's.
+func (r *secretReader) public(what, name, key string) string {
+	v, _ := r.read(what, name, key)
+	return v
 }
 
 // minIdentifier is the shortest identifier read from a Secret (a Basic
@@ -88,13 +110,16 @@ func (r *secretReader) get(what, name, key string) string {
 const minIdentifier = 8
 
 // identifier reads an identifier, remembered as a secret only from
-// minIdentifier bytes on.
+// minIdentifier bytes on. It has a secret's upper bound, not its lower.
 func (r *secretReader) identifier(what, name, key string) string {
-	n := len(r.secrets)
-	v := r.get(what, name, key)
-	if len(v) < minIdentifier {
-		r.secrets = r.secrets[:n]
+	v, ok := r.read(what, name, key)
+	if !ok || len(v) < minIdentifier {
+		return v
 	}
+	if len(v) > maxSecret {
+		r.errs = append(r.errs, fmt.Errorf("%s: Secret %s/%s key %q holds more than %d bytes", what, r.namespace, name, key, maxSecret))
+	}
+	r.secrets = append(r.secrets, v)
 	return v
 }
 
@@ -145,12 +170,24 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool, fetch 
 			r.secrets = append(r.secrets, h.Get("Authorization"))
 		}
 	}
+	if n := secretBytes(r.secrets); n > maxSecrets {
+		r.errs = append(r.errs, fmt.Errorf("the tool's secret values hold %d bytes together, more than the %d a tool may send", n, maxSecrets))
+	}
 	cr := credentials{headers: h, transport: transport, values: values, secrets: r.secrets, token: ts}
 	if err := errors.Join(r.errs...); err != nil {
 		// What a token endpoint answered may echo a secret.
 		return credentials{}, errors.New(newScrubber(r.secrets).string(err.Error()))
 	}
 	return cr, nil
+}
+
+// secretBytes is the size of the values together.
+func secretBytes(values []string) int {
+	n := 0
+	for _, v := range values {
+		n += len(v)
+	}
+	return n
 }
 
 // authorize sets the Authorization header of a bearer or basic tool. For
@@ -184,6 +221,10 @@ func (c *Connector) authorize(ctx context.Context, r *secretReader, tool v1.Gene
 		tok, err := ts.token(ctx)
 		if err != nil {
 			r.errs = append(r.errs, err)
+			return nil
+		}
+		if err := checkSecret(tok.AccessToken); err != nil {
+			r.errs = append(r.errs, fmt.Errorf("auth.oauth2: the token from %s %w", o.TokenURL, err))
 			return nil
 		}
 		r.secrets = append(r.secrets, tok.AccessToken)
@@ -318,14 +359,14 @@ func (c *Connector) transport(r *secretReader, t *v1.TLSConfig) (nethttp.RoundTr
 		if err != nil {
 			pool = x509.NewCertPool()
 		}
-		if pem := r.get("tls.caSecretName", t.CASecretName, "ca.crt"); pem != "" && !pool.AppendCertsFromPEM([]byte(pem)) {
+		if pem := r.public("tls.caSecretName", t.CASecretName, "ca.crt"); pem != "" && !pool.AppendCertsFromPEM([]byte(pem)) {
 			return nil, fmt.Errorf("tls: Secret %s/%s key ca.crt holds no PEM certificate", r.namespace, t.CASecretName)
 		}
 		cfg.RootCAs = pool
 	}
 	if name := t.ClientCertificateSecretName; name != "" {
-		crt := r.get("tls.clientCertificateSecretName", name, corev1.TLSCertKey)
-		key := r.get("tls.clientCertificateSecretName", name, corev1.TLSPrivateKeyKey)
+		crt := r.public("tls.clientCertificateSecretName", name, corev1.TLSCertKey)
+		key := r.public("tls.clientCertificateSecretName", name, corev1.TLSPrivateKeyKey)
 		if crt != "" && key != "" {
 			pair, err := tls.X509KeyPair([]byte(crt), []byte(key))
 			if err != nil {

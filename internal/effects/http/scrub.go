@@ -126,22 +126,8 @@ func newScrubber(values []string) *scrubber {
 		}
 	}
 	for _, v := range values {
-		add(v, 1)
-		add(strings.TrimSpace(v), 1)
-		scheme, token, ok := strings.Cut(strings.TrimSpace(v), " ")
-		if !ok {
-			continue
-		}
-		token = strings.TrimSpace(token)
-		add(token, minSecretPart)
-		if !strings.EqualFold(scheme, "Basic") {
-			continue
-		}
-		if d, err := base64.StdEncoding.DecodeString(token); err == nil {
-			add(string(d), minSecretPart)
-			if _, password, ok := strings.Cut(string(d), ":"); ok {
-				add(password, minSecretPart)
-			}
+		for _, p := range secretParts(v) {
+			add(p, 1)
 		}
 	}
 	delete(folded, "")
@@ -156,6 +142,72 @@ func newScrubber(values []string) *scrubber {
 		}
 	}
 	return s
+}
+
+// secretParts are the values the scrubber removes for a secret value v:
+// v, v without surrounding space, and of a value with a scheme ("Bearer
+// <token>", "Basic <base64>") the parts of minSecretPart bytes or more:
+// the token, and of Basic credentials user:password and the password.
+func secretParts(v string) []string {
+	parts := []string{v, strings.TrimSpace(v)}
+	scheme, token, ok := strings.Cut(strings.TrimSpace(v), " ")
+	if !ok {
+		return parts
+	}
+	part := func(p string) {
+		if len(p) >= minSecretPart {
+			parts = append(parts, p)
+		}
+	}
+	token = strings.TrimSpace(token)
+	part(token)
+	if !strings.EqualFold(scheme, "Basic") {
+		return parts
+	}
+	if d, err := base64.StdEncoding.DecodeString(token); err == nil {
+		part(string(d))
+		if _, password, ok := strings.Cut(string(d), ":"); ok {
+			part(password)
+		}
+	}
+	return parts
+}
+
+// minSecret is the shortest secret value Once takes, and the shortest
+// part of one that it scrubs (secretParts). The scrubber replaces a
+// value wherever it shows, so a tool that echoes its parameters tells an
+// operation's author whether a guess is the value: "[redacted]" comes
+// back for the right one. A short value (a PIN) falls to a few
+// operations of guesses; one of 12 bytes takes millions of them
+// (docs/egress.md).
+const minSecret = 12
+
+// maxSecret bounds a secret value Once takes: the scrubber builds about
+// 30 forms of each value and searches every kept text for them. Servers
+// commonly refuse a header line over 8 KiB.
+const maxSecret = 8 << 10
+
+// maxSecrets bounds the secret values of one tool together.
+const maxSecrets = 64 << 10
+
+// checkSecret refuses a secret value outside [minSecret, maxSecret], or
+// with a scrubbed part under minSecret. The error names no value.
+func checkSecret(v string) error {
+	if len(v) > maxSecret {
+		return fmt.Errorf("holds more than %d bytes, the most a secret may hold", maxSecret)
+	}
+	for i, p := range secretParts(v) {
+		if len(p) >= minSecret {
+			continue
+		}
+		if i < 2 {
+			return fmt.Errorf("holds fewer than %d bytes, the fewest a secret may hold: "+
+				"a tool that echoes its parameters would let an operation guess it", minSecret)
+		}
+		return fmt.Errorf("holds a token or password of fewer than %d bytes, the fewest a secret may hold: "+
+			"a tool that echoes its parameters would let an operation guess it", minSecret)
+	}
+	return nil
 }
 
 // base64Runs are the runs of base64 characters, in the standard and the
