@@ -65,8 +65,9 @@ var sampleTools = []sampleTool{{
 	file: "slack.yaml", name: "slack", operation: "message.post",
 	realURL: "https://hooks.slack.com", prefix: "/slack", collection: sandbox.CollectionSlackMessages,
 	params: `{text: "Deployed shop 1.2.3"}`,
-	// The webhook's path is its credential: the evidence shows it scrubbed.
-	state: "NeedsReview", path: "/slack/services/[redacted]/[redacted]/[redacted]",
+	// The webhook's token is its credential: the evidence shows it
+	// scrubbed, and the ids before it as they are.
+	state: "NeedsReview", path: "/slack/services/T0ONCE0001/B0ONCE0002/[redacted]",
 }}
 
 // sampleToolYAML renders a Tool of config/samples/tools against the
@@ -120,7 +121,6 @@ var _ = Describe("The tools for real APIs", func() {
 		kubectl("", "create", "secret", "generic", "pagerduty-routing-key", "-n", ns,
 			"--from-literal=routingKey=R0123456789abcdef0123456789abcde")
 		kubectl("", "create", "secret", "generic", "slack-webhook", "-n", ns,
-			"--from-literal=workspace=T0ONCE0001", "--from-literal=channel=B0ONCE0002",
 			"--from-literal=token=XoNcEdUmMyToKeN0000000003")
 
 		By("applying the sample tools, pointed at the sandbox")
