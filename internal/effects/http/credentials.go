@@ -28,6 +28,7 @@ import (
 	nethttp "net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -176,9 +177,26 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool, fetch 
 	cr := credentials{headers: h, transport: transport, values: values, secrets: r.secrets, token: ts}
 	if err := errors.Join(r.errs...); err != nil {
 		// What a token endpoint answered may echo a secret.
-		return credentials{}, errors.New(newScrubber(r.secrets).string(err.Error()))
+		return credentials{}, errors.New(scrubRefusal(r.secrets, err.Error()))
 	}
 	return cr, nil
+}
+
+// scrubRefusal removes the secret values from the message that refuses
+// them. The scrubber's work grows with the values, and refused ones may
+// be of any size: it takes the values only within its bounds. Beyond
+// them, each value is replaced as it was read, which costs no more than
+// a search of the message.
+func scrubRefusal(secrets []string, msg string) string {
+	if secretBytes(secrets) <= maxSecrets && !slices.ContainsFunc(secrets, func(v string) bool { return len(v) > maxSecret }) {
+		return newScrubber(secrets).string(msg)
+	}
+	for _, v := range secrets {
+		if v != "" {
+			msg = strings.ReplaceAll(msg, v, redacted)
+		}
+	}
+	return msg
 }
 
 // secretBytes is the size of the values together.
