@@ -31,12 +31,15 @@ const MaxInputsBytes = 64 * 1024
 // good.
 //
 // Everything but approvals and resolutions is immutable: the saga's key is
-// bound to its steps and inputs.
+// bound to its steps and inputs. The parametersFrom expressions, the
+// compensations' included, take at most 32768 characters together
+// (MaxExpressionChars).
 // +kubebuilder:validation:XValidation:rule="has(self.subscribers) == has(oldSelf.subscribers)",message="spec.subscribers are immutable: the outcome is announced to the subscribers named at creation"
 // +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && has(self.inputs) == has(oldSelf.inputs)",message="spec is immutable but for approvals and resolutions: create a new Saga with a new idempotency key"
 // +kubebuilder:validation:XValidation:rule="self.steps.map(s, has(s.retryUntilDone) && s.retryUntilDone).lastIndexOf(false) <= self.steps.map(s, has(s.irreversible) && s.irreversible).indexOf(true) || !self.steps.exists(s, has(s.irreversible) && s.irreversible)",message="every step after the first irreversible step must be retryUntilDone: once an effect that cannot be undone has happened, the steps after it cannot be compensated, only finished (put validation, approvals and compensable steps before it)"
 // +kubebuilder:validation:XValidation:rule="!has(self.approvals) || self.approvals.all(a, self.steps.exists(s, s.name == a.step && has(s.requiresApproval) && s.requiresApproval))",message="an approval must name a step that requires approval"
 // +kubebuilder:validation:XValidation:rule="!has(self.resolutions) || self.resolutions.all(r, self.steps.exists(s, s.name == r.step && (has(s.compensation) || (r.action == 'MarkCompensated' && has(s.irreversible) && s.irreversible) || (r.action == 'Retry' && has(s.retryUntilDone) && s.retryUntilDone))))",message="a resolution must name a step with a compensation, an irreversible step (MarkCompensated only, after it ended on a person's decision), or (Retry only) a retryUntilDone step"
+// +kubebuilder:validation:XValidation:rule="self.steps.map(s, (has(s.parametersFrom) ? s.parametersFrom.map(p, size(p.expression)).sum() : 0) + (has(s.compensation) && has(s.compensation.parametersFrom) ? s.compensation.parametersFrom.map(p, size(p.expression)).sum() : 0)).sum() <= 32768",message="the parametersFrom expressions of spec.steps, compensations' included, may take 32768 characters together: shorten them, or split the saga in two"
 type SagaSpec struct {
 	// idempotencyKey identifies the business operation the saga performs.
 	// Defaults to the object's name. Each step's operation gets the key

@@ -127,4 +127,90 @@ var _ = Describe("The CRDs' bounds", func() {
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s at %d: want Invalid, got %v", c.field, c.bound+1, err)
 		}
 	})
+
+	It("takes a Tool's and a Saga's expressions at their bound together and refuses one character more", func() {
+		ns := newNamespace()
+		cases := []struct {
+			kind  string
+			build func(n int) client.Object
+			msg   string
+		}{
+			{"Tool", func(n int) client.Object {
+				return &v1.Tool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bounded"}, Spec: everyExpression(n)}
+			}, "the CEL expressions of a tool may take 32768 characters together"},
+			{"ClusterTool", func(n int) client.Object {
+				return &v1.ClusterTool{ObjectMeta: metav1.ObjectMeta{Name: "bounded"},
+					Spec: v1.ClusterToolSpec{ToolSpec: everyExpression(n), NamespaceSelector: &metav1.LabelSelector{}}}
+			}, "the CEL expressions of a tool may take 32768 characters together"},
+			{"Saga", func(n int) client.Object {
+				exprs := spread(n, 16)
+				step := v1.SagaStep{Name: "s", Operation: "op", ToolRef: v1.StepToolReference{Name: "t"},
+					Compensation: &v1.Compensation{Operation: "undo"}}
+				for i, e := range exprs {
+					pe := v1.ParameterExpression{Name: fmt.Sprintf("p%d", i), Expression: *e}
+					if i%2 == 0 {
+						step.ParametersFrom = append(step.ParametersFrom, pe)
+					} else {
+						step.Compensation.ParametersFrom = append(step.Compensation.ParametersFrom, pe)
+					}
+				}
+				return &v1.Saga{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bounded"},
+					Spec: v1.SagaSpec{IdempotencyKey: "k", Steps: []v1.SagaStep{step}}}
+			}, "the parametersFrom expressions of spec.steps, compensations' included, may take 32768 characters together"},
+		}
+		for _, c := range cases {
+			By(c.kind)
+			Expect(k8sClient.Create(ctx, c.build(v1.MaxExpressionChars), client.DryRunAll)).To(Succeed())
+			err := k8sClient.Create(ctx, c.build(v1.MaxExpressionChars+1), client.DryRunAll)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			Expect(err.Error()).To(ContainSubstring(c.msg))
+		}
+	})
 })
+
+// spread is n characters of expressions in fields of at most 4096, count
+// of them, each at least one: a digit and spaces, and in the first, a
+// string of 'é' (two bytes, one character each, as the API server counts).
+func spread(n, count int) []*string {
+	out := make([]*string, count)
+	for i := range out {
+		size := n / count
+		if i == 0 {
+			size += n % count
+		}
+		e := "0" + strings.Repeat(" ", size-1)
+		if i == 0 {
+			e = "'" + strings.Repeat("é", size-2) + "'"
+		}
+		out[i] = &e
+	}
+	return out
+}
+
+// everyExpression is a Tool with an expression in each field that holds
+// one, n characters together: each is counted, or the Tool one character
+// over would be taken.
+func everyExpression(n int) v1.ToolSpec {
+	named := func(name string) []v1.NamedValue { return []v1.NamedValue{{Name: name}} }
+	shape := func() *v1.RequestShape {
+		return &v1.RequestShape{PathValues: named("a"), Query: named("q"), Headers: named("h")}
+	}
+	op := v1.ToolOperation{Name: "op", Path: "/op/{a}", Request: shape(),
+		Lookup:   &v1.LookupRequest{Path: "/op/{a}", Request: shape()},
+		Validate: &v1.ValidateRequest{Path: "/op/{a}", Request: shape()},
+		Response: v1.ResponseMapping{Outcomes: []v1.OutcomeRule{{Outcome: v1.OutcomeSucceeded}}}}
+	spec := v1.ToolSpec{HTTP: v1.HTTPBackend{URL: "https://tool.example"},
+		Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative}, Operations: []v1.ToolOperation{op}}
+	o := &spec.Operations[0]
+	var fields []*string
+	for _, sh := range []*v1.RequestShape{o.Request, o.Lookup.Request, o.Validate.Request} {
+		fields = append(fields, &sh.PathValues[0].Value, &sh.Query[0].Value, &sh.Headers[0].Value, &sh.Body)
+	}
+	fields = append(fields, &spec.Idempotency.Replayed, &o.Lookup.Found, &o.Lookup.Absent, &o.Validate.Valid,
+		&o.Validate.Invalid, &o.Validate.Message, &o.Response.Outcomes[0].When, &o.Response.ExternalObjectID,
+		&o.Response.ExternalRequestID, &o.Response.Result)
+	for i, e := range spread(n, len(fields)) {
+		*fields[i] = *e
+	}
+	return spec
+}

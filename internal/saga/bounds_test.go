@@ -62,6 +62,16 @@ func TestCompileBounds(t *testing.T) {
 			exprs:  from("n", "inputs.l.filter(x, x.s.startsWith(inputs.p)).map(x, x.s + inputs.p)"),
 			err:    "(n): may cost up to",
 		},
+		"ExpressionsAtLimit": {
+			reason: "expressions of 32768 characters together are taken, counted in code points as the API server counts",
+			exprs:  append(spaced(v1.MaxExpressionChars-4096), from("é", "'"+strings.Repeat("é", 4094)+"'")...),
+		},
+		"ExpressionsOverLimit": {
+			reason: "one character more is refused",
+			exprs:  spaced(v1.MaxExpressionChars + 1),
+			err: "spec.steps: the parametersFrom expressions take 32769 characters together, more than the limit of " +
+				"32768: shorten them, or split the saga in two",
+		},
 		"InputsAtLimit": {
 			reason: "inputs of 64 KiB of canonical JSON are taken",
 			inputs: `{"a": "` + strings.Repeat("a", v1.MaxInputsBytes-8) + `"}`,
@@ -94,6 +104,18 @@ func TestCompileBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// spaced is expressions of 4096 characters, n together: a digit and
+// spaces, the cheapest to compile.
+func spaced(n int) []v1.ParameterExpression {
+	var pairs []string
+	for i := 0; n > 0; i++ {
+		size := min(n, 4096)
+		pairs = append(pairs, fmt.Sprintf("p%d", i), "0"+strings.Repeat(" ", size-1))
+		n -= size
+	}
+	return from(pairs...)
 }
 
 // TestParametersBounds: what an expression reads and builds is checked as

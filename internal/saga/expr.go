@@ -25,6 +25,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
@@ -113,6 +114,9 @@ var env = func() *cel.Env {
 // read. It checks that the inputs are within their limit. It returns all
 // problems, joined, each naming its field.
 func Compile(spec *v1.SagaSpec) (*Plan, error) {
+	if err := checkCharacters(spec); err != nil {
+		return nil, errors.Join(checkInputs(spec.Inputs), err)
+	}
 	plan := &Plan{steps: make([]stepPlan, len(spec.Steps))}
 	errs := []error{checkInputs(spec.Inputs)}
 	for i, s := range spec.Steps {
@@ -131,6 +135,27 @@ func Compile(spec *v1.SagaSpec) (*Plan, error) {
 		return nil, err
 	}
 	return plan, nil
+}
+
+// checkCharacters refuses expressions over MaxExpressionChars together,
+// before any is compiled: the bound is on that work. The CRD refuses them
+// too; a saga stored before its rule is refused here.
+func checkCharacters(spec *v1.SagaSpec) error {
+	n := 0
+	for _, s := range spec.Steps {
+		exprs := s.ParametersFrom
+		if s.Compensation != nil {
+			exprs = append(slices.Clip(exprs), s.Compensation.ParametersFrom...)
+		}
+		for _, pe := range exprs {
+			n += utf8.RuneCountInString(pe.Expression)
+		}
+	}
+	if n > v1.MaxExpressionChars {
+		return fmt.Errorf("spec.steps: the parametersFrom expressions take %d characters together, more than the "+
+			"limit of %d: shorten them, or split the saga in two", n, v1.MaxExpressionChars)
+	}
+	return nil
 }
 
 // checkInputs refuses inputs over their limit, measured as canonical JSON:

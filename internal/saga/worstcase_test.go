@@ -34,25 +34,26 @@ import (
 // figures; each ceiling here is the table's.
 func TestWorstCases(t *testing.T) {
 	t.Run("Compile", func(t *testing.T) {
-		// As many expressions of 4096 characters as the API server's
-		// object limit of 1.5 MiB holds (22 in each of 16 steps), each a
-		// list of 2047 numbers: the most work to compile per character.
+		// Expressions of as many characters together as a saga may carry,
+		// 8 of 4096, each the costliest to compile of those tried.
 		// Compiled once per generation of the saga.
-		list := "[" + strings.Repeat("0,", (4096-2)/2) + "]"
-		steps := make([]v1.SagaStep, 16)
-		for i := range steps {
-			var exprs []string
-			for j := range 22 {
-				exprs = append(exprs, fmt.Sprintf("e%d", j), list)
-			}
-			steps[i] = exprStep(fmt.Sprintf("s%d", i), from(exprs...), nil)
-		}
 		var err error
-		worstcase.Within(t, "compiling 352 expressions of 4096 characters", 4<<30, func() {
-			_, err = Compile(&v1.SagaSpec{Steps: steps})
-		})
+		spec := atExpressionBound(0)
+		worstcase.Within(t, "compiling 8 expressions of 4096 characters", 2<<30, func() { _, err = Compile(spec) })
 		if err != nil {
-			t.Errorf("lists of 2047 numbers are within the estimate: %v", err)
+			t.Errorf("expressions at the bound of characters together: %v", err)
+		}
+	})
+	t.Run("CompileOverBound", func(t *testing.T) {
+		// One character more is refused before any expression is compiled:
+		// compiling one would allocate tens of MiB.
+		var err error
+		spec := atExpressionBound(1)
+		worstcase.Within(t, "refusing expressions one character over the bound", 1<<20, func() { _, err = Compile(spec) })
+		want := fmt.Sprintf("take %d characters together, more than the limit of %d", v1.MaxExpressionChars+1,
+			v1.MaxExpressionChars)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want an error that says %q", err, want)
 		}
 	})
 	t.Run("Inputs", func(t *testing.T) {
@@ -72,4 +73,23 @@ func TestWorstCases(t *testing.T) {
 			t.Errorf("inputs at their bound, read whole: %v", err)
 		}
 	})
+}
+
+// atExpressionBound is a saga whose expressions take MaxExpressionChars
+// characters together, and more characters beyond: its steps' and its
+// compensations' expressions both count.
+func atExpressionBound(more int) *v1.SagaSpec {
+	var do, undo []string
+	for i := range v1.MaxExpressionChars / 4096 {
+		pair := []string{fmt.Sprintf("e%d", i), worstcase.Expression(i, 4096)}
+		if i%2 == 0 {
+			do = append(do, pair...)
+		} else {
+			undo = append(undo, pair...)
+		}
+	}
+	if more > 0 {
+		undo = append(undo, "more", strings.Repeat("0", more))
+	}
+	return &v1.SagaSpec{Steps: []v1.SagaStep{exprStep("order", from(do...), from(undo...))}}
 }

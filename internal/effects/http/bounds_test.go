@@ -98,22 +98,54 @@ func TestWorstCases(t *testing.T) {
 		}
 	})
 	t.Run("Expression", func(t *testing.T) {
-		// The longest expression the CRD takes, of the smallest terms:
-		// compiled and estimated once, then cached. A chain of 2048 sums
-		// passes cel-go's depth of 250, and is refused.
+		// The longest expression the CRD takes, the costliest to compile
+		// of those tried: compiled and estimated once, then cached. A
+		// chain of 2048 sums passes cel-go's depth of 250, and is refused.
 		c, err := NewCompiler()
 		if err != nil {
 			t.Fatal(err)
 		}
-		list := "[" + strings.Repeat("0,", (4096-2)/2) + "]"
-		worstcase.Within(t, "compiling an expression of 4096 characters", 16<<20, func() { _, err = c.Compile(list) })
+		worstcase.Within(t, "compiling an expression of 4096 characters", 256<<20, func() {
+			_, err = c.Compile(worstcase.Expression(0, 4096))
+		})
 		if err != nil {
-			t.Errorf("a list of 2047 elements: %v", err)
+			t.Errorf("a list of 455 elements: %v", err)
 		}
 		deep := "0" + strings.Repeat("+0", (4096-1)/2)
 		worstcase.Within(t, "compiling a chain of 2048 sums", 16<<20, func() { _, err = c.Compile(deep) })
 		if err == nil || !strings.Contains(err.Error(), "max recursion depth exceeded") {
 			t.Errorf("a chain of 2048 sums must be refused for its depth: %v", err)
+		}
+	})
+	t.Run("Tool", func(t *testing.T) {
+		// Expressions of as many characters together as a Tool may carry,
+		// 8 of 4096, each the costliest to compile of those tried.
+		// Compiled once per generation of the Tool, then cached.
+		c, err := NewCompiler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := worstTool(0)
+		worstcase.Within(t, "a Tool's 8 expressions of 4096 characters", 2<<30, func() { err = c.Validate(spec) })
+		if err != nil {
+			t.Errorf("expressions at the bound of characters together: %v", err)
+		}
+	})
+	t.Run("ToolOverBound", func(t *testing.T) {
+		// One character more is refused before any expression is compiled:
+		// compiling one would allocate tens of MiB.
+		c, err := NewCompiler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := worstTool(1)
+		worstcase.Within(t, "refusing a Tool's expressions one character over the bound", 1<<20, func() {
+			err = c.Validate(spec)
+		})
+		want := fmt.Sprintf("take %d characters together, more than the limit of %d", v1.MaxExpressionChars+1,
+			v1.MaxExpressionChars)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want an error that says %q", err, want)
 		}
 	})
 	t.Run("Schema", func(t *testing.T) {
@@ -201,4 +233,79 @@ func TestWorstCases(t *testing.T) {
 			_ = cl.Execute(context.Background(), effects.Request{Operation: "op", Key: "k", Timeout: 10 * time.Second})
 		})
 	})
+}
+
+// worstTool is a Tool whose expressions take v1.MaxExpressionChars
+// characters together, and more characters beyond, in a result.
+func worstTool(more int) *v1.ToolSpec {
+	op := v1.ToolOperation{Name: "op", Path: "/op"}
+	for i := range v1.MaxExpressionChars / 4096 {
+		op.Response.Outcomes = append(op.Response.Outcomes, v1.OutcomeRule{When: worstcase.Expression(i, 4096),
+			Outcome: v1.OutcomeSucceeded})
+	}
+	op.Response.Result = strings.Repeat("0", more)
+	return &v1.ToolSpec{HTTP: v1.HTTPBackend{URL: "https://tool.example"},
+		Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative}, Operations: []v1.ToolOperation{op}}
+}
+
+// TestExpressionCharacters: every expression of a Tool counts toward
+// v1.MaxExpressionChars, in code points as the API server counts them.
+// Each field below holds one: if one were not counted, the Tool one
+// character over would be taken.
+func TestExpressionCharacters(t *testing.T) {
+	c, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		reason string
+		total  int
+		err    string
+	}{
+		"AtLimit": {reason: "expressions of 32768 characters together are taken", total: v1.MaxExpressionChars},
+		"OverLimit": {reason: "one character more, in any of them, is refused", total: v1.MaxExpressionChars + 1,
+			err: "spec: the CEL expressions take 32769 characters together, more than the limit of 32768: " +
+				"shorten them, or split the operations between two Tools"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := c.Validate(everyExpression(tc.total))
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("%s: %v", tc.reason, err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("%s: got %v, want an error that says %q", tc.reason, err, tc.err)
+			}
+		})
+	}
+}
+
+// everyExpression is a Tool with an expression in each field that holds
+// one, total characters together. The first holds the rest of the total,
+// a string of 'é' (two bytes, one character each).
+func everyExpression(total int) *v1.ToolSpec {
+	var fields []*string
+	shape := func() *v1.RequestShape {
+		sh := &v1.RequestShape{PathValues: []v1.NamedValue{{Name: "a"}}, Query: []v1.NamedValue{{Name: "q"}},
+			Headers: []v1.NamedValue{{Name: "h"}}}
+		fields = append(fields, &sh.PathValues[0].Value, &sh.Query[0].Value, &sh.Headers[0].Value, &sh.Body)
+		return sh
+	}
+	op := v1.ToolOperation{Name: "op", Path: "/op/{a}", Request: shape(),
+		Lookup:   &v1.LookupRequest{Path: "/op/{a}", Request: shape()},
+		Validate: &v1.ValidateRequest{Path: "/op/{a}", Request: shape()},
+		Response: v1.ResponseMapping{Outcomes: []v1.OutcomeRule{{Outcome: v1.OutcomeSucceeded}}}}
+	spec := &v1.ToolSpec{HTTP: v1.HTTPBackend{URL: "https://tool.example"},
+		Idempotency: v1.ToolIdempotency{Mode: v1.IdempotencyNative}, Operations: []v1.ToolOperation{op}}
+	o := &spec.Operations[0]
+	fields = append(fields, &spec.Idempotency.Replayed, &o.Lookup.Found, &o.Lookup.Absent, &o.Validate.Valid,
+		&o.Validate.Invalid, &o.Validate.Message, &o.Response.Outcomes[0].When, &o.Response.ExternalObjectID,
+		&o.Response.ExternalRequestID, &o.Response.Result)
+	rest := total
+	for _, f := range fields[1:] {
+		*f = "0"
+		rest--
+	}
+	*fields[0] = "'" + strings.Repeat("é", rest-2) + "'"
+	return spec
 }

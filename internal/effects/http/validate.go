@@ -23,23 +23,27 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
 // Validate checks what the API server cannot: that every expression
 // compiles and every path makes a URL. It returns all problems, joined.
+// It refuses expressions over v1.MaxExpressionChars together before it
+// compiles any: the CRD refuses them too, but a Tool stored before its
+// rule reaches the manager.
 func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 	var errs []error
 	if _, err := url.Parse(spec.HTTP.URL); err != nil {
 		errs = append(errs, fmt.Errorf("spec.http.url: %w", redact(err)))
 	}
+	// Expressions and schemas are compiled once all are counted.
+	var exprs []fieldText
+	var schemas []fieldSchema
 	check := func(field, expr string) {
-		if expr == "" {
-			return
-		}
-		if _, err := c.Compile(expr); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+		if expr != "" {
+			exprs = append(exprs, fieldText{field, expr})
 		}
 	}
 	check("spec.idempotency.replayed", spec.Idempotency.Replayed)
@@ -74,9 +78,7 @@ func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 			errs = append(errs, checkPlaceholders(at+".lookup.path", l.Path, l.Request))
 		}
 		if op.ParametersSchema != nil {
-			if _, err := c.schemas.compile(op.ParametersSchema.Raw); err != nil {
-				errs = append(errs, fmt.Errorf("%s.parametersSchema: %w", at, err))
-			}
+			schemas = append(schemas, fieldSchema{at + ".parametersSchema", op.ParametersSchema.Raw})
 		}
 		if l := op.Lookup; l != nil {
 			errs = append(errs, checkPath(at+".lookup.path", l.Path))
@@ -93,7 +95,42 @@ func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 			check(at+".validate.message", v.Message)
 		}
 	}
+	if err := checkCharacters(exprs); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, s := range schemas {
+		if _, err := c.schemas.compile(s.raw); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.field, err))
+		}
+	}
+	for _, e := range exprs {
+		if _, err := c.Compile(e.text); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e.field, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// fieldText is a field of a tool's spec and the expression it holds.
+type fieldText struct{ field, text string }
+
+// fieldSchema is an operation's parametersSchema and its field.
+type fieldSchema struct {
+	field string
+	raw   []byte
+}
+
+// checkCharacters refuses expressions over v1.MaxExpressionChars together.
+func checkCharacters(exprs []fieldText) error {
+	n := 0
+	for _, e := range exprs {
+		n += utf8.RuneCountInString(e.text)
+	}
+	if n > v1.MaxExpressionChars {
+		return fmt.Errorf("spec: the CEL expressions take %d characters together, more than the limit of %d: "+
+			"shorten them, or split the operations between two Tools", n, v1.MaxExpressionChars)
+	}
+	return nil
 }
 
 // readsList matches an expression that reads a list: a search's items.
