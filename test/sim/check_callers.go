@@ -78,6 +78,14 @@ func (w *World) checkTold(r *callRequest, t told) {
 			w.fail(InvNoFalseNoEffect, subject, "told no effect while the tool holds %s (%s)", e.ID, t.text)
 		}
 	}
+	if t.what == toldCommitted {
+		if e := w.effectByID(t.id); e != nil && e.Params == t.params {
+			// The answer is the request's own effect, from its record
+			// perhaps: the operation it names may be gone, and its name
+			// another request's object now.
+			return
+		}
+	}
 	if op := w.namedOperation(t.operation); op != nil && t.what != toldMismatch && canonicalParams(op) != t.params {
 		w.fail(InvParameters, subject, "a call with %s is told of %s, made with %s (%s)", t.params, op.Name,
 			canonicalParams(op), t.text)
