@@ -59,6 +59,7 @@ type pass struct {
 	// ctx is for the pass's calls and writes: it does not end when the
 	// manager stops, so that a call in flight is finished and its answer
 	// written within its claim (the manager's graceful shutdown waits).
+	// A pass that writes what a stopping manager holds keeps its bound.
 	ctx context.Context
 	// stopping ends when the manager stops; only failpoints wait on it.
 	stopping context.Context
@@ -76,8 +77,14 @@ type pass struct {
 }
 
 func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.SideEffectOperation) *pass {
+	own := context.WithoutCancel(ctx)
+	if ctx.Value(answersOnly{}) != nil {
+		// A stopping manager's writes of what it holds end with the
+		// bound heldWriter gives them: nothing waits for them after.
+		own = ctx
+	}
 	return &pass{
-		ctx:      context.WithoutCancel(ctx),
+		ctx:      own,
 		stopping: ctx,
 		log:      logf.FromContext(ctx),
 		op:       op,

@@ -94,6 +94,10 @@ func (r *SideEffectOperationReconciler) WriteHeld(ctx context.Context) int {
 		return true
 	})
 	for _, key := range names {
+		if ctx.Err() != nil {
+			// The bound has run out: what is left stays held.
+			break
+		}
 		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
 			logf.FromContext(ctx).Error(err, "Writing an answer held as the manager stops", "operation", key)
 		}

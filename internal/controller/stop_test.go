@@ -81,8 +81,9 @@ var _ = Describe("A stopping manager", func() {
 		newTool(ns, "payments", v1.IdempotencyNative)
 		op := create(newOp(ns, "op", "payments", map[string]any{"amount": 6}))
 		// The answer's write fails, as above. Then the API server takes
-		// requests and never answers them (a partition that drops
-		// packets): only the writer's own bounds end its calls.
+		// writes and never answers them (a partition that drops packets,
+		// while reads still come from the cache): only the writer's own
+		// bounds end its calls.
 		var hang atomic.Bool
 		writes := 0
 		wait := func(ctx context.Context) error {
@@ -90,12 +91,17 @@ var _ = Describe("A stopping manager", func() {
 			return ctx.Err()
 		}
 		c := interceptor.NewClient(direct, interceptor.Funcs{
-			Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object,
-				opts ...client.GetOption) error {
+			Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 				if hang.Load() {
 					return wait(ctx)
 				}
-				return cl.Get(ctx, key, obj, opts...)
+				return cl.Create(ctx, obj, opts...)
+			},
+			Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				if hang.Load() {
+					return wait(ctx)
+				}
+				return cl.Update(ctx, obj, opts...)
 			},
 			SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object,
 				opts ...client.SubResourceUpdateOption) error {
@@ -113,7 +119,7 @@ var _ = Describe("A stopping manager", func() {
 		_, err := r.Reconcile(logf.IntoContext(ctx, logf.Log), requestFor(op))
 		Expect(err).To(HaveOccurred(), "the answer's write failed")
 
-		By("the manager stops, and every call it makes hangs")
+		By("the manager stops, and every write it makes hangs")
 		hang.Store(true)
 		stopped, stop := context.WithCancel(logf.IntoContext(ctx, logf.Log))
 		stop()
