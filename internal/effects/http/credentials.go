@@ -62,6 +62,8 @@ type secretReader struct {
 	namespace string
 	secrets   []string
 	errs      []error
+	// overSaid notes that errs already say the values are too many.
+	overSaid bool
 }
 
 // read returns the value of a key of a Secret, or records why not.
@@ -171,9 +173,7 @@ func (c *Connector) credentials(ctx context.Context, tool v1.GenericTool, fetch 
 			r.secrets = append(r.secrets, h.Get("Authorization"))
 		}
 	}
-	if n := secretBytes(r.secrets); n > maxSecrets {
-		r.errs = append(r.errs, fmt.Errorf("the tool's secret values hold %d bytes together, more than the %d a tool may send", n, maxSecrets))
-	}
+	r.overTotal()
 	cr := credentials{headers: h, transport: transport, values: values, secrets: r.secrets, token: ts}
 	if err := errors.Join(r.errs...); err != nil {
 		// What a token endpoint answered may echo a secret.
@@ -197,6 +197,20 @@ func scrubRefusal(secrets []string, msg string) string {
 		}
 	}
 	return msg
+}
+
+// overTotal reports whether the secrets read so far hold more than a tool
+// may send together, and says so once among the errors.
+func (r *secretReader) overTotal() bool {
+	n := secretBytes(r.secrets)
+	if n <= maxSecrets {
+		return false
+	}
+	if !r.overSaid {
+		r.overSaid = true
+		r.errs = append(r.errs, fmt.Errorf("the tool's secret values hold %d bytes together, more than the %d a tool may send", n, maxSecrets))
+	}
+	return true
 }
 
 // secretBytes is the size of the values together.
@@ -230,6 +244,12 @@ func (c *Connector) authorize(ctx context.Context, r *secretReader, tool v1.Gene
 		}
 		if err := checkTokenURL(o.TokenURL); err != nil {
 			r.errs = append(r.errs, fmt.Errorf("auth.oauth2.tokenURL: %w", err))
+			return nil
+		}
+		if r.overTotal() {
+			// Before the token endpoint is asked: what it answers may echo
+			// a secret, and only values within the bounds are scrubbed
+			// in every form.
 			return nil
 		}
 		ts := c.tokens.source(tool, o, id, secret, transport)

@@ -18,12 +18,14 @@ package http
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	nethttp "net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strings"
 	"testing"
@@ -201,5 +203,47 @@ func TestLongTokenRefused(t *testing.T) {
 	}
 	if allocated > 16<<20 {
 		t.Errorf("the call allocated %d bytes; at most %d", allocated, 16<<20)
+	}
+}
+
+// TestOverTotalAsksNoTokenEndpoint: a tool whose secrets are over their
+// bound together never asks its token endpoint, whose answer may echo the
+// client secret in a form only the full scrubber would find.
+func TestOverTotalAsksNoTokenEndpoint(t *testing.T) {
+	asked := 0
+	tokenSrv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		asked++
+		body, _ := io.ReadAll(r.Body)
+		// A token endpoint that refuses, echoing the request it got.
+		w.WriteHeader(nethttp.StatusBadRequest)
+		_, _ = fmt.Fprintf(w, `{"error":"invalid_client","error_description":%q,"authorization":%q}`,
+			body, r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(tokenSrv.Close)
+	secret := "s3cr3t/client+secret=" + strings.Repeat("x", 16)
+	data := map[string]string{"clientID": "client-id-0001", "clientSecret": secret}
+	var hs []v1.HTTPHeader
+	for i := range 9 {
+		key := fmt.Sprintf("h%d", i)
+		data[key] = fmt.Sprintf("%04d", i) + strings.Repeat("v", maxSecret-4)
+		hs = append(hs, v1.HTTPHeader{Name: "X-" + key, ValueFrom: &v1.HeaderSource{
+			SecretKeyRef: v1.SecretKeySelector{Name: "s", Key: key}}})
+	}
+	c := connector(t, secretsOf(t, map[string]map[string]string{"s": data}), NewTransport(loopback))
+	tool := authTool("http://127.0.0.1:1", &v1.HTTPAuth{OAuth2: &v1.OAuth2ClientCredentials{
+		TokenURL: tokenSrv.URL, SecretName: "s"}}, nil)
+	tool.Spec.HTTP.Headers = hs
+	// The Tool's check fetches a token now (Headers), as a call does.
+	_, err := c.Headers(context.Background(), tool)
+	if err == nil || !strings.Contains(err.Error(), "more than the 65536 a tool may send") {
+		t.Fatalf("want the values refused together, got %v", err)
+	}
+	if asked != 0 {
+		t.Errorf("the token endpoint was asked %d times with the values over their bound", asked)
+	}
+	for _, form := range []string{secret, url.QueryEscape(secret), base64.StdEncoding.EncodeToString([]byte("client-id-0001:" + secret))} {
+		if strings.Contains(err.Error(), form) {
+			t.Errorf("the refusal shows the client secret as %q: %v", form, err)
+		}
 	}
 }
