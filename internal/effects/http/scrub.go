@@ -144,6 +144,23 @@ func newScrubber(values []string) *scrubber {
 	return s
 }
 
+// isAuthScheme reports whether s can be an HTTP authentication scheme: a
+// token of RFC 9110, which holds no "=" or ";" (a cookie's pairs do).
+func isAuthScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.ContainsRune("!#$%&'*+-.^_`|~", c):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // secretParts are the values the scrubber removes for a secret value v:
 // v, v without surrounding space, and of a value with a scheme ("Bearer
 // <token>", "Basic <base64>") the parts of minSecretPart bytes or more:
@@ -151,7 +168,9 @@ func newScrubber(values []string) *scrubber {
 func secretParts(v string) []string {
 	parts := []string{v, strings.TrimSpace(v)}
 	scheme, token, ok := strings.Cut(strings.TrimSpace(v), " ")
-	if !ok {
+	if !ok || !isAuthScheme(scheme) {
+		// No scheme before it ("session=…; lang=en"): the value is
+		// scrubbed whole, and a part of it is no secret of its own.
 		return parts
 	}
 	part := func(p string) {
