@@ -317,8 +317,14 @@ func parse(r *http.Request, body []byte, signed bool) (message, int, error) {
 	if err := json.Unmarshal(m.params, &obj); err != nil || obj == nil {
 		return message{}, http.StatusBadRequest, errors.New("the message's data must be a JSON object")
 	}
+	canonical, err := protocol.Canonical(m.params)
+	if err != nil {
+		// JSON that has no canonical form (a number out of range): the
+		// manager would fail the operation, so make none.
+		return message{}, http.StatusBadRequest, fmt.Errorf("the message's data have no canonical JSON form: %w", err)
+	}
 	// The manager would fail the operation for its size: make none.
-	if canonical, err := protocol.Canonical(m.params); err != nil || protocol.CheckParameters(canonical) != nil {
+	if protocol.CheckParameters(canonical) != nil {
 		return message{}, http.StatusRequestEntityTooLarge, fmt.Errorf(
 			"the message's data take more than %d bytes of canonical JSON, an operation's limit", v1.MaxParametersBytes)
 	}

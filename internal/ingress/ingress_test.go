@@ -266,6 +266,8 @@ func TestBadMessages(t *testing.T) {
 		"DataOverParameters": {reason: "Data over an operation's parameters limit make no operation", path: "/ingress/orders",
 			header: map[string]string{HeaderIdempotencyKey: "a"},
 			body:   `{"x":"` + strings.Repeat("a", v1.MaxParametersBytes) + `"}`, status: 413, code: CodeTooLarge},
+		"DuplicateKey": {reason: "Data with a key twice have no canonical form, and no size to blame", path: "/ingress/orders",
+			header: map[string]string{HeaderIdempotencyKey: "a"}, body: `{"x":1,"x":2}`, status: 400, code: CodeInvalid},
 		"LongSource": {reason: "A CloudEvent's source over the limit", path: "/ingress/orders",
 			header: map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "x", "Ce-Type": "t",
 				"Ce-Source": strings.Repeat("s", MaxIDLength+1), "Content-Type": "application/json"},
