@@ -216,8 +216,9 @@ func end(st *v1.SideEffectOperationStatus, p Policy, env Env) {
 	st.ExpiryTime = timePtr(env.Now.Add(p.Retention))
 }
 
-// Fail ends an operation that must not execute, for a reason found before
-// any call (an invalid spec, a parameter mismatch).
+// Fail ends an operation for good, with a warning event. The reason is
+// found before any call (an invalid spec, a parameter mismatch), or it is
+// an answer that ends the operation (a refusal, the last retry spent).
 func Fail(st v1.SideEffectOperationStatus, p Policy, env Env, class v1.ErrorClass, reason, msg string) Decision {
 	fail(&st, p, env, class, reason, msg)
 	return Decision{Action: ActionWrite, Status: st,

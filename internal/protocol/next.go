@@ -27,7 +27,7 @@ import (
 )
 
 // Next decides what to do with an operation that no call of this worker is
-// in flight for. resolution is the object's spec.resolution.
+// in flight for. res is the object's spec.resolution.
 func Next(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env) Decision {
 	switch st.State {
 	case "", v1.StatePlanned:
@@ -185,7 +185,7 @@ func nextUnknown(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 	if wait := until(st.NextAttemptTime, env.Now); wait > 0 {
 		return Decision{Action: ActionWait, RequeueAfter: wait}
 	}
-	return reconcile(st, p, env)
+	return reconcileUnknown(st, p, env)
 }
 
 func nextReconciling(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
@@ -194,7 +194,7 @@ func nextReconciling(st v1.SideEffectOperationStatus, p Policy, env Env) Decisio
 		if wait := until(st.NextAttemptTime, env.Now); wait > 0 {
 			return Decision{Action: ActionWait, RequeueAfter: wait}
 		}
-		return reconcile(st, p, env)
+		return reconcileUnknown(st, p, env)
 	}
 	if c.Holder != env.Holder && env.Now.Before(c.ExpiryTime.Time) {
 		return Decision{Action: ActionWait, RequeueAfter: c.ExpiryTime.Sub(env.Now)}
@@ -202,7 +202,7 @@ func nextReconciling(st v1.SideEffectOperationStatus, p Policy, env Env) Decisio
 	// The question was claimed and never answered: its worker died or gave
 	// up. Say so in the evidence, and ask again.
 	observeExpiredClaim(&st, env, c, "Claim expired while the tool was being asked")
-	return reconcile(st, p, env)
+	return reconcileUnknown(st, p, env)
 }
 
 // observeExpiredClaim notes, as evidence, a claim whose holder went
@@ -212,9 +212,9 @@ func observeExpiredClaim(st *v1.SideEffectOperationStatus, env Env, c *v1.Claim,
 		Attempt: c.Attempt, Holder: c.Holder, Outcome: string(v1.OutcomeUnknown), Message: msg})
 }
 
-// reconcile asks the tool about the unknown attempt, as the attempt's mode
-// allows, or hands the operation to a person.
-func reconcile(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
+// reconcileUnknown asks the tool about the unknown attempt, as the
+// attempt's mode allows, or hands the operation to a person.
+func reconcileUnknown(st v1.SideEffectOperationStatus, p Policy, env Env) Decision {
 	mode, why := attemptMode(st, p, env)
 	if mode == v1.IdempotencyNone {
 		if why == "" {
