@@ -36,4 +36,26 @@ limitations under the License.
 //
 // The controller writes each status with the object's resourceVersion as a
 // precondition, so a decision taken on a stale view loses the write (I6).
+//
+// # Files
+//
+// A file per topic:
+//
+//   - types.go: what a decision takes and gives (Policy, Env, Decision, and
+//     the tool's answers).
+//   - next.go: Next, which decides when no answer is in hand. It claims
+//     attempts, marks outcomes unknown, and asks the tool about them.
+//   - answers.go: what an answer means (AfterCall, AfterResend,
+//     AfterLookup), and how an operation ends (Fail).
+//   - resolution.go: a person's decisions. An operation enters
+//     NeedsReview, and a resolution is applied once.
+//   - duplicates.go: an operation whose scope another one held (Adopt,
+//     WaitForOriginal, Inherit).
+//   - scope.go, release.go, stale.go: the scope's record when an operation
+//     binds it (Arbitrate), at deletion (AtDeletion), and for a late
+//     answer (Stale, StaleForRecord).
+//   - conditions.go, history.go, observations.go, fields.go: what a status
+//     says besides its state.
+//   - policy.go, hash.go, json.go: a policy from a tool, a request's hash
+//     and key, and JSON numbers.
 package protocol

@@ -17,7 +17,10 @@ limitations under the License.
 package protocol
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/text"
 )
 
 // maxObservations bounds status.observations.
@@ -45,4 +48,25 @@ func observe(st *v1.SideEffectOperationStatus, o v1.Observation) {
 		obs = append(obs[:drop], obs[drop+1:]...)
 	}
 	st.Observations = obs
+}
+
+// CallObservation is the evidence of an answer to a call.
+func CallObservation(env Env, kind v1.ObservationKind, attempt int32, r CallResult) v1.Observation {
+	return v1.Observation{Time: metav1.NewTime(env.Now), Kind: kind, Attempt: attempt, Holder: env.Holder,
+		Outcome: string(r.Outcome), Request: r.Request, HTTPStatus: r.HTTPStatus,
+		ExternalObjectID: r.ExternalObjectID, Message: capMessage(r.Message)}
+}
+
+// LookupObservation is the evidence of an answer to a lookup.
+func LookupObservation(env Env, attempt int32, r LookupResult) v1.Observation {
+	return v1.Observation{Time: metav1.NewTime(env.Now), Kind: v1.ObservationLookup, Attempt: attempt,
+		Holder: env.Holder, Outcome: string(r.Verdict), Request: r.Request, HTTPStatus: r.HTTPStatus,
+		ExternalObjectID: r.ExternalObjectID, Message: capMessage(r.Message)}
+}
+
+// maxMessage bounds messages kept in status.
+const maxMessage = 512
+
+func capMessage(s string) string {
+	return text.Shorten(s, maxMessage)
 }
