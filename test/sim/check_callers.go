@@ -78,6 +78,12 @@ func (w *World) checkTold(r *callRequest, t told) {
 			w.fail(InvNoFalseNoEffect, subject, "told no effect while the tool holds %s (%s)", e.ID, t.text)
 		}
 	}
+	w.checkToldOperation(subject, t)
+}
+
+// checkToldOperation is I4 for what a caller was told: never another
+// request's operation, unless it was told the mismatch.
+func (w *World) checkToldOperation(subject string, t told) {
 	if t.what == toldCommitted {
 		if e := w.effectByID(t.id); e != nil && e.Params == t.params {
 			// The answer is the request's own effect, from its record
