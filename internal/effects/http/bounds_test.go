@@ -131,6 +131,28 @@ func TestWorstCases(t *testing.T) {
 			t.Errorf("expressions at the bound of characters together: %v", err)
 		}
 	})
+	t.Run("ToolInvalidAgain", func(t *testing.T) {
+		// A Tool whose 8 costly expressions each fail at the end of their
+		// check. Every operation that names the Tool validates it in each
+		// of its passes: the second validation must not compile them again.
+		c, err := NewCompiler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := worstTool(0)
+		for i := range spec.Operations[0].Response.Outcomes {
+			spec.Operations[0].Response.Outcomes[i].When = worstcase.Expression(i, 4092) + " + 1"
+		}
+		worstcase.Within(t, "a Tool's 8 expressions of 4096 characters that fail", 2<<30, func() { err = c.Validate(spec) })
+		if err == nil {
+			t.Fatal("a list plus an int must be refused")
+		}
+		first := err.Error()
+		worstcase.Within(t, "validating that Tool again", 1<<20, func() { err = c.Validate(spec) })
+		if err == nil || err.Error() != first {
+			t.Errorf("validating again: got %v, want %s", err, first)
+		}
+	})
 	t.Run("ToolOverBound", func(t *testing.T) {
 		// One character more is refused before any expression is compiled:
 		// compiling one would allocate tens of MiB.
