@@ -208,6 +208,27 @@ func TestWorstCases(t *testing.T) {
 			t.Error("parameters that match no pattern must be refused")
 		}
 	})
+	t.Run("SchemaInvalidAgain", func(t *testing.T) {
+		// A parametersSchema of 12000 patterns at their bound, and one
+		// pattern that does not compile, at the end. Every pass of every
+		// operation that names the Tool validates it: the second
+		// validation must not compile the schema again: only its canonical
+		// form, for its digest, is made again.
+		spec := schemaTool(manyPatterns(12000, `"("`))
+		c, err := NewCompiler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		worstcase.Within(t, "a parametersSchema of 12000 patterns that fails", 2<<30, func() { err = c.Validate(spec) })
+		if err == nil {
+			t.Fatal("a pattern that does not compile must be refused")
+		}
+		first := err.Error()
+		worstcase.Within(t, "validating that Tool again", 16<<20, func() { err = c.Validate(spec) })
+		if err == nil || err.Error() != first {
+			t.Errorf("validating again: got %v, want %s", err, first)
+		}
+	})
 	t.Run("SecretHeader", func(t *testing.T) {
 		// A header's Secret may hold 1 MiB, the API server's bound. The
 		// scrubber would look for it in every answer: the tool is refused
@@ -255,6 +276,18 @@ func TestWorstCases(t *testing.T) {
 			_ = cl.Execute(context.Background(), effects.Request{Operation: "op", Key: "k", Timeout: 10 * time.Second})
 		})
 	})
+}
+
+// manyPatterns is a parametersSchema of n string properties, each with a
+// pattern at its bound, and a property z whose pattern is last.
+func manyPatterns(n int, last string) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		fmt.Fprintf(&b, `"p%d":{"type":"string","pattern":"^[a-z]{1,30}[0-9]{1,30}$"},`, i)
+	}
+	fmt.Fprintf(&b, `"z":{"type":"string","pattern":%s}}}`, last)
+	return b.String()
 }
 
 // worstTool is a Tool whose expressions take v1.MaxExpressionChars
