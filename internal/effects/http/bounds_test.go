@@ -22,6 +22,7 @@ import (
 	"fmt"
 	nethttp "net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -233,6 +234,93 @@ func TestWorstCases(t *testing.T) {
 			_ = cl.Execute(context.Background(), effects.Request{Operation: "op", Key: "k", Timeout: 10 * time.Second})
 		})
 	})
+}
+
+// TestWorstCasesKept: what the Compiler keeps between validations, a
+// refusal included, and what a kept schema costs.
+func TestWorstCasesKept(t *testing.T) {
+	t.Run("ToolInvalidAgain", func(t *testing.T) {
+		// A Tool whose 8 costly expressions each fail at the end of their
+		// check. Every operation that names the Tool validates it in each
+		// of its passes: the second validation must not compile them again.
+		c, err := NewCompiler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := worstTool(0)
+		for i := range spec.Operations[0].Response.Outcomes {
+			spec.Operations[0].Response.Outcomes[i].When = worstcase.Expression(i, 4092) + " + 1"
+		}
+		worstcase.Within(t, "a Tool's 8 expressions of 4096 characters that fail", 2<<30, func() { err = c.Validate(spec) })
+		if err == nil {
+			t.Fatal("a list plus an int must be refused")
+		}
+		first := err.Error()
+		worstcase.Within(t, "validating that Tool again", 1<<20, func() { err = c.Validate(spec) })
+		if err == nil || err.Error() != first {
+			t.Errorf("validating again: got %v, want %s", err, first)
+		}
+	})
+	t.Run("SchemaInvalidAgain", func(t *testing.T) {
+		// A parametersSchema of 12000 patterns at their bound, and one
+		// pattern that does not compile, at the end. Every pass of every
+		// operation that names the Tool validates it: the second
+		// validation must not compile the schema again: only its canonical
+		// form, for its digest, is made again.
+		spec := schemaTool(manyPatterns(12000, `"("`))
+		c, err := NewCompiler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		worstcase.Within(t, "a parametersSchema of 12000 patterns that fails", 2<<30, func() { err = c.Validate(spec) })
+		if err == nil {
+			t.Fatal("a pattern that does not compile must be refused")
+		}
+		first := err.Error()
+		worstcase.Within(t, "validating that Tool again", 16<<20, func() { err = c.Validate(spec) })
+		if err == nil || err.Error() != first {
+			t.Errorf("validating again: got %v, want %s", err, first)
+		}
+	})
+	t.Run("SchemaKept", func(t *testing.T) {
+		// Open: a valid parametersSchema of 12000 patterns, about 740 KB,
+		// keeps some 210 MiB live in the schema cache. The cache bounds the
+		// schemas it keeps by count (maxSchemas), not by bytes. This shows
+		// the bound as it stands, for docs/threat-model.md.
+		spec := schemaTool(manyPatterns(12000, `"^a$"`))
+		c, err := NewCompiler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		before := int64(m.HeapAlloc)
+		if err := c.Validate(spec); err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		runtime.KeepAlive(c)
+		kept := int64(m.HeapAlloc) - before
+		t.Logf("a parametersSchema of %d bytes keeps %.1f MiB live; the cache keeps %d", len(
+			spec.Operations[0].ParametersSchema.Raw), float64(kept)/(1<<20), maxSchemas)
+		if kept > 256<<20 {
+			t.Errorf("a schema of 12000 patterns keeps %d bytes, more than the 256 MiB the threat model states", kept)
+		}
+	})
+}
+
+// manyPatterns is a parametersSchema of n string properties, each with a
+// pattern at its bound, and a property z whose pattern is last.
+func manyPatterns(n int, last string) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		fmt.Fprintf(&b, `"p%d":{"type":"string","pattern":"^[a-z]{1,30}[0-9]{1,30}$"},`, i)
+	}
+	fmt.Fprintf(&b, `"z":{"type":"string","pattern":%s}}}`, last)
+	return b.String()
 }
 
 // worstTool is a Tool whose expressions take v1.MaxExpressionChars

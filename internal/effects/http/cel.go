@@ -49,8 +49,8 @@ const (
 	// cost limit bounds the work, but cel-go's cost tracking makes long
 	// iterations slower than their cost says.
 	evalTimeout = time.Second
-	// maxPrograms bounds the programs kept: tools are written by users,
-	// and each distinct expression is a program.
+	// maxPrograms bounds the programs kept, and the refusals: tools are
+	// written by users, and each distinct expression is one.
 	maxPrograms = 1024
 )
 
@@ -95,11 +95,26 @@ func NewCompiler() (*Compiler, error) {
 }
 
 // Compile checks expr, refuses it if its estimated worst-case cost exceeds
-// costLimit, and returns its program.
+// costLimit, and returns its program. It keeps the program, or why there is
+// none: a refusal costs as much to find as a program, and an invalid Tool
+// is validated again in every pass of every operation that names it.
 func (c *Compiler) Compile(expr string) (cel.Program, error) {
 	if p, ok := c.programs.Get(expr); ok {
-		return p.(cel.Program), nil
+		return p.(compiled).prg, p.(compiled).err
 	}
+	p, err := c.compile(expr)
+	c.programs.Add(expr, compiled{prg: p, err: err})
+	return p, err
+}
+
+// compiled is an expression's program, or why it has none.
+type compiled struct {
+	prg cel.Program
+	err error
+}
+
+// compile is Compile without the programs kept.
+func (c *Compiler) compile(expr string) (cel.Program, error) {
 	ast, iss := c.env.Compile(expr)
 	if iss.Err() != nil {
 		return nil, fmt.Errorf("compiling %q: %w", expr, iss.Err())
@@ -112,7 +127,6 @@ func (c *Compiler) Compile(expr string) (cel.Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planning %q: %w", expr, err)
 	}
-	c.programs.Add(expr, p)
 	return p, nil
 }
 

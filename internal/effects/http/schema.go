@@ -78,9 +78,24 @@ func (s *schemas) compile(raw []byte) (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	digest := protocol.Digest(canonical)
-	if sch, ok := s.cache.Get(digest); ok {
-		return sch.(*jsonschema.Schema), nil
+	if c, ok := s.cache.Get(digest); ok {
+		return c.(compiledSchema).sch, c.(compiledSchema).err
 	}
+	sch, err := compileSchema(canonical)
+	s.cache.Add(digest, compiledSchema{sch: sch, err: err})
+	return sch, err
+}
+
+// compiledSchema is a schema, or why it does not compile: a refusal costs
+// as much to find as a schema, and an invalid Tool is validated again in
+// every pass of every operation that names it.
+type compiledSchema struct {
+	sch *jsonschema.Schema
+	err error
+}
+
+// compileSchema compiles a canonical schema, its patterns bounded.
+func compileSchema(canonical []byte) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(canonical))
 	if err != nil {
 		return nil, err
@@ -92,12 +107,7 @@ func (s *schemas) compile(raw []byte) (*jsonschema.Schema, error) {
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, err
 	}
-	sch, err := c.Compile(url)
-	if err != nil {
-		return nil, err
-	}
-	s.cache.Add(digest, sch)
-	return sch, nil
+	return c.Compile(url)
 }
 
 // CheckParameters checks an operation's canonical parameters against its
