@@ -19,11 +19,13 @@ package http
 import (
 	"bytes"
 	"cmp"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	nethttp "net/http"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"sync"
@@ -31,7 +33,6 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
-	"k8s.io/utils/lru"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/celregex"
@@ -39,18 +40,48 @@ import (
 	"github.com/once-dev/once/internal/protocol"
 )
 
-// maxSchemas bounds the compiled parameter schemas kept.
-const maxSchemas = 256
+// MaxSchemaBytes bounds one operation's parametersSchema, in bytes of
+// canonical JSON. Compiled, a schema keeps up to about 1300 bytes per byte
+// of it (a long property name above many small schemas, each of which
+// keeps the whole path to itself): 16 KiB keep about 20 MiB.
+const MaxSchemaBytes = 16 * 1024
+
+// MaxToolSchemaBytes bounds a Tool's parametersSchemas together, in bytes
+// of canonical JSON: about 40 MiB compiled at most.
+const MaxToolSchemaBytes = 32 * 1024
+
+// maxPatternRunes bounds the ranges of characters in a pattern's program.
+// Go's regexp copies them for each instruction of an anchored pattern: a
+// class such as [^\pL\pN] repeated 60 times would keep 1.2 MiB.
+const maxPatternRunes = 2048
+
+// cacheBytes bounds the schemas the cache keeps, by the bytes of their
+// canonical JSON, each with entryBytes more: 8 at MaxSchemaBytes, about
+// 160 MiB compiled at most, or some 250 of the samples' size.
+const (
+	cacheBytes = 128 * 1024
+	entryBytes = 128
+)
 
 // maxViolations bounds the violations named in one message.
 const maxViolations = 5
 
 // schemas compiles the parameter schemas of tools' operations
 // (github.com/santhosh-tekuri/jsonschema/v6), keeps them by digest, and
-// checks parameters against them.
+// checks parameters against them. It keeps the ones used last, up to
+// cacheBytes of their canonical JSON.
 type schemas struct {
-	once  sync.Once
-	cache *lru.Cache // digest → *jsonschema.Schema
+	mu    sync.Mutex
+	bytes int
+	order list.List                // of *keptSchema, the one used last first
+	byKey map[string]*list.Element // digest → its element in order
+}
+
+// keptSchema is a compiled schema, or why it does not compile, by digest.
+type keptSchema struct {
+	digest string
+	weight int
+	compiledSchema
 }
 
 // refuseLoads refuses every document a schema refers to: a Tool author's
@@ -64,26 +95,102 @@ func (refuseLoads) Load(url string) (any, error) {
 // boundedRegexp compiles a schema's pattern with Go's regexp, if its
 // program is within the bound CEL's matches() has: a match takes the
 // input's length times the program's size.
+// Its ranges of characters are bounded too (maxPatternRunes).
 func boundedRegexp(pattern string) (jsonschema.Regexp, error) {
 	if err := celregex.Check(pattern); err != nil {
 		return nil, err
 	}
+	if n := patternRunes(pattern); n > maxPatternRunes {
+		return nil, fmt.Errorf("pattern %q holds %d ranges of characters, more than the limit of %d "+
+			"(a class such as \\pL holds hundreds, and counts once per repetition): use smaller classes or counts",
+			pattern, n, maxPatternRunes)
+	}
 	return regexp.Compile(pattern)
 }
 
-func (s *schemas) compile(raw []byte) (*jsonschema.Schema, error) {
-	s.once.Do(func() { s.cache = lru.New(maxSchemas) })
+// patternRunes counts the bounds of the character ranges in a pattern's
+// program, which celregex.Check has already parsed.
+func patternRunes(pattern string) int {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, in := range prog.Inst {
+		n += len(in.Rune)
+	}
+	return n
+}
+
+// canonicalSchema is a parametersSchema's canonical form, refused over
+// MaxSchemaBytes before anything compiles it.
+func canonicalSchema(raw []byte) ([]byte, error) {
 	canonical, err := protocol.Canonical(raw)
 	if err != nil {
 		return nil, err
 	}
+	if len(canonical) > MaxSchemaBytes {
+		return nil, fmt.Errorf("the schema takes %d bytes of canonical JSON, more than the limit of %d: "+
+			"describe fewer fields, or split the operation", len(canonical), MaxSchemaBytes)
+	}
+	return canonical, nil
+}
+
+func (s *schemas) compile(raw []byte) (*jsonschema.Schema, error) {
+	canonical, err := canonicalSchema(raw)
+	if err != nil {
+		return nil, err
+	}
+	return s.compileCanonical(canonical)
+}
+
+// compileCanonical compiles a canonical schema within MaxSchemaBytes, or
+// finds it kept.
+func (s *schemas) compileCanonical(canonical []byte) (*jsonschema.Schema, error) {
 	digest := protocol.Digest(canonical)
-	if c, ok := s.cache.Get(digest); ok {
-		return c.(compiledSchema).sch, c.(compiledSchema).err
+	if c, ok := s.get(digest); ok {
+		return c.sch, c.err
 	}
 	sch, err := compileSchema(canonical)
-	s.cache.Add(digest, compiledSchema{sch: sch, err: err})
+	s.add(&keptSchema{digest: digest, weight: len(canonical) + entryBytes, compiledSchema: compiledSchema{sch: sch, err: err}})
 	return sch, err
+}
+
+func (s *schemas) get(digest string) (compiledSchema, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byKey[digest]
+	if !ok {
+		return compiledSchema{}, false
+	}
+	s.order.MoveToFront(e)
+	return e.Value.(*keptSchema).compiledSchema, true
+}
+
+// add keeps a schema, and drops the ones used longest ago until the kept
+// fit in cacheBytes.
+func (s *schemas) add(k *keptSchema) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byKey == nil {
+		s.byKey = map[string]*list.Element{}
+	}
+	if _, ok := s.byKey[k.digest]; ok {
+		return
+	}
+	s.byKey[k.digest] = s.order.PushFront(k)
+	s.bytes += k.weight
+	for s.bytes > cacheBytes {
+		last := s.order.Back()
+		old := last.Value.(*keptSchema)
+		s.order.Remove(last)
+		delete(s.byKey, old.digest)
+		s.bytes -= old.weight
+	}
 }
 
 // compiledSchema is a schema, or why it does not compile: a refusal costs

@@ -78,7 +78,7 @@ func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 			errs = append(errs, checkPlaceholders(at+".lookup.path", l.Path, l.Request))
 		}
 		if op.ParametersSchema != nil {
-			schemas = append(schemas, fieldSchema{at + ".parametersSchema", op.ParametersSchema.Raw})
+			schemas = append(schemas, fieldSchema{at + ".parametersSchema", op.Name, op.ParametersSchema.Raw})
 		}
 		if l := op.Lookup; l != nil {
 			errs = append(errs, checkPath(at+".lookup.path", l.Path))
@@ -98,11 +98,7 @@ func (c *Compiler) Validate(spec *v1.ToolSpec) error {
 	if err := checkCharacters(exprs); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	for _, s := range schemas {
-		if _, err := c.schemas.compile(s.raw); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", s.field, err))
-		}
-	}
+	errs = append(errs, c.compileSchemas(schemas)...)
 	for _, e := range exprs {
 		if _, err := c.Compile(e.text); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", e.field, err))
@@ -116,8 +112,39 @@ type fieldText struct{ field, text string }
 
 // fieldSchema is an operation's parametersSchema and its field.
 type fieldSchema struct {
-	field string
-	raw   []byte
+	field, operation string
+	raw              []byte
+}
+
+// compileSchemas compiles the operations' parametersSchemas. It refuses
+// one over MaxSchemaBytes, and all over MaxToolSchemaBytes together,
+// before it compiles any.
+func (c *Compiler) compileSchemas(schemas []fieldSchema) []error {
+	var errs []error
+	canonical := make([][]byte, len(schemas))
+	total := 0
+	for i, s := range schemas {
+		b, err := canonicalSchema(s.raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s of operation %q: %w", s.field, s.operation, err))
+		}
+		canonical[i] = b
+		total += len(b)
+	}
+	if total > MaxToolSchemaBytes {
+		errs = append(errs, fmt.Errorf("spec: the parametersSchemas take %d bytes of canonical JSON together, "+
+			"more than the limit of %d: describe fewer fields, or split the operations between two Tools",
+			total, MaxToolSchemaBytes))
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	for i, s := range schemas {
+		if _, err := c.schemas.compileCanonical(canonical[i]); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.field, err))
+		}
+	}
+	return errs
 }
 
 // checkCharacters refuses expressions over v1.MaxExpressionChars together.
