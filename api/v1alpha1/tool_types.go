@@ -351,7 +351,9 @@ type ToolOperation struct {
 	// ParametersInvalid and a message naming each field and rule, before any
 	// claim and with no call. It is kept as written, so that it can also
 	// describe the operation to others (agents, catalogues). References to
-	// other documents ($ref to a URL) are refused.
+	// other documents ($ref to a URL) are refused. It holds at most 16 KiB
+	// of canonical JSON, and a Tool's schemas 32 KiB together: a larger one
+	// makes the Tool fail its check, before it is compiled.
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless
