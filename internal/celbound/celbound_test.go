@@ -26,6 +26,8 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
+
+	"github.com/once-dev/once/internal/worstcase"
 )
 
 func newEnv(t *testing.T) *cel.Env {
@@ -40,7 +42,7 @@ func newEnv(t *testing.T) *cel.Env {
 // allocated is the bytes the heap gave out while f ran.
 func allocated(f func()) uint64 {
 	runtime.GC()
-	n, _ := allocatedIn(f)
+	n, _ := worstcase.Allocated(f)
 	return n
 }
 

@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"runtime"
 	"testing"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/google/cel-go/interpreter"
 
 	"github.com/once-dev/once/internal/celregex"
+	"github.com/once-dev/once/internal/worstcase"
 )
 
 const (
@@ -111,7 +111,7 @@ func FuzzProgram(f *testing.F) {
 			out     []byte
 			details *cel.EvalDetails
 		)
-		alloc, took := allocatedIn(func() {
+		alloc, took := worstcase.Allocated(func() {
 			var v ref.Val
 			v, details, err = prg.ContextEval(ctx, map[string]any{"inputs": in})
 			if err == nil {
@@ -139,16 +139,4 @@ func FuzzProgram(f *testing.F) {
 			}
 		}
 	})
-}
-
-// allocatedIn runs f, and returns what the heap gave out meanwhile and how
-// long it took.
-func allocatedIn(f func()) (uint64, time.Duration) {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	start := time.Now()
-	f()
-	took := time.Since(start)
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc, took
 }

@@ -28,6 +28,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/worstcase"
 )
 
 // TestCompileBounds: what a saga's expressions may cost, and the inputs
@@ -199,7 +200,7 @@ func TestParametersBounds(t *testing.T) {
 				t.Fatal(err)
 			}
 			runtime.GC()
-			n, _ := allocatedIn(func() { _, err = plan.Parameters(context.Background(), 1, false, tc.inputs, tc.data) })
+			n, _ := worstcase.Allocated(func() { _, err = plan.Parameters(context.Background(), 1, false, tc.inputs, tc.data) })
 			switch {
 			case tc.err == "" && err != nil:
 				t.Errorf("%s: %v", tc.reason, err)
@@ -279,7 +280,7 @@ func TestWorkBounded(t *testing.T) {
 			if err == nil {
 				plan.EvalTimeout = tc.timeout
 				runtime.GC()
-				n, took := allocatedIn(func() { _, err = plan.Parameters(context.Background(), 0, false, inputs, nil) })
+				n, took := worstcase.Allocated(func() { _, err = plan.Parameters(context.Background(), 0, false, inputs, nil) })
 				if n > 48<<20 || took > time.Second {
 					t.Errorf("allocated %d bytes in %s", n, took)
 				}

@@ -21,15 +21,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/protocol"
+	"github.com/once-dev/once/internal/worstcase"
 )
 
 // sagaAllocBound is what computing one step's parameters may allocate:
@@ -74,7 +73,7 @@ func FuzzParameters(f *testing.F) {
 		}
 		data := map[string]StepData{"ticket": {Result: []byte(result), ExternalObjectID: "t-1"}}
 		var out []byte
-		n, took := allocatedIn(func() { out, err = plan.Parameters(context.Background(), 1, false, []byte(inputs), data) })
+		n, took := worstcase.Allocated(func() { out, err = plan.Parameters(context.Background(), 1, false, []byte(inputs), data) })
 		if n > sagaAllocBound {
 			t.Fatalf("%q allocated %d bytes, more than %d", expr, n, sagaAllocBound)
 		}
@@ -100,16 +99,4 @@ func FuzzParameters(f *testing.F) {
 			t.Fatalf("%q: parameters %q lack the computed p", expr, out)
 		}
 	})
-}
-
-// allocatedIn runs f, and returns what the heap gave out meanwhile and how
-// long it took.
-func allocatedIn(f func()) (uint64, time.Duration) {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	start := time.Now()
-	f()
-	took := time.Since(start)
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc, took
 }

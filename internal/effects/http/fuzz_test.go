@@ -26,16 +26,15 @@ import (
 	"html"
 	nethttp "net/http"
 	"net/url"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/celbound"
 	"github.com/once-dev/once/internal/effects"
+	"github.com/once-dev/once/internal/worstcase"
 )
 
 // FuzzShape shapes a request whose path, query and key come from the
@@ -309,7 +308,7 @@ func FuzzToolCEL(f *testing.F) {
 		r := response{Status: 200, Headers: map[string]string{"x-request-id": "r-1"}, Body: decoded,
 			request: request{Parameters: map[string]any{"order": "o-1"}, Key: "ns/Tool:t/op/k"}}
 		var out []byte
-		alloc, took := allocatedIn(func() { out, err = c.JSON(context.Background(), expr, r) })
+		alloc, took := worstcase.Allocated(func() { out, err = c.JSON(context.Background(), expr, r) })
 		if alloc > toolAllocBound {
 			t.Fatalf("%q allocated %d bytes, more than %d", expr, alloc, toolAllocBound)
 		}
@@ -331,16 +330,4 @@ func FuzzToolCEL(f *testing.F) {
 			t.Fatalf("%q returned %q, no JSON", expr, out)
 		}
 	})
-}
-
-// allocatedIn runs f, and returns what the heap gave out meanwhile and how
-// long it took.
-func allocatedIn(f func()) (uint64, time.Duration) {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	start := time.Now()
-	f()
-	took := time.Since(start)
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc, took
 }

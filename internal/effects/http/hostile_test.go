@@ -41,6 +41,7 @@ import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
 	"github.com/once-dev/once/internal/protocol"
+	"github.com/once-dev/once/internal/worstcase"
 )
 
 // echoTool answers with every request header it received: in a JSON body
@@ -495,7 +496,7 @@ func TestCELBuildsBounded(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var err error
 			goruntime.GC()
-			n, _ := allocatedIn(func() { err = tc.run(tc.expr) })
+			n, _ := worstcase.Allocated(func() { err = tc.run(tc.expr) })
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.expr) {
 				t.Errorf("want an error naming the expression, about %q; got %v", tc.want, err)
 			}
