@@ -29,12 +29,12 @@ import (
 	"golang.org/x/tools/go/packages"
 )
 
-// The ceilings of TestBackCalls are the counts the day it was written.
-// They must only go down: lower them when a change lowers the counts, and
-// never raise them. The aim is at most 5 back-calls and no mutual pair.
+// The ceilings of TestBackCalls only go down: lower them when a change
+// lowers the counts, and never raise them. They were 37 and 6 the day the
+// test was written; the reading order of doc.go brought both to none.
 const (
-	maxBackCalls   = 37
-	maxMutualPairs = 6
+	maxBackCalls   = 0
+	maxMutualPairs = 0
 )
 
 // operationFile matches the operation reconciler's file names.

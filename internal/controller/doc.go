@@ -21,28 +21,32 @@ limitations under the License.
 //
 // # The operation reconciler's reading order
 //
-// The operation reconciler reads in the order of an attempt's lifecycle,
-// a file each:
+// The operation reconciler reads from the top down: a file calls the files
+// after it, and they return. Each file does one thing:
 //
-//  1. sideeffectoperation_controller.go: the wiring, and Reconcile, which
-//     loads the operation and starts a pass.
-//  2. sideeffectoperation_pass.go: what the pass learns of the operation
-//     and its tool, and the decision it carries out (drive, step).
-//  3. sideeffectoperation_scope.go: binding the operation to its scope's
-//     record, before any claim. The release at deletion lives here too.
-//  4. sideeffectoperation_claim.go: the claim, written first, renewed
-//     while a long call runs, and asked as the call's fence.
-//  5. sideeffectoperation_call.go: the call to the tool, and its answer.
-//  6. sideeffectoperation_write.go: the answer written, fenced on the
-//     claim, or kept as evidence once the claim moved on. It holds the one
-//     status writer.
+//  1. sideeffectoperation_controller.go: the wiring, Reconcile, which
+//     loads the operation and hands it on, and a stopping manager's last
+//     writes of the answers it holds.
+//  2. sideeffectoperation_drive.go: the driver, the one place that decides
+//     what a pass does next (drive, step).
+//  3. sideeffectoperation_release.go: the finalizer, and the release of a
+//     deleted operation into its scope's record.
+//  4. sideeffectoperation_call.go: the connection, the retry budget, and
+//     the call to the tool.
+//  5. sideeffectoperation_claim.go: the claim kept while the call runs,
+//     renewed, and asked as the call's fence.
+//  6. sideeffectoperation_answer.go: an answer in hand is never dropped
+//     (I12). Its opening comment states the rule.
 //  7. sideeffectoperation_gone.go: an answer whose operation is gone,
 //     written to the scope's record.
-//  8. sideeffectoperation_stop.go: a stopping manager writes the answers
-//     its passes still hold.
+//  8. sideeffectoperation_scope.go: binding the operation to its scope's
+//     record, before any claim, and reading records and their owners.
+//  9. sideeffectoperation_write.go: the one status writer and the one
+//     re-read, bound to the operation's UID.
+//  10. sideeffectoperation_pass.go: what a pass knows (the operation, its
+//     working status, its tool and policy) and the answer a call brought.
 //
-// Calls follow this order. A file calls into the files after it, and they
-// return. A call into an earlier file is a back-call. TestBackCalls counts
-// the back-calls and the pairs of files that call each other. Its ceilings
+// A call into an earlier file is a back-call. TestBackCalls counts the
+// back-calls and the pairs of files that call each other. Its ceilings
 // only go down.
 package controller

@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
@@ -93,4 +94,12 @@ func (l *jitteredLimiter[T]) When(item T) time.Duration {
 func jittered(d time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
 	half := d / 2
 	return d - min(max(jitter(half), 0), half)
+}
+
+// randomJitter draws a uniform duration in [0, d]: full jitter.
+func randomJitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d + 1)
 }

@@ -17,6 +17,9 @@ limitations under the License.
 package controller
 
 import (
+	"context"
+	"time"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/effects"
 	"github.com/once-dev/once/internal/failpoint"
@@ -24,55 +27,37 @@ import (
 	"github.com/once-dev/once/internal/protocol"
 )
 
-// answer is what the tool said to one call, and the claim the call ran
-// under.
-type answer struct {
-	action  protocol.Action
-	attempt int32
-	state   v1.OperationState
-	call    protocol.CallResult
-	lookup  protocol.LookupResult
-}
-
-// apply is the decision the answer leads to from st.
-func (a *answer) apply(st v1.SideEffectOperationStatus, p protocol.Policy, env protocol.Env) protocol.Decision {
-	switch a.action {
-	case protocol.ActionResend:
-		return protocol.AfterResend(st, p, env, a.call)
-	case protocol.ActionLookup:
-		return protocol.AfterLookup(st, p, env, a.lookup)
-	default:
-		return protocol.AfterCall(st, p, env, a.call)
+// connect connects the pass to its tool, once per pass. Connecting reads
+// the tool's Secrets; the call fetches its token. The error says why the
+// tool cannot be called.
+func (r *SideEffectOperationReconciler) connect(p *pass) error {
+	if p.client != nil {
+		return nil
 	}
-}
-
-// claimHeld reports whether st still shows the claim the call ran under.
-func (a *answer) claimHeld(st v1.SideEffectOperationStatus, holder string) bool {
-	return protocol.Fenced(st, protocol.Fence{Holder: holder, State: a.state, Attempt: a.attempt})
-}
-
-// late is the answer as a worker that lost its claim knows it.
-func (a *answer) late(env protocol.Env) protocol.Late {
-	l := protocol.Late{Attempt: a.attempt}
-	switch a.action {
-	case protocol.ActionLookup:
-		l.Observation = protocol.LookupObservation(env, a.attempt, a.lookup)
-		if a.lookup.Verdict == protocol.VerdictFound {
-			c := a.lookup.Call()
-			l.Effect = &c
-		}
-	default:
-		kind := v1.ObservationCall
-		if a.action == protocol.ActionResend {
-			kind = v1.ObservationResend
-		}
-		l.Observation = protocol.CallObservation(env, kind, a.attempt, a.call)
-		if a.call.Outcome == v1.OutcomeSucceeded {
-			c := a.call
-			l.Effect = &c
-		}
+	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
+	defer cancel()
+	c, err := r.Connector.Connect(ctx, p.tool)
+	if err != nil {
+		return err
 	}
-	return l
+	p.client = c
+	return nil
+}
+
+// takeRetry takes a retry from the tool's budget, for a decision that
+// retries. When the budget is spent, ok is false and wait says when it
+// has a retry again.
+func (r *SideEffectOperationReconciler) takeRetry(p *pass, d protocol.Decision) (wait time.Duration, ok bool) {
+	if !d.Retry {
+		return 0, true
+	}
+	if wait, ok := r.Budgets.Take(toolIDOf(p.tool), p.tool.GetSpec().RetryBudget, p.env.Now); !ok {
+		budgetExhausted(p.tool)
+		p.log.V(1).Info("Retry budget spent; retry deferred", "tool", p.tool.GetName(), "wait", wait)
+		return wait, false
+	}
+	countRetry(p.tool)
+	return 0, true
 }
 
 // call asks the tool what the claimed decision wants, renewing the claim

@@ -25,48 +25,28 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
 	"github.com/once-dev/once/internal/protocol"
 )
 
-// prepareCall connects to the tool and takes a retry from its budget.
-func (r *SideEffectOperationReconciler) prepareCall(p *pass, d protocol.Decision) (reconcile.Result, bool, error) {
-	if p.client == nil {
-		// Connecting reads the tool's Secrets; the call fetches its token.
-		ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
-		c, err := r.Connector.Connect(ctx, p.tool)
-		cancel()
-		if err != nil {
-			return r.block(p, v1.ReasonToolInvalid, fmt.Sprintf("%s %s cannot be called: %v",
-				p.tool.Kind(), p.tool.GetName(), err), secretRetry)
-		}
-		p.client = c
-	}
-	if d.Retry {
-		if wait, ok := r.Budgets.Take(toolIDOf(p.tool), p.tool.GetSpec().RetryBudget, p.env.Now); !ok {
-			budgetExhausted(p.tool)
-			p.log.V(1).Info("Retry budget spent; retry deferred", "tool", p.tool.GetName(), "wait", wait)
-			return reconcile.Result{RequeueAfter: wait}, false, nil
-		}
-		countRetry(p.tool)
-	}
-	return reconcile.Result{}, true, nil
-}
-
-// keepClaim bounds a call by its claim and renews the claim while a call
-// that may outlive it runs. After the claim's expiry the attempt belongs to
-// whoever takes it over, who counts on no request of it leaving later (a
-// worker that stalled between its claim and its call must not send at
-// all). Two things keep it so: fence, which the transport asks at the last
-// moment before the request is written, lets it go only until the claim's
-// expiry less the claim grace, the margin for clocks skewed between
-// managers; and the call's context ends when the claim expires or is lost.
+// keepClaim bounds a call by its claim, and renews the claim while a call
+// that may outlive it runs.
+//
+// After the claim's expiry, the attempt belongs to whoever takes it over.
+// That worker counts on no request of this attempt leaving later: a worker
+// that stalled between its claim and its call must not send at all. Two
+// things keep it so:
+//
+//   - fence, which the transport asks just before it writes the request,
+//     lets it go only until the claim's expiry less the claim grace (the
+//     margin for clocks skewed between managers);
+//   - the call's context ends when the claim expires or is lost.
+//
 // The timer alone is not enough: a process that was frozen wakes up with
-// its timers and its writers racing. The renewals work on a copy of
-// the operation; stop ends them, waits for them, and hands the pass the
-// newest version they wrote.
+// its timers and its writers racing. The renewals work on a copy of the
+// operation. stop ends them, waits for them, and hands the pass the newest
+// version they wrote.
 func (r *SideEffectOperationReconciler) keepClaim(p *pass, a *answer) (ctx context.Context, fence func() error, stop func()) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	var expiry atomic.Int64 // the claim's expiry, in Unix nanoseconds

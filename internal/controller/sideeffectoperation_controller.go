@@ -18,22 +18,20 @@ package controller
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -109,9 +107,10 @@ type SideEffectOperationReconciler struct {
 	// ErrorBackoff is how a pass that returned an error is retried.
 	ErrorBackoff ErrorBackoff
 
-	// pending keeps answers whose write failed for a reason other than a
-	// conflict, so the next pass writes them instead of reconciling.
-	pending sync.Map // types.UID → *answer
+	// held keeps answers whose write failed for a reason other than a
+	// conflict, so the next pass writes them instead of reconciling
+	// (sideeffectoperation_answer.go).
+	held sync.Map // types.UID → *heldAnswer
 	// inflight counts the passes running now: a stopping manager writes
 	// the answers it holds once they have ended (heldWriter).
 	inflight atomic.Int32
@@ -157,7 +156,7 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		return r.release(ctx, op)
 	}
 	if settledElsewhere(op) {
-		if _, held := r.pending.Load(op.UID); held {
+		if _, held := r.held.Load(op.UID); held {
 			// Another manager moved the operation on while this one could
 			// not write the answer it holds: write it before anything
 			// else, or it is lost (I12).
@@ -174,7 +173,7 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		}
 		return r.expireOperation(ctx, op)
 	}
-	if _, answered := r.pending.Load(op.UID); !answered && !r.Shards.OwnsObject(op) {
+	if _, answered := r.held.Load(op.UID); !answered && !r.Shards.OwnsObject(op) {
 		// Another manager holds the operation's shard (a tool, namespace
 		// or duplicate watch woke it here). An answer this manager still
 		// holds is written all the same: otherwise it would be unknown.
@@ -200,31 +199,6 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 		return p.result(r.fail(p, v1.ErrorInvalid, v1.ReasonInvalidSpec, err.Error()))
 	}
 	return p.result(r.drive(p))
-}
-
-// keepFinalizer gives a terminal operation that made an attempt and has no
-// finalizer its finalizer, so that its outcome reaches the record when it
-// is deleted: an operation that ended before Once kept outcomes at
-// deletion (an upgrade) has none. New operations get it before their first
-// claim.
-func (r *SideEffectOperationReconciler) keepFinalizer(ctx context.Context, op *v1.SideEffectOperation) error {
-	if !lacksFinalizer(op) || !r.Shards.OwnsObject(op) {
-		return nil
-	}
-	err := r.ensureFinalizer(r.newPass(ctx, op))
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		// A newer version brings the operation back here.
-		return nil
-	}
-	return err
-}
-
-// lacksFinalizer reports whether a terminal operation made an attempt whose
-// outcome its deletion must copy into its scope's record, and has no
-// finalizer for it yet.
-func lacksFinalizer(op *v1.SideEffectOperation) bool {
-	return op.Status.Attempts > 0 && op.Status.DuplicateOf == "" &&
-		!controllerutil.ContainsFinalizer(op, v1.FinalizerRecord)
 }
 
 // atRest reports whether Reconcile has nothing to do for an operation
@@ -350,35 +324,84 @@ func unfinished(ops []v1.SideEffectOperation) []reconcile.Request {
 	return reqs
 }
 
-// toolIDOf is toolID of a tool.
-func toolIDOf(t v1.GenericTool) string {
-	return toolID(v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}, t.GetNamespace())
+// A manager that stops may still hold answers: a call finished, and the
+// write of its answer failed (the API server was away). The pass that
+// would write it never comes once the work queues stop. So a stopping
+// manager writes them itself, after its passes in flight have ended, in
+// passes that write what they hold and call no tool (I12). What still
+// fails to be written when the grace runs out is lost, as in a crash: the
+// attempt stays unknown, and the next manager reconciles it.
+
+// answersOnly marks a pass's context: the pass writes the answer it holds
+// and whatever follows from it without a call, and makes no call.
+type answersOnly struct{}
+
+// heldWriter is the manager's runnable that writes, as it stops, the
+// answers the operation reconciler still holds.
+type heldWriter struct {
+	r *SideEffectOperationReconciler
+	// grace bounds the writing: the manager's graceful shutdown.
+	grace time.Duration
 }
 
-// toolID names, within the manager, the tool an operation in namespace
-// refers to (ClusterTools have no namespace): the value of the operations'
-// tool index and the key of the tool's retry budget. It is not the key
-// sent to the tool, which is protocol.Scope.ToolKey.
-func toolID(ref v1.ToolReference, namespace string) string {
-	kind := ref.EffectiveKind()
-	if kind == v1.ToolKindClusterTool {
-		namespace = ""
+// lastRound bounds the round of writes that follows the grace, for what
+// the passes ending at its close still hold. It ends before the manager's
+// own deadline, which is half of shutdownSlack past the grace.
+const lastRound = shutdownSlack / 4
+
+// Start waits for the manager to stop, then writes what is held once no
+// pass is in flight, again while passes end and hold more, until nothing
+// is held or the grace has run out. A last round, bounded by lastRound,
+// writes what is held then, whether passes are in flight or not.
+func (h heldWriter) Start(ctx context.Context) error {
+	<-ctx.Done()
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.grace)
+	defer cancel()
+	log := logf.FromContext(ctx)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if h.r.inflight.Load() == 0 {
+			if h.r.WriteHeld(stop) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-stop.Done():
+			last, cancel := context.WithTimeout(context.WithoutCancel(stop), lastRound)
+			defer cancel()
+			if n := h.r.WriteHeld(last); n > 0 {
+				log.Info("Stopped with answers not written; their attempts stay unknown until reconciled", "answers", n)
+			}
+			return nil
+		case <-tick.C:
+		}
 	}
-	return string(kind) + "/" + namespace + "/" + ref.Name
 }
 
-// jitter is the reconciler's Jitter, or randomJitter.
-func (r *SideEffectOperationReconciler) jitter() func(time.Duration) time.Duration {
-	if r.Jitter != nil {
-		return r.Jitter
+// WriteHeld runs a pass that makes no call for each operation this
+// manager holds an answer for, and returns how many answers are still
+// held after.
+func (r *SideEffectOperationReconciler) WriteHeld(ctx context.Context) int {
+	ctx = context.WithValue(ctx, answersOnly{}, true)
+	var names []client.ObjectKey
+	r.held.Range(func(_, v any) bool {
+		names = append(names, client.ObjectKeyFromObject(v.(*heldAnswer).op))
+		return true
+	})
+	for _, key := range names {
+		if ctx.Err() != nil {
+			// The bound has run out: what is left stays held.
+			break
+		}
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+			logf.FromContext(ctx).Error(err, "Writing an answer held as the manager stops", "operation", key)
+		}
 	}
-	return randomJitter
-}
-
-// randomJitter draws a uniform duration in [0, d]: full jitter.
-func randomJitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return rand.N(d + 1)
+	held := 0
+	r.held.Range(func(_, _ any) bool {
+		held++
+		return true
+	})
+	return held
 }

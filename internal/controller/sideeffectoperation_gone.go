@@ -33,8 +33,8 @@ import (
 // if the record still speaks for that operation, as
 // protocol.StaleForRecord decides; an answer that may name an effect no
 // record keeps is raised at once. It is never written into another object
-// of the name (I6), and never dropped (I12): a write that fails keeps it
-// for the next pass of the name (answerOrphans).
+// of the name (I6). A write that fails returns its error, and the caller
+// keeps the answer for the next pass of the name (I12).
 func (r *SideEffectOperationReconciler) answerGone(p *pass, a *answer) error {
 	metrics.StaleWrites.Inc()
 	p.env.Now = r.Clock.Now()
@@ -43,7 +43,6 @@ func (r *SideEffectOperationReconciler) answerGone(p *pass, a *answer) error {
 	for range fencedRetries {
 		rec, err := r.getRecord(p, r.APIReader)
 		if err != nil {
-			r.keepPending(p, a)
 			return err
 		}
 		// The time is read after the record, as a release reads it: a
@@ -74,14 +73,12 @@ func (r *SideEffectOperationReconciler) answerGone(p *pass, a *answer) error {
 			continue
 		}
 		if err != nil {
-			r.keepPending(p, a)
 			return err
 		}
 		p.log.Info("Kept the late answer of a deleted operation in its scope's record", "operation", p.op.Name,
 			"uid", p.op.UID, "record", rec.Name, "attempt", late.Attempt, "verdict", string(verdict))
 		return nil
 	}
-	r.keepPending(p, a)
 	return errors.New("the scope's record kept changing under a late answer; it will be retried")
 }
 

@@ -22,11 +22,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -35,33 +31,19 @@ import (
 	"github.com/once-dev/once/internal/protocol"
 )
 
-// secretRetry is how soon an operation blocked on a Secret looks again:
-// Secrets are not watched.
-const secretRetry = 10 * time.Second
-
-// A pass of the operation reconciler reads in the order of an attempt's
-// lifecycle, a file each:
-//
-//   - sideeffectoperation_pass.go: what the pass learns of the operation
-//     and its tool, and the decision it carries out (drive, step);
-//   - sideeffectoperation_scope.go: binding the operation to its scope's
-//     record, before any claim;
-//   - sideeffectoperation_claim.go: the claim, written first, renewed while
-//     a long call runs, and asked as the call's fence;
-//   - sideeffectoperation_call.go: the call to the tool, and its answer;
-//   - sideeffectoperation_write.go: the answer written, fenced on the
-//     claim, or kept as evidence once the claim moved on; the one status
-//     writer.
+// What a pass knows: the operation as it read it, the working copy of its
+// status, its tool and policy, and the answer a call brought. Every file
+// before this one works on a pass; this file calls none of them.
 
 // pass is one reconciliation of one operation: what it learned, and the
 // working copy of its status.
 type pass struct {
-	// ctx is for the pass's calls and writes: it does not end when the
+	// ctx is for the pass's calls and writes. It does not end when the
 	// manager stops, so that a call in flight is finished and its answer
 	// written within its claim (the manager's graceful shutdown waits).
 	// A pass that writes what a stopping manager holds keeps its bound.
 	ctx context.Context
-	// stopping ends when the manager stops; only failpoints wait on it.
+	// stopping ends when the manager stops. Only failpoints wait on it.
 	stopping context.Context
 	log      logr.Logger
 	op       *v1.SideEffectOperation
@@ -80,7 +62,7 @@ func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.Side
 	own := context.WithoutCancel(ctx)
 	if ctx.Value(answersOnly{}) != nil {
 		// A stopping manager's writes of what it holds end with the
-		// bound heldWriter gives them: nothing waits for them after.
+		// bound heldWriter gives them. Nothing waits for them after.
 		own = ctx
 	}
 	return &pass{
@@ -98,6 +80,10 @@ func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.Side
 			MaxClaimDuration: r.limits().MaxClaimDuration()},
 	}
 }
+
+// makesNoCall reports whether the pass may make no call to the tool: it
+// writes what a stopping manager holds (answersOnly).
+func (p *pass) makesNoCall() bool { return p.ctx.Value(answersOnly{}) != nil }
 
 // adopt makes op, read again, the object of the pass: its version, and
 // what the decisions read of its metadata and spec.
@@ -127,152 +113,9 @@ func (p *pass) identify() error {
 	return nil
 }
 
-// result turns a pass's outcome into what controller-runtime expects:
-// conflicts are requeued quietly, never surfaced.
-func (p *pass) result(res reconcile.Result, err error) (reconcile.Result, error) {
-	if apierrors.IsConflict(err) {
-		p.log.V(1).Info("Lost a write to a newer version; waiting for it")
-		return reconcile.Result{}, nil
-	}
-	return res, err
-}
-
-// drive runs the phases of an unfinished operation.
-func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error) {
-	// An operation this manager holds an answer for has claimed, whatever
-	// a lagging cache shows: the answer is written first (I12), not held
-	// back by checks that only a planned operation needs.
-	_, answered := r.pending.Load(p.op.UID)
-	planned := p.st.State.IsPlanned() && !answered
-	if planned {
-		if no := protocol.CheckParameters(p.params); no != nil {
-			return r.refuse(p, no)
-		}
-		if no := protocol.CheckNumbers(rawParameters(p.op)); no != nil {
-			return r.refuse(p, no)
-		}
-		if going, err := r.namespaceGoing(p); err != nil || going {
-			if err != nil {
-				return reconcile.Result{}, err
-			}
-			res, _, err := r.block(p, v1.ReasonNamespaceTerminating, fmt.Sprintf(
-				"Namespace %s is being deleted, and its records with it: no attempt starts here", p.op.Namespace), 0)
-			return res, err
-		}
-		if msg, err := r.sagaGone(p); err != nil || msg != "" {
-			if err != nil {
-				return reconcile.Result{}, err
-			}
-			res, _, err := r.block(p, v1.ReasonSagaGone, msg, 0)
-			return res, err
-		}
-	}
-	if !protocol.NeedsTool(p.st, p.op.Spec.Resolution, p.env) {
-		// A person's MarkCommitted or Fail is applied even while the tool
-		// is missing or broken.
-		return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
-	}
-	if reason, msg, err := r.readTool(p); err != nil || reason != "" {
-		if a := r.takePending(p); a != nil {
-			// The answer first: a status that says the tool is missing,
-			// written from a lagging cache, would lose to the claim's
-			// newer version and end the pass with the answer unwritten.
-			return reconcile.Result{}, r.writeAnswerWithoutTool(p, a, err)
-		}
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		res, _, err := r.block(p, reason, msg, 0)
-		return res, err
-	}
-	if planned {
-		if no := protocol.CheckRetention(p.policy, p.tool.GetSpec(), string(p.tool.Kind())+" "+p.tool.GetName()); no != nil {
-			return r.refuse(p, no)
-		}
-		if err := r.Validator.CheckParameters(p.tool.GetSpec(), p.op.Spec.Operation, p.params); err != nil {
-			return r.fail(p, v1.ErrorInvalid, v1.ReasonParametersInvalid, err.Error())
-		}
-		if ok, err := r.bindScope(p); !ok {
-			return reconcile.Result{}, err
-		}
-	}
-	if a := r.takePending(p); a != nil {
-		return r.resume(p, a)
-	}
-	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
-}
-
-// sagaGone says why a step or a compensation that has not claimed yet must
-// not: the saga that controls it is gone, is another object of its name, or
-// is being deleted (no one drives a saga then). A saga's pass that read its
-// saga before a person deleted it creates the next step after; the garbage
-// collector deletes such a step, but only some time later, and a manager
-// could run it meanwhile: an effect nobody asks for any more, after the
-// steps before it may have been forgotten. Empty when the step may run. The
-// cache may not have seen a saga created a moment ago: its absence there is
-// confirmed past it. (A deletion between this check and the claim, or of a
-// saga whose step already claimed, does not stop the step.)
-func (r *SideEffectOperationReconciler) sagaGone(p *pass) (string, error) {
-	if !controlledBySaga(p.op) {
-		return "", nil
-	}
-	ref := metav1.GetControllerOfNoCopy(p.op)
-	key := client.ObjectKey{Namespace: p.op.Namespace, Name: ref.Name}
-	saga := &v1.Saga{}
-	err := r.Get(p.ctx, key, saga)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return "", err
-	}
-	if err != nil || saga.UID != ref.UID {
-		saga = &v1.Saga{}
-		if err := r.APIReader.Get(p.ctx, key, saga); apierrors.IsNotFound(err) {
-			saga = nil
-		} else if err != nil {
-			return "", err
-		}
-	}
-	var why string
-	switch {
-	case saga == nil:
-		why = "is gone"
-	case saga.UID != ref.UID:
-		why = "is gone (the saga of that name now is another)"
-	case !saga.DeletionTimestamp.IsZero():
-		why = "is being deleted"
-	default:
-		return "", nil
-	}
-	return fmt.Sprintf("Saga %s, which made this operation, %s: it does not run, and the garbage collector deletes it",
-		ref.Name, why), nil
-}
-
-// namespaceGoing reports whether the operation's namespace is being
-// deleted, as the manager's cache shows it. Its records go with it, in
-// whatever order the namespace controller deletes them, so an effect made
-// now would be remembered by no one: a create that admission let in as
-// the deletion began makes no attempt. A manager that does not watch
-// Namespaces (a namespaced install) cannot tell, and goes on.
-func (r *SideEffectOperationReconciler) namespaceGoing(p *pass) (bool, error) {
-	if len(r.WatchNamespaces) > 0 {
-		return false, nil
-	}
-	ns := &corev1.Namespace{}
-	err := r.Get(p.ctx, client.ObjectKey{Name: p.op.Namespace}, ns)
-	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-		return false, nil
-	}
-	return err == nil && !ns.DeletionTimestamp.IsZero(), err
-}
-
-// settledElsewhere reports whether an operation no longer waits for a call
-// of any manager: it is terminal, or a person must decide.
-func settledElsewhere(op *v1.SideEffectOperation) bool {
-	return op.Status.State.IsTerminal() || op.Status.State == v1.StateNeedsReview
-}
-
 // readTool reads the operation's tool and derives the policy. reason and
-// msg say why the operation must wait for the tool to exist or be fixed;
-// nothing is written.
+// msg say why the operation must wait for the tool to exist or be fixed.
+// Nothing is written.
 func (r *SideEffectOperationReconciler) readTool(p *pass) (reason, msg string, err error) {
 	tool, reason, msg, err := usableTool(p.ctx, r.Client, r.Validator, r.WatchNamespaces, p.scope.Tool, p.op.Namespace, p.op.Spec.Operation)
 	if err != nil || reason != "" {
@@ -285,33 +128,14 @@ func (r *SideEffectOperationReconciler) readTool(p *pass) (reason, msg string, e
 	return "", "", nil
 }
 
-// deferCall requeues a pass whose tool's calls take their share of the
-// workers (Bulkhead), before it claims anything.
-func (r *SideEffectOperationReconciler) deferCall(p *pass) (reconcile.Result, error) {
-	bulkheadFull(p.tool)
-	p.log.V(1).Info("The tool's calls take their share of the workers; call deferred", "tool", p.tool.GetName())
-	return reconcile.Result{RequeueAfter: bulkheadRetry/2 + r.jitter()(bulkheadRetry/2)}, nil
-}
-
-// waitForShare requeues a pass whose namespace's calls take its share of
-// the workers (NamespaceShare), before it claims anything. The status says
-// so when the wait begins; the passes that find the share still taken
-// write nothing.
-func (r *SideEffectOperationReconciler) waitForShare(p *pass) (reconcile.Result, error) {
-	namespaceShareFull(p.op.Namespace, "SideEffectOperation")
-	retry := reconcile.Result{RequeueAfter: bulkheadRetry/2 + r.jitter()(bulkheadRetry/2)}
-	msg := fmt.Sprintf("Namespace %s has %d calls in flight, its share of the workers: this call waits for one to end",
-		p.op.Namespace, r.NamespaceShare.Max)
-	st := protocol.Waiting(p.st, p.env, v1.ReasonWaitingForNamespaceShare, msg)
-	if equality.Semantic.DeepEqual(st, p.op.Status) {
-		return retry, nil
+// result turns a pass's outcome into what controller-runtime expects.
+// Conflicts are requeued quietly, never surfaced.
+func (p *pass) result(res reconcile.Result, err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) {
+		p.log.V(1).Info("Lost a write to a newer version; waiting for it")
+		return reconcile.Result{}, nil
 	}
-	// Routine: an event per waiting operation would flood the namespace.
-	if err := r.writeStatus(p, protocol.Decision{Action: protocol.ActionWrite, Status: st,
-		Event: &protocol.Event{Routine: true, Reason: v1.ReasonWaitingForNamespaceShare, Message: msg}}); err != nil {
-		return reconcile.Result{}, err
-	}
-	return retry, nil
+	return res, err
 }
 
 // limits are this manager's bounds on claims.
@@ -319,72 +143,61 @@ func (r *SideEffectOperationReconciler) limits() protocol.Limits {
 	return protocol.Limits{MaxClaim: r.MaxClaim, ClaimGrace: r.ClaimGrace}
 }
 
-// block writes that the operation waits for something outside it, if its
-// status does not say so already.
-func (r *SideEffectOperationReconciler) block(p *pass, reason, msg string, retry time.Duration) (reconcile.Result, bool, error) {
-	st := protocol.Blocked(p.st, p.env, reason, msg)
-	if !equality.Semantic.DeepEqual(st, p.op.Status) {
-		if err := r.writeStatus(p, protocol.Decision{Action: protocol.ActionWrite, Status: st,
-			Event: &protocol.Event{Warning: true, Reason: reason, Message: msg}}); err != nil {
-			return reconcile.Result{}, false, err
+// jitter is the reconciler's Jitter, or randomJitter.
+func (r *SideEffectOperationReconciler) jitter() func(time.Duration) time.Duration {
+	if r.Jitter != nil {
+		return r.Jitter
+	}
+	return randomJitter
+}
+
+// answer is what the tool said to one call, and the claim the call ran
+// under.
+type answer struct {
+	action  protocol.Action
+	attempt int32
+	state   v1.OperationState
+	call    protocol.CallResult
+	lookup  protocol.LookupResult
+}
+
+// apply is the decision the answer leads to from st.
+func (a *answer) apply(st v1.SideEffectOperationStatus, p protocol.Policy, env protocol.Env) protocol.Decision {
+	switch a.action {
+	case protocol.ActionResend:
+		return protocol.AfterResend(st, p, env, a.call)
+	case protocol.ActionLookup:
+		return protocol.AfterLookup(st, p, env, a.lookup)
+	default:
+		return protocol.AfterCall(st, p, env, a.call)
+	}
+}
+
+// claimHeld reports whether st still shows the claim the call ran under.
+func (a *answer) claimHeld(st v1.SideEffectOperationStatus, holder string) bool {
+	return protocol.Fenced(st, protocol.Fence{Holder: holder, State: a.state, Attempt: a.attempt})
+}
+
+// late is the answer as a worker that lost its claim knows it.
+func (a *answer) late(env protocol.Env) protocol.Late {
+	l := protocol.Late{Attempt: a.attempt}
+	switch a.action {
+	case protocol.ActionLookup:
+		l.Observation = protocol.LookupObservation(env, a.attempt, a.lookup)
+		if a.lookup.Verdict == protocol.VerdictFound {
+			c := a.lookup.Call()
+			l.Effect = &c
+		}
+	default:
+		kind := v1.ObservationCall
+		if a.action == protocol.ActionResend {
+			kind = v1.ObservationResend
+		}
+		l.Observation = protocol.CallObservation(env, kind, a.attempt, a.call)
+		if a.call.Outcome == v1.OutcomeSucceeded {
+			c := a.call
+			l.Effect = &c
 		}
 	}
-	return reconcile.Result{RequeueAfter: retry}, false, nil
-}
-
-// refuse ends an operation that must not execute, for a reason found
-// before any call.
-func (r *SideEffectOperationReconciler) refuse(p *pass, no *protocol.Refusal) (reconcile.Result, error) {
-	return r.fail(p, no.Class, no.Reason, no.Message)
-}
-
-// fail ends an operation that must not execute.
-func (r *SideEffectOperationReconciler) fail(p *pass, class v1.ErrorClass, reason, msg string) (reconcile.Result, error) {
-	return reconcile.Result{}, r.writeStatus(p, protocol.Fail(p.st, p.policy, p.env, class, reason, msg))
-}
-
-// step carries out a decision: a write; or, for a decision that calls the
-// tool, claim → call → write. The claim is written first; the answer's
-// decision is written fenced on that claim. A decision that follows an
-// answer never calls the tool, so a pass makes one call at most.
-func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reconcile.Result, error) {
-	switch {
-	case d.Action == protocol.ActionWait:
-		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
-	case d.Action == protocol.ActionDone:
-		return reconcile.Result{}, nil
-	case !d.Action.IsCall():
-		return reconcile.Result{RequeueAfter: d.RequeueAfter}, r.writeStatus(p, d)
-	case p.makesNoCall():
-		// The manager is stopping: the next manager makes this call.
-		return reconcile.Result{}, nil
-	}
-	// One namespace's calls, and one tool's, take at most their share of
-	// the workers, from the claim to the answer's write: a pass that finds
-	// either share taken looks again soon, and claims nothing.
-	leaveShare, ok := r.NamespaceShare.Enter(p.op.Namespace)
-	if !ok {
-		return r.waitForShare(p)
-	}
-	defer leaveShare()
-	leave, ok := r.Bulkhead.Enter(toolIDOf(p.tool))
-	if !ok {
-		return r.deferCall(p)
-	}
-	defer leave()
-	if res, ok, err := r.prepareCall(p, d); !ok {
-		return res, err
-	}
-	if err := r.ensureFinalizer(p); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := r.writeStatus(p, d); err != nil {
-		return reconcile.Result{}, err
-	}
-	a, abandoned := r.call(p, d.Action)
-	if abandoned {
-		return reconcile.Result{}, nil
-	}
-	p.env.Now = r.Clock.Now()
-	return r.writeAnswer(p, a)
+	return l
 }

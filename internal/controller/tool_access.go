@@ -117,3 +117,20 @@ func (r *SideEffectOperationReconciler) operationsInNamespace(ctx context.Contex
 	}
 	return unfinished(cluster)
 }
+
+// toolIDOf is toolID of a tool.
+func toolIDOf(t v1.GenericTool) string {
+	return toolID(v1.ToolReference{Kind: t.Kind(), Name: t.GetName()}, t.GetNamespace())
+}
+
+// toolID names, within the manager, the tool an operation in namespace
+// refers to (ClusterTools have no namespace): the value of the operations'
+// tool index and the key of the tool's retry budget. It is not the key
+// sent to the tool, which is protocol.Scope.ToolKey.
+func toolID(ref v1.ToolReference, namespace string) string {
+	kind := ref.EffectiveKind()
+	if kind == v1.ToolKindClusterTool {
+		namespace = ""
+	}
+	return string(kind) + "/" + namespace + "/" + ref.Name
+}
