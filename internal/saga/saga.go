@@ -484,8 +484,8 @@ func (d *decider) entry(step string) *v1.SagaResolution {
 	return nil
 }
 
-// retryUntilDone handles a retryUntilDone step that failed for good: it
-// cannot be compensated past, so a person decides; a Retry runs it again.
+// retryUntilDone handles a retryUntilDone step that failed for good. It
+// cannot be compensated past, so a person decides. A Retry runs it again.
 func (d *decider) retryUntilDone(i int) Decision {
 	step, ss := d.Spec.Steps[i], &d.st.Steps[i]
 	if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaRetry && !SameResolution(r, ss.Resolution) {
