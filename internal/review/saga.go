@@ -184,9 +184,9 @@ func lowerFirst(msg string) string {
 }
 
 // waitsOnDecidedStep reports whether s waits in review on step because the
-// step ended on a person's decision, which does not establish that it had
-// no effect: an irreversible step may then be marked compensated by the
-// person who undid, or found no, effect.
+// step ended on a person's decision. That decision does not establish that
+// the step had no effect. So an irreversible step may then be marked
+// compensated by the person who undid, or found no, effect.
 func waitsOnDecidedStep(s *v1.Saga, step string) bool {
 	if s.Status.State != v1.StateNeedsReview || s.Status.CurrentStep != step || s.Status.FailedStep != step {
 		return false
