@@ -468,10 +468,13 @@ func (e *OverLimit) Error() string {
 }
 
 // Program makes the program of an expression a user wrote, checked in an
-// environment with Library: Prepare, then cel-go's estimate with sizes
-// (an *OverLimit error past limit), then a program that Cost charges
-// against limit and that looks at its context at each step of a
-// comprehension, since one step can hold many calls.
+// environment with Library. It runs these in order:
+//
+//  1. Prepare.
+//  2. cel-go's estimate with sizes, which gives an *OverLimit error past
+//     limit.
+//  3. A program that Cost charges against limit. It looks at its context
+//     at each step of a comprehension, since one step can hold many calls.
 func Program(env *cel.Env, checked *cel.Ast, sizes checker.CostEstimator, limit uint64) (cel.Program, error) {
 	prepared, err := Prepare(env, checked)
 	if err != nil {
@@ -792,11 +795,15 @@ func literal(e ast.Expr) bool {
 }
 
 // plain reports whether e is a value read as it is, or a part of one:
-// a variable the environment declares, a field or an element of one, a
-// comprehension variable that ranges over such a value, dyn() of one,
-// either branch of a condition, or a filter() or map() of one whose
-// elements are parts of its elements. What the expression reads is decoded
-// JSON, which shares nothing, so such a value is no larger than the input.
+//
+//   - a variable the environment declares, or a field or an element of one;
+//   - a comprehension variable that ranges over such a value;
+//   - dyn() of one;
+//   - either branch of a condition;
+//   - a filter() or map() of one whose elements are parts of its elements.
+//
+// What the expression reads is decoded JSON, which shares nothing. So such
+// a value is no larger than the input.
 func (c comparer) plain(e ast.Expr, plainVars map[string]bool) bool {
 	switch e.Kind() {
 	case ast.IdentKind:
@@ -825,7 +832,7 @@ func (c comparer) plain(e ast.Expr, plainVars map[string]bool) bool {
 }
 
 // plainSelection reports whether a comprehension is a filter() or a map()
-// of a plain value whose elements are each a part of one element: the
+// of a plain value whose elements are each a part of one element. Then the
 // accumulator starts empty, each step appends such a part or nothing, and
 // the result is the accumulator.
 func (c comparer) plainSelection(comp ast.ComprehensionExpr, plainVars map[string]bool) bool {

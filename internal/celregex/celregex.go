@@ -17,15 +17,18 @@ limitations under the License.
 // Package celregex bounds the regular expressions of CEL expressions that
 // users write, before anything runs them. cel-go stops an evaluation at its
 // cost limit or its context only between the iterations of a
-// comprehension, so one matches() call runs to its end however long it
-// takes: its time grows with the input's length times the size of the
-// pattern's compiled program, and a bounded repetition is copied into the
-// program once per repeat ((a{1,10}){1,10} is a hundred copies of a).
+// comprehension. So one matches() call runs to its end however long it
+// takes. Its time grows with the input's length times the size of the
+// pattern's compiled program. A bounded repetition is copied into the
+// program once per repeat: (a{1,10}){1,10} is a hundred copies of a.
 //
-// Validator refuses, when an expression is compiled, a matches() whose
-// pattern is not a string literal (one computed at run time, from an
-// answer say, cannot be bounded before it runs) and a pattern whose
-// program, repetitions expanded, has more than MaxProgram instructions.
+// Validator refuses two things when an expression is compiled:
+//
+//   - a matches() whose pattern is not a string literal. One computed at
+//     run time, from an answer say, cannot be bounded before it runs.
+//   - a pattern whose program, repetitions expanded, has more than
+//     MaxProgram instructions.
+//
 // Cost charges a matches() call, at run time and in the estimate, by the
 // length of its input times the size of its program, where cel-go guesses
 // from the length of the pattern's text.
@@ -52,12 +55,12 @@ import (
 
 // MaxProgram bounds the instructions of one pattern's compiled program,
 // its bounded repetitions expanded. A match visits each instruction at most
-// once per character of its input, so a pattern at the bound on the
-// largest input an expression sees (64 KiB) takes about 8 million steps:
-// a quarter of a second on a loaded two-core machine, where
-// ((a{1,10}){1,10}){1,10}b (2,222 instructions) took five. The patterns
-// tools and sagas need (an id's shape, a prefix, a UUID at 40) are far
-// below it.
+// once per character of its input. So a pattern at the bound on the
+// largest input an expression sees (64 KiB) takes about 8 million steps.
+// That is a quarter of a second on a loaded two-core machine, where
+// ((a{1,10}){1,10}){1,10}b (2,222 instructions) took five seconds. The
+// patterns tools and sagas need (an id's shape, a prefix, a UUID at 40)
+// are far below it.
 const MaxProgram = 128
 
 // costPerStep is the cost of one step of a match (one instruction on one

@@ -50,7 +50,7 @@ func DefaultWorkersPerNamespace(workers int) int {
 // keep theirs. A pass that finds either full is requeued before it claims
 // anything.
 type Bulkhead struct {
-	// Max is the bound per key; 0 or less: none.
+	// Max is the bound per key. Zero or less means none.
 	Max int
 
 	mu sync.Mutex

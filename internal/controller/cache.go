@@ -117,11 +117,11 @@ const maxCachedSagaSpec = 32 << 10
 
 // boundSaga keeps the cache from holding more than maxCachedSagaSpec of a
 // saga's spec. A larger spec is cut to its TTL, which the TTL's delete
-// reads of an ended saga, and its inputs become empty (no stored saga has
-// empty inputs: absent inputs are nil, written ones at least {}), which
-// marks the cut (sagaSpecNotCached). The saga controller reads such a saga
-// past the cache when it decides; the status it writes is the status
-// subresource, which takes nothing of the spec it is sent.
+// reads of an ended saga. Its inputs become empty, which marks the cut
+// (sagaSpecNotCached). No stored saga has empty inputs: absent inputs are
+// nil, and written ones are at least {}. The saga controller reads such a
+// saga past the cache when it decides. The status it writes goes to the
+// status subresource, which takes nothing of the spec it is sent.
 func boundSaga(s *v1.Saga) {
 	if sagaSpecNotCached(s) {
 		// Transformed already: the informer may pass an object twice.
@@ -151,21 +151,21 @@ const AnnotationParametersRefused = "effects.once.dev/parameters-refused"
 
 // boundParameters keeps the cache from holding more than
 // v1.MaxParametersBytes of an operation's parameters. The API server
-// stores up to its request limit (about 1.5 MiB an object in etcd), and
-// every replica's cache would hold that much of every such operation for
-// as long as it exists: a few hundred of them would exhaust the manager.
+// stores up to its request limit, about 1.5 MiB an object in etcd. Every
+// replica's cache would hold that much of every such operation for as
+// long as it exists. A few hundred of them would exhaust the manager.
 //
 // Parameters that are larger as written are measured as canonical JSON, as
-// the limit is:
-//   - larger there too (or not JSON the hash accepts): the cache keeps none
+// the limit is. Then one of two cases holds:
+//   - Larger there too, or not JSON the hash accepts. The cache keeps none
 //     of them (an empty RawExtension), and AnnotationParametersRefused says
-//     why; the controller
-//     fails the operation from that alone (ParametersTooLarge), before any
-//     call, without reading them;
-//   - within the limit (JSON as written can be longer: escapes such as
-//     \u003c, whitespace): the cache keeps the canonical form, which has
-//     the same request hash, once the numbers were checked as written
-//     (protocol.CheckNumbers), which the canonical form no longer shows.
+//     why. The controller fails the operation from that alone
+//     (ParametersTooLarge), before any call, without reading them.
+//   - Within the limit. JSON as written can be longer, with escapes such
+//     as \u003c or whitespace. The cache keeps the canonical form, which
+//     has the same request hash. It does so once the numbers were checked
+//     as written (protocol.CheckNumbers): the canonical form no longer
+//     shows them.
 func boundParameters(op *v1.SideEffectOperation) {
 	if refusedByCache(op) != nil {
 		// Transformed already: the informer may pass an object twice.
@@ -231,46 +231,55 @@ func refusedByCache(op *v1.SideEffectOperation) *protocol.Refusal {
 // 16 KiB), observations, history and conditions are most of what a manager
 // would hold of each.
 //
-// The metadata stays whole (less managedFields and kubectl's annotation):
-// the name, UID and resourceVersion (the preconditions of the TTL's
-// delete), the finalizers and the deletion time (the finalizer and its
-// release), the labels and the owner references (the saga's list of its
-// operations and its controller reference; a TTL leaves a saga's
-// operations to it).
+// The metadata stays whole, less managedFields and kubectl's annotation.
+// Each part serves a reader:
+//   - the name, UID and resourceVersion: the preconditions of the TTL's
+//     delete.
+//   - the finalizers and the deletion time: the finalizer and its release.
+//   - the labels and the owner references: the saga's list of its
+//     operations, and its controller reference. A TTL leaves a saga's
+//     operations to it.
 //
 // Of the spec:
-//   - toolRef, operation and idempotencyKey: the scope, by which an
-//     operation falls in its shard, and which the saga checks a step's
-//     operation against;
+//   - toolRef, operation and idempotencyKey: the scope. An operation falls
+//     in its shard by it, and the saga checks a step's operation against
+//     it.
 //   - ttlSecondsAfterFinished: the TTL.
 //
 // Of the status:
-//   - state: everything asks it first; nothing of the rest is read unless
-//     it is terminal, and the NeedsReview metric counts by it;
+//   - state: everything asks it first. Nothing of the rest is read unless
+//     it is terminal. The NeedsReview metric counts by it.
 //   - attempts, duplicateOf: whether the operation needs the finalizer
-//     that keeps its outcome (keepFinalizer, expireOperation);
+//     that keeps its outcome (keepFinalizer, expireOperation).
 //   - recordName, which an operation ended under the previous release
-//     still has (the record controller's delete watch derives the name
-//     from the scope, kept above);
+//     still has. The record controller's delete watch derives the name
+//     from the scope, kept above.
 //   - completionTime, and the Ready condition: when it ended, for the
-//     TTL; the Ready condition's reason and message are also what a saga
-//     reports of its step;
-//   - externalObjectID, resultDigest: what a saga keeps of its step;
+//     TTL. The Ready condition's reason and message are also what a saga
+//     reports of its step.
+//   - externalObjectID, resultDigest: what a saga keeps of its step.
 //   - outbox, while an announcement is Pending: the relay's watch and its
-//     first look (it then reads the object past the cache).
+//     first look. The relay then reads the object past the cache.
 //
 // Whoever needs more reads the operation past the cache, from the API
-// server, at the moment it needs it: the saga, a committed step's result
-// for a later step's parameters (SagaReconciler.readResults); the
-// finalizer, the outcome it copies into the scope's record (release); an
-// operation with the same scope, its owner's outcome (ownerOf); the relay,
-// the announcement it delivers. No write starts from a cached terminal
-// operation: status writes are made only from an operation that is not
-// terminal or from one read past the cache, the finalizer is added and
-// removed by a merge patch of the finalizers, and the TTL's delete sends
-// preconditions only (cache_test.go checks the stored object keeps its
-// spec and status). A field added to the status is dropped here until it
-// is named.
+// server, at the moment it needs it:
+//   - The saga reads a committed step's result for a later step's
+//     parameters (SagaReconciler.readResults).
+//   - The finalizer reads the outcome it copies into the scope's record
+//     (release).
+//   - An operation with the same scope reads its owner's outcome
+//     (ownerOf).
+//   - The relay reads the announcement it delivers.
+//
+// No write starts from a cached terminal operation:
+//   - Status writes start only from an operation that is not terminal, or
+//     from one read past the cache.
+//   - The finalizer is added and removed by a merge patch of the
+//     finalizers.
+//   - The TTL's delete sends preconditions only.
+//
+// cache_test.go checks that the stored object keeps its spec and status.
+// A field added to the status is dropped here until it is named.
 func terminalKept(op *v1.SideEffectOperation) {
 	spec, st := &op.Spec, &op.Status
 	op.Spec = v1.SideEffectOperationSpec{

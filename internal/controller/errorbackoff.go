@@ -40,10 +40,11 @@ const DefaultMaxErrorBackoff = 5 * time.Second
 const errorBackoffBase = 5 * time.Millisecond
 
 // ErrorBackoff is how a controller retries the reconciles that returned an
-// error: errorBackoffBase doubling with every error in a row, up to Max,
-// each wait drawn between half of it and all of it, so that the objects an
-// outage failed together do not all come back at once. A reconcile that
-// succeeds or returns a RequeueAfter starts the doubling again.
+// error. The wait is errorBackoffBase, doubling with every error in a
+// row, up to Max. Each wait is drawn between half of it and all of it, so
+// that the objects an outage failed together do not all come back at
+// once. A reconcile that succeeds or returns a RequeueAfter starts the
+// doubling again.
 type ErrorBackoff struct {
 	// Max caps a wait; DefaultMaxErrorBackoff if not positive.
 	Max time.Duration

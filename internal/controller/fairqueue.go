@@ -28,14 +28,16 @@ import (
 // several passes, and each pass goes to the back of the queue again. The
 // controllers that do a tenant's work (operations, sagas, the outbox
 // relays) hand out their ready requests namespace by namespace instead,
-// round robin: a namespace with one request waiting waits for at most one
+// round robin. A namespace with one request waiting waits for at most one
 // request of each other namespace that has any (docs/threat-model.md).
 //
-// Everything else stays client-go's work queue: a request queued twice is
-// queued once, one being reconciled is not handed out again until it is
-// done, a request due later waits in the delaying queue, and errors back
-// off per request (ErrorBackoff). Only the order of the ready ones
-// changes.
+// Everything else stays client-go's work queue:
+//   - A request queued twice is queued once.
+//   - One being reconciled is not handed out again until it is done.
+//   - A request due later waits in the delaying queue.
+//   - Errors back off per request (ErrorBackoff).
+//
+// Only the order of the ready ones changes.
 
 // fairOptions are the options of a controller whose queue is fair between
 // namespaces: workers reconcile at once, and errors back off as b says.

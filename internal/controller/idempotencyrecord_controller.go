@@ -44,7 +44,7 @@ type IdempotencyRecordReconciler struct {
 	client.Client
 	APIReader client.Reader
 	Clock     clock.Clock
-	// Shards says which records this manager collects; nil: all. A
+	// Shards says which records this manager collects. Nil means all. A
 	// record's shard is its operations'.
 	Shards *shard.Sharder
 	// ErrorBackoff is how a pass that returned an error is retried.

@@ -45,12 +45,12 @@ import (
 const DefaultOutboxTimeout = 10 * time.Second
 
 // OutboxReconciler is the relay of the transactional outbox, for one kind
-// of object: it delivers the announcements that a terminal status write
-// wrote (status.outbox entries in Pending), at least once, and writes
-// each delivery with a write conditional on the object's resourceVersion.
+// of object. It delivers the announcements that a terminal status write
+// wrote (status.outbox entries in Pending), at least once. It writes each
+// delivery with a write conditional on the object's resourceVersion.
 //
 // It is a controller of its own, with its own workers, so a slow
-// subscriber never holds an operation's worker; it is woken only by
+// subscriber never holds an operation's worker. It is woken only by
 // objects with a Pending entry, so objects without subscribers cost it
 // nothing. A crash between a delivery and its write redelivers the same
 // event, with the same id: consumers dedupe on it.
@@ -73,10 +73,10 @@ type OutboxReconciler struct {
 	Budget outbox.Budget
 	// Timeout bounds one delivery.
 	Timeout time.Duration
-	// WatchNamespaces are the namespaces the manager watches (none: all);
-	// a manager that watches some serves no ClusterTool.
+	// WatchNamespaces are the namespaces the manager watches. None means
+	// all. A manager that watches some serves no ClusterTool.
 	WatchNamespaces []string
-	// Shards says which objects this manager handles; nil: all.
+	// Shards says which objects this manager handles. Nil means all.
 	Shards                  *shard.Sharder
 	MaxConcurrentReconciles int
 	// ErrorBackoff is how a pass that returned an error is retried.

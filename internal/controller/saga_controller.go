@@ -56,46 +56,47 @@ const conflictRetry = 200 * time.Millisecond
 // sets none: the most attempts an operation allows.
 const retryUntilDoneAttempts = 100
 
-// SagaReconciler runs Sagas. It decides nothing about effects: each step
-// and each compensation is a SideEffectOperation, which the protocol runs;
-// the saga validates the steps, computes their parameters, creates their
-// operations in order and, after a step fails for good, the compensations
-// in reverse.
+// SagaReconciler runs Sagas. It decides nothing about effects. Each step
+// and each compensation is a SideEffectOperation, which the protocol runs.
+// The saga validates the steps, computes their parameters and creates
+// their operations in order. After a step fails for good, it creates the
+// compensations in reverse.
 type SagaReconciler struct {
 	client.Client
 	// APIReader reads past the cache, where a read must see the latest.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Connector effects.Connector
-	// Bulkhead is the operations' (Reconcilers.Operation): a step's dry
-	// run takes a place among its tool's calls; nil: no bound.
+	// Bulkhead is the operations' (Reconcilers.Operation). A step's dry
+	// run takes a place among its tool's calls. Nil means no bound.
 	Bulkhead *Bulkhead
-	// NamespaceShare bounds, per namespace, the dry runs in flight: the
-	// saga workers' own, as the operations' is theirs; nil: no bound.
+	// NamespaceShare bounds, per namespace, the dry runs in flight. It is
+	// the saga workers' own, as the operations' is theirs. Nil means no
+	// bound.
 	NamespaceShare *Bulkhead
 	Validator      ToolValidator
 	Clock          clock.Clock
 	// MaxConcurrentReconciles bounds the sagas handled at once.
 	MaxConcurrentReconciles int
-	// WatchNamespaces are the only namespaces the manager watches; empty:
-	// all. A manager restricted to some reads no ClusterTools.
+	// WatchNamespaces are the only namespaces the manager watches. Empty
+	// means all. A manager restricted to some reads no ClusterTools.
 	WatchNamespaces []string
-	// Shards says which sagas this manager handles; nil: all.
+	// Shards says which sagas this manager handles. Nil means all.
 	Shards *shard.Sharder
 	// ErrorBackoff is how a pass that returned an error is retried.
 	ErrorBackoff ErrorBackoff
 	// EvalTimeout bounds the wall time of the expressions of one of a
-	// saga's steps, together; saga.DefaultEvalTimeout if zero.
+	// saga's steps, together. Zero means saga.DefaultEvalTimeout.
 	EvalTimeout time.Duration
 
 	// plans keeps the compiled expressions of recent sagas: compiling
 	// costs far more than a decision, and a saga's steps never change.
 	plans *lru.Cache // planKey → compiled
 	// undecided keeps, for a step whose validation decided nothing, when
-	// it may be asked again: the message it writes wakes the next pass at
-	// once, and a message that changes with every answer (a request id in
-	// a 503's body) would have it ask the tool without end. A restart
-	// forgets it, and asks once more at once.
+	// it may be asked again. The message such a step writes wakes the next
+	// pass at once. A message that changes with every answer (a request id
+	// in a 503's body) would then have it ask the tool without end. A
+	// restart forgets it, and asks once more at once.
 	undecided *lru.Cache // stepKey → time.Time
 }
 
@@ -255,7 +256,7 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 }
 
 // recall reads, past the cache, the scope record of every step without an
-// operation of this saga, and says what each holds (protocol.Holds): an
+// operation of this saga. It says what each holds (protocol.Holds). An
 // earlier saga of the same key may have left an effect there that this one
 // must not leave standing.
 func (r *SagaReconciler) recall(ctx context.Context, s *v1.Saga, view saga.View) (map[string]string, error) {
@@ -307,9 +308,8 @@ func (r *SagaReconciler) holds(ctx context.Context, rec *v1.IdempotencyRecord, n
 
 // lost ends a pass whose checkpoint could not be written. A conflict means
 // the pass read a saga behind the last checkpoint, or a person wrote the
-// spec meanwhile: nothing the pass decided since its last written
-// checkpoint was acted on, and the saga is decided again on the newer
-// object.
+// spec meanwhile. Nothing the pass decided since its last written
+// checkpoint was acted on. The saga is decided again on the newer object.
 func (r *SagaReconciler) lost(err error) (ctrl.Result, error) {
 	if apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -360,11 +360,12 @@ func children(s *v1.Saga, ops map[string]*v1.SideEffectOperation) map[string]sag
 type freshOps map[string]bool
 
 // readResults reads past the cache the operations of the committed steps
-// whose result the cache does not keep (it keeps a terminal operation
-// without its result: terminalKept), and puts them in ops, so that the
-// later steps' parameters are computed from the results as the API server
-// has them. An operation read here (fresh) is not read again in the pass,
-// also when its result was too large to keep and it has none.
+// whose result the cache does not keep. The cache keeps a terminal
+// operation without its result (terminalKept). readResults puts them in
+// ops, so that the later steps' parameters are computed from the results
+// as the API server has them. An operation read here (fresh) is not read
+// again in the pass. That holds also when its result was too large to
+// keep and it has none.
 func (r *SagaReconciler) readResults(ctx context.Context, ops map[string]*v1.SideEffectOperation, fresh freshOps,
 	status v1.SagaStatus) error {
 	for _, ss := range status.Steps {

@@ -75,8 +75,8 @@ type Config struct {
 	OutboxBudget  outbox.Budget
 	OutboxTimeout time.Duration
 
-	// WatchNamespaces are the only namespaces the manager watches (its
-	// cache must be restricted to them too: WatchOnly); empty: all. A
+	// WatchNamespaces are the only namespaces the manager watches. Empty
+	// means all. Its cache must be restricted to them too (WatchOnly). A
 	// manager restricted to some serves no ClusterTools and reads no
 	// Namespaces, so that it needs no cluster-wide rights.
 	WatchNamespaces []string
@@ -126,7 +126,7 @@ type Deps struct {
 	// and deliveries (full jitter) and of reconciles that returned an
 	// error; math/rand if nil.
 	Jitter func(d time.Duration) time.Duration
-	// Shards says which objects this manager handles; nil: all.
+	// Shards says which objects this manager handles. Nil means all.
 	Shards *shard.Sharder
 }
 

@@ -89,9 +89,9 @@ func keepsOwnTTL(op *v1.SideEffectOperation) bool {
 
 // expire deletes obj if its TTL ran out (a delete conditional on the UID
 // and the version read) and otherwise asks to be back when it does. The
-// deletion is routine, the end of a happy path: it writes no Event (one
-// per operation, which the API server keeps for an hour, would be most of
-// what a busy cluster's etcd holds for Once) and is counted instead.
+// deletion is routine, the end of a happy path. It writes no Event and is
+// counted instead. One Event per operation, which the API server keeps for
+// an hour, would be most of what a busy cluster's etcd holds for Once.
 func expire(ctx context.Context, c client.Client, kind string, obj client.Object,
 	ttl *int32, finished *metav1.Time, now time.Time, opts ...client.DeleteOption) (ctrl.Result, error) {
 	due, wait := expiresIn(ttl, finished, now)

@@ -79,7 +79,7 @@ const (
 	// request cannot be made at all.
 	ValidateInvalid ValidateVerdict = "Invalid"
 	// ValidateUndecided: no answer that decides (the request did not
-	// arrive, a 5xx, a gateway's page); ask again later.
+	// arrive, a 5xx, a gateway's page). Ask again later.
 	ValidateUndecided ValidateVerdict = "Undecided"
 	// ValidateNotOffered: the operation has no validate request.
 	ValidateNotOffered ValidateVerdict = "NotOffered"
@@ -105,14 +105,15 @@ type ValidateResult struct {
 //   - Lookup asks whether the effect of Key exists and has no effect of its
 //     own. Absent only when the tool's answer proves it.
 //   - Validate asks, with no effect, whether the tool would accept the
-//     request (a dry run), sent at most once like every call. Invalid on
-//     the tool's own refusal, or where Execute would fail for good without
-//     sending anything (no such operation, parameters the request cannot
-//     be built from); Undecided on any other answer, or on none.
-//   - Compensation is not a method of its own: a compensation is an
-//     operation of the tool (a refund, a close), executed and looked up
-//     through Execute and Lookup under the whole protocol, with a key of
-//     its own, so that it is as idempotent as any effect.
+//     request (a dry run). It is sent at most once, like every call. It is
+//     Invalid on the tool's own refusal. It is Invalid too where Execute
+//     would fail for good without sending anything (no such operation,
+//     parameters the request cannot be built from). It is Undecided on any
+//     other answer, or on none.
+//   - Compensation is not a method of its own. A compensation is an
+//     operation of the tool (a refund, a close). It is executed and looked
+//     up through Execute and Lookup under the whole protocol, with a key
+//     of its own, so that it is as idempotent as any effect.
 //   - Nothing it returns holds a secret: no header values, no credentials.
 type Client interface {
 	Execute(ctx context.Context, req Request) protocol.CallResult

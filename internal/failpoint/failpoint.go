@@ -25,14 +25,14 @@ limitations under the License.
 // set them while running, or Enable in-process. A point's value chooses
 // what happens:
 //
-//   - "kill": the process sends itself SIGKILL, as kill -9 would;
+//   - "kill": the process sends itself SIGKILL, as kill -9 would.
 //   - "stop": the process sends itself SIGSTOP, as a stalled node or a
-//     debugger would, and goes on from there once it is continued
-//     (SIGCONT);
+//     debugger would. It goes on from there once it is continued
+//     (SIGCONT).
 //   - "abandon": the pass stops and writes nothing more, as if the worker
-//     had died there: it blocks until the manager stops, so that the same
-//     manager does not pick the object up again (for tests that run the
-//     manager in-process and stop it to play the crash).
+//     had died there. It blocks until the manager stops, so that the same
+//     manager does not pick the object up again. This is for tests that
+//     run the manager in-process and stop it to play the crash.
 //
 // gofail's sleep and pause terms work too.
 package failpoint
@@ -40,31 +40,31 @@ package failpoint
 // The points, in the order a pass meets them.
 const (
 	// BindAfterNoRecord: an operation whose key is its own name found no
-	// scope record; it has not claimed.
+	// scope record. It has not claimed.
 	BindAfterNoRecord = "bindAfterNoRecord"
-	// ExecuteAfterClaim: the attempt's claim is written; the tool has not
+	// ExecuteAfterClaim: the attempt's claim is written. The tool has not
 	// been called.
 	ExecuteAfterClaim = "executeAfterClaim"
 	// BeforeWrite: a call's request (an attempt's or a re-send's) has its
 	// connection and is about to be written: the last moment before its
 	// bytes leave, where its claim's fence is asked. Meant for "stop".
 	BeforeWrite = "beforeWrite"
-	// ExecuteAfterAnswer: the tool answered the attempt; the answer is not
+	// ExecuteAfterAnswer: the tool answered the attempt. The answer is not
 	// written.
 	ExecuteAfterAnswer = "executeAfterAnswer"
-	// ReconcileAfterClaim: a reconciliation (re-send or lookup) is claimed;
-	// the tool has not been asked.
+	// ReconcileAfterClaim: a reconciliation (re-send or lookup) is claimed.
+	// The tool has not been asked.
 	ReconcileAfterClaim = "reconcileAfterClaim"
-	// ReconcileAfterAnswer: the tool answered the reconciliation; the
+	// ReconcileAfterAnswer: the tool answered the reconciliation. The
 	// answer is not written.
 	ReconcileAfterAnswer = "reconcileAfterAnswer"
 	// TakeoverAfterRecord: an operation took over the scope record of a
-	// deleted owner; it has not written the inherited unknown outcome.
+	// deleted owner. It has not written the inherited unknown outcome.
 	TakeoverAfterRecord = "takeoverAfterRecord"
-	// OutboxBeforeDeliver: an outcome and its announcements are written;
-	// the relay has not delivered them.
+	// OutboxBeforeDeliver: an outcome and its announcements are written.
+	// The relay has not delivered them.
 	OutboxBeforeDeliver = "outboxBeforeDeliver"
-	// OutboxAfterDeliver: the relay delivered an announcement; the
+	// OutboxAfterDeliver: the relay delivered an announcement. The
 	// delivery is not written, so it will be delivered again.
 	OutboxAfterDeliver = "outboxAfterDeliver"
 )

@@ -95,8 +95,8 @@ type Route struct {
 	// Subscribers, if any, are told each operation's outcome.
 	Subscribers []v1.Subscriber `json:"subscribers,omitempty"`
 	// TTLSecondsAfterFinished is how long each operation is kept after it
-	// ends (its spec.ttlSecondsAfterFinished): unset, one hour
-	// (v1alpha1.DefaultClientTTLSecondsAfterFinished); -1 keeps them until
+	// ends (its spec.ttlSecondsAfterFinished). Unset means one hour
+	// (v1alpha1.DefaultClientTTLSecondsAfterFinished). -1 keeps them until
 	// someone deletes them. A message delivered again after its operation
 	// went gets the outcome its scope's record keeps, within Retention.
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
@@ -440,13 +440,17 @@ func (h *Handler) existing(ctx context.Context, want *v1.SideEffectOperation, m 
 }
 
 // recorded answers a message whose operation went (its TTL ran out after
-// it ended) from the scope's record, while the record keeps the outcome:
-// as the operation would, a duplicate with its state, or a mismatch for
-// another payload; nothing is made. ok is false when only an operation can
-// answer: pkg/once's Recorded decides, as for the gateway (no record, no
-// outcome yet, an expired one, or a sender that may not get
-// idempotencyrecords, whose message then makes the operation again, which
-// adopts the recorded outcome).
+// it ended) from the scope's record, while the record keeps the outcome.
+// It answers as the operation would: a duplicate with its state, or a
+// mismatch for another payload. Nothing is made. ok is false when only an
+// operation can answer. pkg/once's Recorded decides, as for the gateway.
+// Only an operation can answer in these cases:
+//
+//   - no record;
+//   - no outcome yet;
+//   - an expired outcome;
+//   - a sender that may not get idempotencyrecords. Its message then makes
+//     the operation again, which adopts the recorded outcome.
 func (h *Handler) recorded(ctx context.Context, want *v1.SideEffectOperation, m message) (int, Answer, bool) {
 	res, ok, err := once.New(h.Client).Recorded(ctx, once.Request{Namespace: want.Namespace, Name: want.Name,
 		Tool: want.Spec.ToolRef, Operation: want.Spec.Operation, Key: want.Name, Parameters: m.params})

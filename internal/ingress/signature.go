@@ -33,11 +33,12 @@ import (
 
 // A route that names a signing secret takes only messages its sender
 // signed, as the Standard Webhooks specification (standardwebhooks.com)
-// says: the webhook-id, webhook-timestamp and webhook-signature headers,
-// the signature an HMAC-SHA256, with the secret, of the id, the timestamp
-// and the body joined by dots. The id is the message's id: it is signed, so
-// nobody without the secret can name a message, take an id the sender
-// will use, or learn the outcome of one it sent. A signed message is taken
+// says. The message carries the webhook-id, webhook-timestamp and
+// webhook-signature headers. The signature is an HMAC-SHA256, with the
+// secret, of the id, the timestamp and the body joined by dots. The id is
+// the message's id. It is signed, so nobody without the secret can name a
+// message, take an id the sender will use, or learn the outcome of one it
+// sent. A signed message is taken
 // within Tolerance of its timestamp; a delivery captured and posted again
 // within it names the same operation, and makes no second effect.
 

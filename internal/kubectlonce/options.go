@@ -14,10 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package kubectlonce is the `kubectl once` plugin: it lists what needs a
-// person (review), tells an operation's or a saga's story (why), and writes
-// the same declarative fields a GitOps user writes (resolve, approve),
-// checked and written by internal/review, which the simulator shares. It
+// Package kubectlonce is the `kubectl once` plugin. It lists what needs a
+// person (review) and tells an operation's or a saga's story (why). It
+// writes the same declarative fields a GitOps user writes (resolve,
+// approve). internal/review checks and writes them, and the simulator
+// shares it. It
 // uses cli-runtime's ConfigFlags, so the usual --kubeconfig, --context,
 // --namespace and --as flags work, and a controller-runtime client typed on
 // api/v1alpha1. It also prints its version and the managers' (version),

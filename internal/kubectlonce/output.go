@@ -117,13 +117,14 @@ func isDryRun(dryRun string) bool {
 	return dryRun == dryRunClient || dryRun == dryRunServer
 }
 
-// printable is s for a terminal: every control character (C0, DEL, C1),
-// each bidirectional override and each byte that is not UTF-8 escaped as
-// Go escapes it (\x1b, \n, \u202e), so that what a tool or a writer put
-// in a status, a message or a name can neither drive the terminal
-// (escape sequences that move the cursor, retitle the window or rewrite
-// what was printed) nor forge a line or a column. Text in -o json or yaml
-// is printed as it is: its encoders escape what they must.
+// printable is s for a terminal. It escapes, as Go escapes them (\x1b, \n,
+// \u202e), every control character (C0, DEL, C1), each bidirectional
+// override and each byte that is not UTF-8. A tool or a writer may put
+// text in a status, a message or a name. That text then cannot drive the
+// terminal: no escape sequences that move the cursor, retitle the window
+// or rewrite what was printed. Nor can it forge a line or a column. Text
+// in -o json or yaml is printed as it is: its encoders escape what they
+// must.
 func printable(s string) string {
 	if !needsEscape(s) {
 		return s

@@ -108,11 +108,11 @@ type entry struct {
 }
 
 // operationStory merges an operation's transitions and observations by
-// time. Both lists are oldest first and stay in their own order; times
-// have a resolution of a second, so at the same second an earlier attempt
-// goes first, and within one attempt a transition into a working state
+// time. Both lists are oldest first and stay in their own order. Times
+// have a resolution of a second. So at the same second an earlier attempt
+// goes first. Within one attempt, a transition into a working state
 // (Planned, Started, Reconciling, Compensating) goes before the
-// observations, which go before the outcome they led to.
+// observations. They go before the outcome they led to.
 func operationStory(st *v1.SideEffectOperationStatus) []entry {
 	events := operationEvents(st)
 	out := make([]entry, 0, len(events))

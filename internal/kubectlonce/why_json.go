@@ -77,10 +77,10 @@ type OperationStory struct {
 	ErrorMessage     string `json:"errorMessage,omitempty"`
 	// Claim is the claim held now, if any.
 	Claim *v1.Claim `json:"claim,omitempty"`
-	// Resolution is the resolution applied, if any; Written the one in
-	// spec.resolution while it waits to be applied; Disregarded the one
+	// Resolution is the resolution applied, if any. Written is the one in
+	// spec.resolution while it waits to be applied. Disregarded is the one
 	// in spec.resolution when it was decided or written before this review
-	// began (status.earlierResolutions), which does not decide it.
+	// began (status.earlierResolutions). That one does not decide it.
 	Resolution  *Decision `json:"resolution,omitempty"`
 	Written     *Decision `json:"written,omitempty"`
 	Disregarded *Decision `json:"disregarded,omitempty"`

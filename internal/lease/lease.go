@@ -14,11 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package lease holds what Once's per-manager Leases have in common: the
+// Package lease holds what Once's per-manager Leases have in common. The
 // sharder's membership (internal/shard) and the presence the plugin reads
 // (internal/presence) are each one coordination.k8s.io Lease per manager
-// process, named after its holder, renewed every period, deleted when the
-// manager stops, and collected by the others once long expired.
+// process. Each is named after its holder and renewed every period. It is
+// deleted when the manager stops, and collected by the others once long
+// expired.
 package lease
 
 import (

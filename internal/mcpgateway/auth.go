@@ -136,13 +136,16 @@ type verdict struct {
 }
 
 // authenticate returns the caller a token authenticates for the gateway's
-// audience, and the token's expiry when it carries one; errInvalidToken
-// when the API server does not accept it; errBusy when the reviews in
-// flight are at their bound, in all or for the asking client, from. At
-// most one review per token is in flight; it holds a place of the client
-// that asked first. Its
-// verdict is kept (accepted until the token expires or for acceptedTTL,
-// refused for refusedTTL).
+// audience, and the token's expiry when it carries one. It returns:
+//
+//   - errInvalidToken when the API server does not accept the token.
+//   - errBusy when the reviews in flight are at their bound, in all or for
+//     the asking client, from.
+//
+// At most one review per token is in flight. It holds a place of the
+// client that asked first. Its verdict is kept. An accepted token is kept
+// until it expires or for acceptedTTL. A refused one is kept for
+// refusedTTL.
 func (a *authenticator) authenticate(ctx context.Context, from, token string) (*caller, time.Time, error) {
 	id := sha256.Sum256([]byte(token))
 	if v, ok := a.cached(id); ok {
@@ -210,8 +213,8 @@ func (a *authenticator) keep(id [32]byte, v verdict) {
 				delete(a.known, k)
 			}
 		}
-		// Still full of live callers: one of them, drawn by the map's
-		// random order, is asked about again at its next call; the others
+		// Still full of live callers. One of them, drawn by the map's
+		// random order, is asked about again at its next call. The others
 		// keep their verdicts.
 		for k := range a.known {
 			if len(a.known) < maxTokens {
@@ -226,11 +229,11 @@ func (a *authenticator) keep(id [32]byte, v verdict) {
 // review asks the API server whether token is valid for the gateway's
 // audience. An audience-aware authenticator (ServiceAccount tokens) checks
 // the audience itself. The API server's JWT authenticators (OIDC issuers of
-// --authentication-config) are audience-agnostic in a TokenReview: they
-// answer only for the API server's own audiences (--api-audiences), so a
+// --authentication-config) are audience-agnostic in a TokenReview. They
+// answer only for the API server's own audiences (--api-audiences). So a
 // JWT that names the gateway's audience in its aud claim is reviewed again
-// without audiences, and the claim, which the issuer signed and the API
-// server verified, decides (docs/mcp.md, "Identity and RBAC").
+// without audiences. Then the claim decides, which the issuer signed and
+// the API server verified (docs/mcp.md, "Identity and RBAC").
 func (a *authenticator) review(ctx context.Context, token string) (verdict, error) {
 	claims := unverifiedClaims(token)
 	if a.audience == "" {

@@ -44,22 +44,26 @@ import (
 // The host's user decides (multi round-trip requests, protocol 2026-07-28).
 //
 // A call whose operation waits for a person (an operation in NeedsReview,
-// a saga step waiting for approval) is answered, on a session that speaks
-// 2026-07-28 over HTTP, with an input request: a form the host shows its
-// user. The host calls again with the user's answer and the request state;
-// the gateway writes the decision on the object as the caller, through the
-// code path of kubectl once resolve and approve (internal/review), so the
+// a saga step waiting for approval) gets an input request, on a session
+// that speaks 2026-07-28 over HTTP. That is a form the host shows its
+// user. The host calls again with the user's answer and the request state.
+// The gateway writes the decision on the object as the caller, through the
+// code path of kubectl once resolve and approve (internal/review). So the
 // API server's RBAC decides whether the caller may, and Once's admission
-// policy records who wrote it; then the call waits for the outcome as any
-// call does. The request state is not trusted: the object is the one the
-// call's own arguments name, and the state only binds the answer to the
-// incarnation of the object (its UID) and, for an operation, to its
-// request hash and to the review it was asked in (an answer about an
-// earlier attempt says nothing of a later one), for a saga to the step it
-// waits on; the call's own arguments must be the object's request.
+// policy records who wrote it. Then the call waits for the outcome as any
+// call does.
+//
+// The request state is not trusted. The object is the one the call's own
+// arguments name, and the call's own arguments must be the object's
+// request. The state only binds the answer:
+//
+//   - to the incarnation of the object (its UID);
+//   - for an operation, to its request hash and to the review it was asked
+//     in (an answer about an earlier attempt says nothing of a later one);
+//   - for a saga, to the step it waits on.
 //
 // A decline records nothing and answers as today, saying that the user
-// declined; a cancel, or no answer, records nothing and answers as today.
+// declined. A cancel, or no answer, records nothing and answers as today.
 // Older protocol versions and stdio get today's answers only.
 
 // decisionInput is the id of the gateway's one input request.
@@ -98,10 +102,13 @@ func decodeState(raw string) (decisionState, error) {
 	return s, nil
 }
 
-// asksUser reports whether the call's session can carry an input request:
-// HTTP (not stdio, which keeps today's answers), protocol 2026-07-28 or
-// later, and a client that said it shows forms (the elicitation
-// capability, with the form mode or no mode named).
+// asksUser reports whether the call's session can carry an input request.
+// It needs all of these:
+//
+//   - HTTP, not stdio, which keeps today's answers;
+//   - protocol 2026-07-28 or later;
+//   - a client that said it shows forms: the elicitation capability, with
+//     the form mode or no mode named.
 func (g *Gateway) asksUser(ctx context.Context, req *mcp.CallToolRequest) bool {
 	if asks, ok := ctx.Value(asksKey{}).(bool); ok {
 		// CallAs said it for its caller's host.

@@ -331,9 +331,10 @@ func (g *Gateway) callerOf(extra *mcp.RequestExtra) (*caller, string, error) {
 }
 
 // listTools lists the operations of the tools the caller may use in its
-// namespace: none when it may not create operations there; a Tool or
-// ClusterTool it may not list, or whose definition is not valid, is left
-// out, and so is a ClusterTool that does not serve the namespace.
+// namespace. It lists none when the caller may not create operations
+// there. It leaves out a Tool or ClusterTool the caller may not list, or
+// whose definition is not valid. It leaves out a ClusterTool that does not
+// serve the namespace too.
 func (g *Gateway) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
 	c, ns, err := g.callerOf(req.Extra)
 	if err != nil {
@@ -548,7 +549,7 @@ func (g *Gateway) operationRequest(ns string, ref v1.ToolReference, operation, k
 
 // refusal is the answer to a call whose operation does not exist and
 // cannot be made now: the tool is gone or unusable, or the arguments do
-// not fit its operation's schema; nil when the call can go on.
+// not fit its operation's schema. It is nil when the call can go on.
 func (g *Gateway) refusal(ctx context.Context, c *caller, ref v1.ToolReference, ns, operation string,
 	params json.RawMessage, name string, tool v1.GenericTool, toolErr error) *mcp.CallToolResult {
 	if answer := usableTool(ctx, c, ref, ns, operation, tool, toolErr); answer != nil {

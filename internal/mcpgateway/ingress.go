@@ -31,11 +31,11 @@ const IngressPath = "/ingress/"
 
 // MountIngress serves the ingress of messages at IngressPath. A sender
 // authenticates with a bearer token meant for the gateway's audience, as an
-// MCP caller does: a token the API server accepts for itself alone is
+// MCP caller does. A token the API server accepts for itself alone is
 // refused, so that no pod's own token, nor one meant for another service,
-// posts here. The gateway reviews it as it does an MCP caller's, and makes
-// the operation as the sender by impersonation: RBAC decides which routes'
-// namespaces it may post to.
+// posts here. The gateway reviews it as it does an MCP caller's. It makes
+// the operation as the sender by impersonation. So RBAC decides which
+// routes' namespaces the sender may post to.
 func (g *Gateway) MountIngress(routes map[string]ingress.Route) error {
 	if err := (&ingress.Handler{Routes: routes}).Validate(); err != nil {
 		return err

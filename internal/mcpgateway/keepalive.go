@@ -37,13 +37,14 @@ import (
 //
 //   - A call that asked for no progress is answered as one JSON body. A
 //     gateway that dies takes the connection with it, and the client's
-//     pending POST fails at once: the TypeScript SDK's client learns only
-//     this way, since it leaves a call whose event stream broke waiting for
-//     its request timeout.
-//   - A call that asked for progress is answered as an event stream that
-//     carries a progress notification at least every KeepAliveInterval, so
-//     that a client may give up on a call after a few intervals of silence
-//     (a host's idle timeout) without giving up on a long one.
+//     pending POST fails at once. The TypeScript SDK's client learns only
+//     this way. It leaves a call whose event stream broke waiting for its
+//     request timeout.
+//   - A call that asked for progress is answered as an event stream. The
+//     stream carries a progress notification at least every
+//     KeepAliveInterval. So a client may give up on a call after a few
+//     intervals of silence (a host's idle timeout) without giving up on a
+//     long one.
 
 // KeepAliveInterval is the longest a call that asked for progress goes
 // without a progress notification while its gateway lives.

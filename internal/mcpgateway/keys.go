@@ -49,25 +49,30 @@ import (
 // scope already (ScopedKey, and the operation's scope); the derived part is
 // the digest of the canonical arguments and the number of a slot.
 //
-// A derived key holds while its operation has not ended, whatever its age
-// (it runs, or waits in NeedsReview for a person, and the gateway's own
-// answers tell the model to call again later with the same arguments), and
-// for the window after the later of its first use and its end. Time is cut
-// into slots as long as the window, and a key is named after the slot of
-// the call that first used it, so that calls that find no key that holds
-// agree on a new one without state of their own.
+// A derived key holds while its operation has not ended, whatever its age.
+// The operation runs, or waits in NeedsReview for a person, and the
+// gateway's own answers tell the model to call again later with the same
+// arguments. The key also holds for the window after the later of its
+// first use and its end. Time is cut into slots as long as the window. A
+// key is named after the slot of the call that first used it. So calls
+// that find no key that holds agree on a new one without state of their
+// own.
 //
-// A call finds the key that holds in two ways. Each operation made with a
-// derived key carries derivedLabel, the digest of the key's base (caller,
-// tool, operation, canonical arguments), and is kept at least the window
-// after it ends: the call lists the caller's operations with its base, as
-// the caller, and takes the oldest whose key holds. When none does, it
-// looks at the keys of the slots around its own, whose use an operation's
-// scope record keeps once the operation went (the record is kept for the
-// outcome's retention after the end, which is why a window never exceeds
-// the retention), and takes the oldest that holds; the key of its own slot
-// if none does. The margin covers what a use's record loses: times are
-// kept to the second, and the gateway's replicas read their own clocks.
+// A call finds the key that holds in two ways:
+//
+//  1. Each operation made with a derived key carries derivedLabel, the
+//     digest of the key's base (caller, tool, operation, canonical
+//     arguments). It is kept at least the window after it ends. The call
+//     lists the caller's operations with its base, as the caller, and
+//     takes the oldest whose key holds.
+//  2. When none does, it looks at the keys of the slots around its own.
+//     An operation's scope record keeps their use once the operation went.
+//     The record is kept for the outcome's retention after the end, which
+//     is why a window never exceeds the retention. The call takes the
+//     oldest that holds, or the key of its own slot if none does.
+//
+// The margin covers what a use's record loses. Times are kept to the
+// second, and the gateway's replicas read their own clocks.
 //
 // What this cannot tell apart: two calls that both find no key (neither
 // sees the other's operation yet) and fall on either side of a slot's end
@@ -112,9 +117,9 @@ func DerivedKey(params json.RawMessage, n int64) (string, error) {
 }
 
 // derivedBase is the value of derivedLabel on the operations of calls by
-// user of operation of ref with params: 32 hex digits of the SHA-256 of
-// the caller, the tool, the operation and the canonical arguments (a label
-// value holds at most 63 characters).
+// user of operation of ref with params. It is 32 hex digits of the SHA-256
+// of the caller, the tool, the operation and the canonical arguments. A
+// label value holds at most 63 characters.
 func derivedBase(user string, ref v1.ToolReference, operation string, params json.RawMessage) (string, error) {
 	digest, err := argumentsDigest(params)
 	if err != nil {
@@ -144,12 +149,17 @@ func holds(u once.KeyUse, now time.Time, window time.Duration) bool {
 	return now.Before(last.Add(window + derivedMargin))
 }
 
-// derivedSlot is the slot whose key a call at now takes: the oldest of
-// listed (the uses of the caller's operations with the call's base, by
-// slot) whose key holds; else the oldest of the slots around now's whose
-// key holds, as use reads it (from the operation, or from its scope's
-// record once it went); else now's slot. use says false for a key that
-// was not used.
+// derivedSlot is the slot whose key a call at now takes. It is the first
+// of these:
+//
+//  1. The oldest of listed whose key holds. listed holds the uses of the
+//     caller's operations with the call's base, by slot.
+//  2. The oldest of the slots around now's whose key holds, as use reads
+//     it. use reads it from the operation, or from its scope's record once
+//     it went.
+//  3. Now's slot.
+//
+// use says false for a key that was not used.
 func derivedSlot(now time.Time, window time.Duration, listed map[int64]once.KeyUse,
 	use func(slot int64) (once.KeyUse, bool, error)) (int64, error) {
 	for _, s := range slices.Sorted(maps.Keys(listed)) {
@@ -206,11 +216,12 @@ func (d *derivedCall) mark(r *once.Request) {
 // derives from the arguments when it derives them (with what its
 // operation then carries), the caller's key otherwise. A tool that does
 // not exist or that the caller may not read leaves the caller's key to
-// decide (a retry goes to its operation whatever became of the tool); an
-// answer instead of a key refuses the call. A call that carries its host's
-// answer about an operation (answering, its name) goes to that operation
-// if it is one of these arguments', whether or not its key still holds:
-// the question invited the answer, at whatever time the user gives it.
+// decide. A retry goes to its operation whatever became of the tool. An
+// answer instead of a key refuses the call. A call may carry its host's
+// answer about an operation (answering, its name). It goes to that
+// operation if it is one of these arguments', whether or not its key
+// still holds. The question invited the answer, at whatever time the user
+// gives it.
 func (g *Gateway) callKey(ctx context.Context, c *caller, ns string, ref v1.ToolReference, operation, key string,
 	params json.RawMessage, name, answering string, tool v1.GenericTool, toolErr error) (string, *derivedCall,
 	*mcp.CallToolResult) {
@@ -274,10 +285,10 @@ func (g *Gateway) callKey(ctx context.Context, c *caller, ns string, ref v1.Tool
 	return derived, &derivedCall{base: base, window: window}, nil
 }
 
-// derivedUses lists, as the caller, its operations labeled with base, and
-// returns the use of each that is what the label says (a derived key of
-// these arguments, for this tool and operation, under the name the
-// gateway gives it), by slot. A label is not proof: anyone who may create
+// derivedUses lists, as the caller, its operations labeled with base. It
+// returns, by slot, the use of each that is what the label says: a derived
+// key of these arguments, for this tool and operation, under the name the
+// gateway gives it. A label is not proof: anyone who may create
 // operations can write one.
 func (g *Gateway) derivedUses(ctx context.Context, c *caller, ns string, ref v1.ToolReference, operation string,
 	params json.RawMessage, base string) (map[int64]once.KeyUse, error) {

@@ -18,9 +18,9 @@ package mcpgateway
 
 import "sync"
 
-// limiter bounds the tool calls that wait at once, in all and per caller:
-// each holds a goroutine and reads the API server until its outcome or the
-// call timeout, and a caller that hangs up does not always end it. It
+// limiter bounds the tool calls that wait at once, in all and per caller.
+// Each holds a goroutine and reads the API server until its outcome or the
+// call timeout. A caller that hangs up does not always end it. It
 // bounds the TokenReviews in flight too, in all and per client.
 type limiter struct {
 	total, perCaller int

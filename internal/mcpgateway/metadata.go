@@ -27,9 +27,9 @@ import (
 )
 
 // MetadataPath is where the gateway serves its OAuth 2.0 protected-resource
-// metadata (RFC 9728); the same document is also served at MetadataPath
-// followed by the path of the resource (/.well-known/oauth-protected-resource/mcp),
-// where RFC 9728 and the MCP authorization spec look for a resource with a
+// metadata (RFC 9728). The same document is also served at MetadataPath
+// followed by the path of the resource (/.well-known/oauth-protected-resource/mcp).
+// RFC 9728 and the MCP authorization spec look there for a resource with a
 // path.
 const MetadataPath = "/.well-known/oauth-protected-resource"
 

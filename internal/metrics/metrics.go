@@ -161,9 +161,9 @@ type needsReview struct {
 func (c *needsReview) Describe(ch chan<- *prometheus.Desc) { ch <- needsReviewDesc }
 
 // IndexNeedsReview is a field index of the manager's cache that holds the
-// operations in NeedsReview alone (value "true"), so that a scrape lists
-// those and not every operation the cluster keeps: at 20 000 retained
-// operations a full list was 16 MB of garbage a scrape, even uncopied.
+// operations in NeedsReview alone (value "true"). So a scrape lists those
+// and not every operation the cluster keeps. At 20 000 retained operations
+// a full list was 16 MB of garbage a scrape, even uncopied.
 const IndexNeedsReview = "status.state.needsReview"
 
 func (c *needsReview) Collect(ch chan<- prometheus.Metric) {

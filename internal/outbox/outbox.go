@@ -19,9 +19,9 @@ limitations under the License.
 // answer does to its entry. It has no client and no clock of its own.
 //
 // The entries are written by the decision cores (internal/protocol for
-// operations, internal/saga for sagas) in the same status write as the
-// outcome they announce, so an outcome is never written without its
-// announcements; the relay (internal/controller) delivers them at least
+// operations, internal/saga for sagas). They go in the same status write
+// as the outcome they announce, so an outcome is never written without its
+// announcements. The relay (internal/controller) delivers them at least
 // once and writes each delivery.
 package outbox
 
@@ -63,13 +63,13 @@ func Announced(state v1.OperationState) bool {
 // one's outcome) has one identity, so one effect is announced under one id
 // (docs/outbox.md, "The event id").
 type Identity struct {
-	// Scope names the scope: an operation's scope record name
-	// (protocol.Scope.RecordName, which status.recordName holds); a saga's
-	// saga.ScopeName. It must not be empty.
+	// Scope names the scope. For an operation it is the scope record name
+	// (protocol.Scope.RecordName, which status.recordName holds). For a
+	// saga it is saga.ScopeName. It must not be empty.
 	Scope string
-	// Effect identifies the effect the outcome stands for: an operation's
-	// status.externalObjectID, a saga's saga.Effect; empty when the outcome
-	// names none (a failure, as a rule).
+	// Effect identifies the effect the outcome stands for. For an operation
+	// it is status.externalObjectID, for a saga saga.Effect. It is empty
+	// when the outcome names none (a failure, as a rule).
 	Effect string
 }
 
@@ -90,11 +90,15 @@ func EventID(id Identity, state v1.OperationState, subscriber string) string {
 // maxPlainEffect is the longest effect an event id holds as it is.
 const maxPlainEffect = 64
 
-// EffectPart is how an event id names an effect: "-" for none; the
-// external id itself when it has at most 64 characters, all letters,
-// digits, '.', '_' or '-', and does not start with '-' (ch_3PqX); otherwise
-// "sha256:" and the first 32 hex digits of its SHA-256. No plain id is "-"
-// or holds a ':', so no two effects share a part.
+// EffectPart is how an event id names an effect:
+//
+//   - "-" for none.
+//   - The external id itself when it has at most 64 characters, all
+//     letters, digits, '.', '_' or '-', and does not start with '-'
+//     (ch_3PqX).
+//   - Otherwise "sha256:" and the first 32 hex digits of its SHA-256.
+//
+// No plain id is "-" or holds a ':', so no two effects share a part.
 func EffectPart(effect string) string {
 	if effect == "" {
 		return "-"
@@ -128,10 +132,10 @@ func EventType(kind Kind, state v1.OperationState) string {
 
 // Announce returns entries with a Pending entry, under the id of id, for
 // every subscriber that has none for the announcement of state yet. An
-// entry counts by its subscriber and its type, not by its id, so an entry
-// written under an earlier form of the id (the object's UID, before
-// announcements were named by their scope) still stands for its
-// announcement, and an upgrade never announces an outcome twice. It
+// entry counts by its subscriber and its type, not by its id. So an entry
+// written under an earlier form of the id still stands for its
+// announcement. That form was the object's UID, before announcements were
+// named by their scope. An upgrade never announces an outcome twice. It
 // changes nothing when state is not announced or no one subscribed, so an
 // object without subscribers costs nothing.
 func Announce(entries []v1.OutboxEntry, kind Kind, id Identity, state v1.OperationState,

@@ -15,10 +15,10 @@ limitations under the License.
 */
 
 // Package presence publishes which managers run and which version each
-// runs: every manager process keeps a Lease (coordination.k8s.io/v1) of its
-// own in its namespace, labelled LabelManager, with its holder identity and
-// its version (AnnotationVersion), renewed every RenewPeriod and deleted
-// when it stops. `kubectl once version` lists them (List) and shows those
+// runs. Every manager process keeps a Lease (coordination.k8s.io/v1) of its
+// own in its namespace, labelled LabelManager. The Lease holds its holder
+// identity and its version (AnnotationVersion). It is renewed every
+// RenewPeriod and deleted when the manager stops. `kubectl once version` lists them (List) and shows those
 // renewed within their duration, so that it finds the managers of a local
 // process (make demo), of a Deployment, of several replicas and of shards
 // alike.

@@ -39,9 +39,9 @@ func AfterCall(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult)
 	case v1.OutcomePermanent:
 		if st.ErrorClass == v1.ErrorOutcomeUnknown && !r.Replayed {
 			// An earlier attempt was answered by a gateway that may have
-			// passed it on (a Native tool's 502, 503, 504 or 408): this
-			// attempt is its same-key re-send, and a refusal that is not
-			// the tool's replay answers the re-send, not the earlier one.
+			// passed it on (a Native tool's 502, 503, 504 or 408). This
+			// attempt is its same-key re-send. A refusal that is not the
+			// tool's replay answers the re-send, not the earlier one.
 			return needsReview(st, env, fmt.Sprintf(
 				"An earlier attempt may have taken effect and attempt %d, its re-send, was refused with an answer that is not the tool's replay (%s); a person must decide",
 				st.Attempts, r.Message))
@@ -94,10 +94,10 @@ func effectPossible(st v1.SideEffectOperationStatus, r CallResult) bool {
 }
 
 // AfterResend decides on the answer to a re-send of an unknown attempt to a
-// tool that dedupes natively. A 2xx settles it; a refusal settles it only
-// when the tool marks it as its replay of the first answer: otherwise it
-// answers the re-send (a rotated credential, a moved route), not the
-// attempt, and a person must decide.
+// tool that dedupes natively. A 2xx settles it. A refusal settles it only
+// when the tool marks it as its replay of the first answer. Otherwise the
+// refusal answers the re-send (a rotated credential, a moved route), not
+// the attempt, and a person must decide.
 func AfterResend(st v1.SideEffectOperationStatus, p Policy, env Env, r CallResult) Decision {
 	observe(&st, CallObservation(env, v1.ObservationResend, st.Attempts, r))
 	switch {

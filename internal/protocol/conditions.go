@@ -45,8 +45,8 @@ func transitionBlocked(st *v1.SideEffectOperationStatus, state v1.OperationState
 	setConditions(st, reason, msg, blocked, env)
 }
 
-// setConditions derives the four conditions from the state, after kstatus:
-// Ready=False alone reads "in progress"; Stalled=True reads "failed, or
+// setConditions derives the four conditions from the state, after kstatus.
+// Ready=False alone reads "in progress". Stalled=True reads "failed, or
 // waiting for a person". blocked marks an operation waiting for something
 // outside it (a missing tool), which is stalled whatever its state.
 func setConditions(st *v1.SideEffectOperationStatus, reason, msg string, blocked bool, env Env) {

@@ -95,9 +95,9 @@ func WaitForOriginal(st v1.SideEffectOperationStatus, env Env, original string, 
 	return st
 }
 
-// Inherit starts st from an unknown outcome: it took over a scope whose
-// previous owner was deleted before it ended, so an effect may exist, and
-// the previous owner's worker may still send its request until its claim
+// Inherit starts st from an unknown outcome. st took over a scope whose
+// previous owner was deleted before it ended, so an effect may exist. The
+// previous owner's worker may still send its request until its claim
 // ends, which can be as late as the longest claim from now.
 func Inherit(st v1.SideEffectOperationStatus, p Policy, env Env, previous string, pin *v1.RecordAttempt) Decision {
 	st.Attempts = max(st.Attempts, 1)
@@ -120,21 +120,26 @@ func Inherit(st v1.SideEffectOperationStatus, p Policy, env Env, previous string
 		}
 	}
 	if st.StartedTime == nil && !env.RecordCreated.IsZero() {
-		// The record does not say when the key was first sent: its owner
-		// was deleted before the record it bound was written (a pass that
-		// read it alive wrote it after), or the record was kept before
-		// attempts were pinned. A lookup must not take an effect of an
-		// earlier lifetime of the key for this one's (since), so the
-		// record's creation (the API server's clock) stands in for the
-		// first attempt. An attempt bound to the record came after it,
-		// but for two cases where it may have come before, in which the
-		// time is late: a lookup then rejects this lifetime's effect
-		// made before it, and a person decides (found alone reads since;
-		// a Native re-send of an attempt pinned without a time goes by
-		// the window from it, where it went by none). Those are a name's
-		// holder handed a record made after its claim, whose deletion
-		// pins the attempt, and a record an operation whose key is its
-		// name kept at its deletion before attempts were pinned.
+		// The record does not say when the key was first sent. Either its
+		// owner was deleted before the record it bound was written (a
+		// pass that read it alive wrote it after), or the record was kept
+		// before attempts were pinned. A lookup must not take an effect
+		// of an earlier lifetime of the key for this one's (since). So
+		// the record's creation (the API server's clock) stands in for
+		// the first attempt.
+		//
+		// An attempt bound to the record came after it, but for two cases
+		// where it may have come before:
+		//   - a name's holder handed a record made after its claim, whose
+		//     deletion pins the attempt.
+		//   - a record that an operation whose key is its name kept at its
+		//     deletion, before attempts were pinned.
+		//
+		// In those two the time is late. A lookup then rejects this
+		// lifetime's effect made before it, and a person decides. found
+		// alone reads since. A Native re-send of an attempt pinned
+		// without a time goes by the window from it, where it went by
+		// none.
 		st.StartedTime = &metav1.Time{Time: env.RecordCreated}
 	}
 	return unknown(st, p, env, env.Now.Add(p.MaxClaimDuration),

@@ -73,9 +73,9 @@ var stateFields = []stateField{
 		func(s *v1.SideEffectOperationStatus) bool { return s.ExpiryTime != nil },
 		func(s *v1.SideEffectOperationStatus) { s.ExpiryTime = nil }},
 	// The key sent to the tool and the scope record's name are derived from
-	// the spec (Scope), for the calls and the record writes of a pass that
-	// derives them again; a person looks for them at the tool while an
-	// outcome is open. An ended operation keeps neither.
+	// the spec (Scope). They serve the calls and the record writes of a
+	// pass that derives them again. A person looks for them at the tool
+	// while an outcome is open. An ended operation keeps neither.
 	{"toolIdempotencyKey and recordName", unfinished,
 		func(s *v1.SideEffectOperationStatus) bool { return s.ToolIdempotencyKey != "" || s.RecordName != "" },
 		func(s *v1.SideEffectOperationStatus) { s.ToolIdempotencyKey, s.RecordName = "", "" }},

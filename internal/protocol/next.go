@@ -75,12 +75,16 @@ func NeedsTool(st v1.SideEffectOperationStatus, res *v1.Resolution, env Env) boo
 }
 
 // attemptMode is how the current attempt's unknown outcome may be
-// reconciled: the way the mode it was made under allows, if the tool still
-// promises the same. A tool whose promise changed while the outcome was
-// unknown (None to Native: the first request was never deduped; Native to
-// None: a re-send would no longer be; another endpoint, key header, body or
-// lookup: a re-send or a lookup would ask something else) can only be
-// settled by a person, and so can a Native attempt whose re-send would
+// reconciled. It is the way the mode the attempt was made under allows, if
+// the tool still promises the same. Only a person can settle an outcome
+// when the tool's promise changed while it was unknown:
+//
+//   - None to Native: the first request was never deduped.
+//   - Native to None: a re-send would no longer be.
+//   - Another endpoint, key header, body or lookup: a re-send or a lookup
+//     would ask something else.
+//
+// Only a person can settle a Native attempt either, when its re-send would
 // reach the tool after it forgot the key (docs/design.md, "What a re-send
 // and a lookup rest on"). why says which, when the mode is None for it.
 func attemptMode(st v1.SideEffectOperationStatus, p Policy, env Env) (mode v1.IdempotencyMode, why string) {

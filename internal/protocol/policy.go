@@ -133,9 +133,9 @@ func CheckRetention(p Policy, tool *v1.ToolSpec, toolName string) *Refusal {
 const maxExponent = 400
 
 // CheckNumbers refuses parameters with a number whose canonical form is
-// another number. The request hash reads numbers as IEEE doubles and
+// another number. The request hash reads numbers as IEEE doubles. It
 // writes each as the shortest decimal that reads back as the same double
-// (RFC 8785), so 12345678901234567 and 12345678901234568 would be one
+// (RFC 8785). So 12345678901234567 and 12345678901234568 would be one
 // request, and a key bound to one would silently accept the other (I4).
 // 0.1 and 1e2 pass: their canonical forms, 0.1 and 100, are the same
 // numbers. Values beyond a double's precision belong in strings (I-JSON,

@@ -38,9 +38,10 @@ func NameKeyed(key, name string) bool {
 // HolderMayExecute reports whether the operation that holds a key as its
 // name must own the scope rather than an operation that uses the same key
 // explicitly and has just bound the record. The holder may have read "no
-// record" and claimed in between: it owns the scope if it has made an
-// attempt, or may still make one (it is neither terminal nor being
-// deleted; a terminating operation never claims).
+// record" and claimed in between. It owns the scope if it has made an
+// attempt, or may still make one. It may still make one when it is
+// neither terminal nor being deleted: a terminating operation never
+// claims.
 func HolderMayExecute(holder v1.SideEffectOperationStatus, terminating bool) bool {
 	return holder.Attempts > 0 || (!holder.State.IsTerminal() && !terminating)
 }
@@ -49,10 +50,10 @@ func HolderMayExecute(holder v1.SideEffectOperationStatus, terminating bool) boo
 type ReleaseAction string
 
 const (
-	// ReleaseNow: nothing to keep; remove the finalizer.
+	// ReleaseNow: nothing to keep. Remove the finalizer.
 	ReleaseNow ReleaseAction = "Now"
-	// ReleaseWait: a claim is live and its answer may still be written;
-	// decide again after Wait.
+	// ReleaseWait: a claim is live and its answer may still be written.
+	// Decide again after Wait.
 	ReleaseWait ReleaseAction = "Wait"
 	// ReleaseCreate: create the scope's record as Record, then release.
 	ReleaseCreate ReleaseAction = "Create"
@@ -60,9 +61,9 @@ const (
 	// the version read), then release.
 	ReleaseUpdate ReleaseAction = "Update"
 	// ReleaseDelete: delete the record (conditional on the version read),
-	// then release: it names this operation, which never made an attempt,
-	// and would otherwise send the next operation of the scope to
-	// reconcile an effect that cannot exist.
+	// then release. The record names this operation, which never made an
+	// attempt. Left standing, it would send the next operation of the
+	// scope to reconcile an effect that cannot exist.
 	ReleaseDelete ReleaseAction = "Delete"
 )
 
@@ -79,29 +80,31 @@ type Release struct {
 // request hash, itself as owner, its retention, and its outcome if it has
 // one. The rules:
 //
-//   - a live claim is waited for: the worker holding it will write its
-//     answer, which must reach the record;
-//   - an operation that made no attempt, or duplicated another, had no
-//     effect of its own: nothing to keep. A record that names it (bound
-//     with a shared key, or handed to it as the holder of the key's name)
-//     with no outcome and no previous owner goes, so that the next
-//     operation of the scope binds it afresh instead of reconciling;
-//   - an operation that made an attempt makes sure the record names it
-//     with its outcome (none if it never ended: the next operation then
-//     takes over and reconciles before anything else). A record that names
-//     another owner is taken: that owner bound the record after this
-//     operation claimed (a key that is this operation's name), and defers
-//     to it once it sees the change;
-//   - an outcome past its retention goes only into a record that names
-//     this operation (where it ends the lifetime: the next operation
-//     collects it and executes afresh), never into a new record or one
-//     that names another owner: nothing remembers that outcome any more
-//     (I7), and the scope's record may already be a later lifetime's,
-//     bound by an operation that executed again. A pass that read this
-//     operation before another manager released it, and writes late,
-//     would otherwise take that record and put the old outcome back, and
-//     the next request of the key, with other parameters, would find it
-//     expired and execute: a second effect in the new lifetime.
+//   - A live claim is waited for. The worker holding it will write its
+//     answer, which must reach the record.
+//   - An operation that made no attempt, or duplicated another, had no
+//     effect of its own. It has nothing to keep. A record may name it,
+//     bound with a shared key or handed to it as the holder of the key's
+//     name. Such a record with no outcome and no previous owner goes. The
+//     next operation of the scope then binds it afresh instead of
+//     reconciling.
+//   - An operation that made an attempt makes sure the record names it
+//     with its outcome. The outcome is none if it never ended. The next
+//     operation then takes over and reconciles before anything else. A
+//     record that names another owner is taken. That owner bound the
+//     record after this operation claimed (a key that is this operation's
+//     name). It defers to this operation once it sees the change.
+//   - An outcome past its retention goes only into a record that names
+//     this operation. There it ends the lifetime: the next operation
+//     collects it and executes afresh. It never goes into a new record or
+//     one that names another owner. Nothing remembers that outcome any
+//     more (I7). The scope's record may already be a later lifetime's,
+//     bound by an operation that executed again. Say a pass read this
+//     operation before another manager released it, and writes late.
+//     Without this rule, it would take that record and put the old
+//     outcome back. The next request of the key, with other parameters,
+//     would find it expired and execute. That is a second effect in the
+//     new lifetime.
 func AtDeletion(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec *v1.IdempotencyRecordSpec,
 	own v1.IdempotencyRecordSpec, now time.Time) Release {
 	if c := st.Claim; c != nil && !st.State.IsTerminal() && now.Before(c.ExpiryTime.Time) {
@@ -132,11 +135,11 @@ func AtDeletion(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec *v1.Id
 }
 
 // Holds describes the effect a scope's record may stand for at now, as a
-// saga reads the record of a step it never started: the outcome of an
-// earlier operation of the key, while it is kept, or an attempt whose
-// outcome nobody learned. Empty when the record proves nothing stands: no
-// attempt, a failure that establishes no effect, or an outcome past its
-// retention, which the key has forgotten.
+// saga reads the record of a step it never started. It may be the outcome
+// of an earlier operation of the key, while it is kept. It may be an
+// attempt whose outcome nobody learned. It is empty when the record proves
+// nothing stands: no attempt, a failure that establishes no effect, or an
+// outcome past its retention, which the key has forgotten.
 func Holds(rec v1.IdempotencyRecordSpec, now time.Time) string {
 	o := rec.Outcome
 	switch {

@@ -38,13 +38,14 @@ func needsReview(st v1.SideEffectOperationStatus, env Env, msg string) Decision 
 }
 
 // resolutionPending reports whether res was given after the operation last
-// entered NeedsReview: a resolution that was already there then is not
+// entered NeedsReview. A resolution that was already there then is not
 // applied, and one is applied once. The generation says only that the spec
-// changed since, not which field: a resolution the same as the one already
-// applied, or as an earlier one (status.earlierResolutions: applied before
-// it, or standing when a review began), is that decision still, whatever
-// else of the spec was edited (its ttlSecondsAfterFinished), never a new
-// one.
+// changed since, not which field. So a resolution the same as the one
+// already applied is that decision still, never a new one. The same holds
+// for a resolution the same as an earlier one (status.earlierResolutions):
+// one applied before it, or standing when a review began. It holds
+// whatever else of the spec was edited, such as its
+// ttlSecondsAfterFinished.
 func resolutionPending(st v1.SideEffectOperationStatus, res *v1.Resolution, env Env) bool {
 	return res != nil && env.Generation > reviewSince(st) && !SameDecision(*res, st.Resolution) && !Earlier(res, st)
 }

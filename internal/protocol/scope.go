@@ -31,12 +31,12 @@ import (
 type ScopeAction string
 
 const (
-	// ScopeProceed: the operation holds the scope; decide with Next.
+	// ScopeProceed: the operation holds the scope. Decide with Next.
 	ScopeProceed ScopeAction = "Proceed"
 	// ScopeWrite: write Decision.Status (a duplicate, a mismatch, an
 	// inherited unknown outcome) and stop.
 	ScopeWrite ScopeAction = "Write"
-	// ScopeWait: nothing to write; another operation holds the scope and
+	// ScopeWait: nothing to write. Another operation holds the scope and
 	// has not ended.
 	ScopeWait ScopeAction = "Wait"
 	// ScopeTakeOver: replace the record's spec by Record (the operation
@@ -55,7 +55,7 @@ type ScopeDecision struct {
 	// Record is the record's new spec, for ScopeTakeOver.
 	Record v1.IdempotencyRecordSpec
 	// Conflict names the kind of same-key conflict, for metrics:
-	// "duplicate" or "parameter_mismatch"; empty if none.
+	// "duplicate" or "parameter_mismatch". It is empty if none.
 	Conflict string
 }
 
@@ -73,15 +73,16 @@ type Owner struct {
 // about its scope's record rec. created reports whether this pass created
 // rec. The rules:
 //
-//   - the operation that holds the record executes; if it took the record
-//     over from a deleted owner and has not recorded that yet, it starts
-//     from an unknown outcome (the takeover's second write is redone);
-//   - a request with other parameters never executes (I4);
-//   - while the owner is alive, its outcome is reported when it has one,
-//     and waited for when it has not (I5);
-//   - once the owner is gone, the record's outcome is reported until it
-//     expires; then the record is collected and the key is free (I7);
-//   - a record whose owner never reached an outcome never expires: the
+//   - The operation that holds the record executes. It may have taken the
+//     record over from a deleted owner and not recorded that yet. Then it
+//     starts from an unknown outcome (the takeover's second write is
+//     redone).
+//   - A request with other parameters never executes (I4).
+//   - While the owner is alive, its outcome is reported when it has one,
+//     and waited for when it has not (I5).
+//   - Once the owner is gone, the record's outcome is reported until it
+//     expires. Then the record is collected and the key is free (I7).
+//   - A record whose owner never reached an outcome never expires. The
 //     owner may have had an effect, so the next operation takes the
 //     record over and reconciles before it may execute (I3).
 func Arbitrate(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec v1.IdempotencyRecordSpec,

@@ -58,18 +58,18 @@ type Late struct {
 type LateVerdict string
 
 const (
-	// LateEvidence: the answer is kept as evidence; the status stands.
+	// LateEvidence: the answer is kept as evidence. The status stands.
 	LateEvidence LateVerdict = "Evidence"
 	// LateCommits: the answer names the effect of the attempt the status is
-	// still about, and no later attempt was claimed: it commits.
+	// still about, and no later attempt was claimed. It commits.
 	LateCommits LateVerdict = "Commits"
 	// LateSecondEffect: the answer names an effect while a later attempt
-	// was claimed, or one the status contradicts: there may be two
+	// was claimed, or one the status contradicts. There may be two
 	// effects, and a person must hear of it at once. The status keeps the
 	// answer as evidence.
 	LateSecondEffect LateVerdict = "SecondEffect"
 	// LateIgnored: the answer is about an attempt the status has not
-	// reached; nothing is written.
+	// reached. Nothing is written.
 	LateIgnored LateVerdict = "Ignored"
 )
 
@@ -128,25 +128,28 @@ func ReadyReason(st v1.SideEffectOperationStatus) string {
 }
 
 // StaleForRecord decides what a late answer does once its operation is
-// gone (deleted, or another object under its name now): the answer can
-// only go into the scope's record rec (nil if there is none), and only
-// where the record still speaks for that operation, self. next is the
-// record's new spec, nil if nothing is written; the verdict is Stale's:
-// LateSecondEffect is raised at once, whether or not next is written.
+// gone: deleted, or another object under its name now. The answer can
+// only go into the scope's record rec (nil if there is none). It goes
+// there only where the record still speaks for that operation, self. next
+// is the record's new spec, nil if nothing is written. The verdict is
+// Stale's. LateSecondEffect is raised at once, whether or not next is
+// written. The cases:
 //
-//   - rec names self as its owner and holds its last attempt as unknown:
-//     an answer to that attempt that names an effect commits it there, as
-//     Stale commits a status still about that attempt, so that the next
-//     operation of the scope reports it instead of reconciling. One to an
-//     earlier attempt, or to an attempt the record does not count (kept
-//     before it counted them), may name a second effect: raised;
-//   - rec names self as its owner with an outcome: as Stale on a terminal
-//     status. The same effect changes nothing; a failure that said "no
-//     effect" stops saying so (EffectReported); any other effect is raised;
-//   - rec names another owner, or none is left: the answer has no place.
-//     An effect is raised (the owner that took the scope over from self
+//   - rec names self as its owner and holds its last attempt as unknown.
+//     An answer to that attempt that names an effect commits it there, as
+//     Stale commits a status still about that attempt. The next operation
+//     of the scope then reports it instead of reconciling. An answer to an
+//     earlier attempt may name a second effect, which is raised. So may an
+//     answer to an attempt the record does not count (kept before it
+//     counted them).
+//   - rec names self as its owner with an outcome. This is as Stale on a
+//     terminal status. The same effect changes nothing. A failure that
+//     said "no effect" stops saying so (EffectReported). Any other effect
+//     is raised.
+//   - rec names another owner, or none is left. The answer has no place.
+//     An effect is raised: the owner that took the scope over from self
 //     reconciles the attempt, but a person must know what this answer
-//     says); anything else is evidence, logged.
+//     says. Anything else is evidence, logged.
 func StaleForRecord(rec *v1.IdempotencyRecordSpec, self types.UID, l Late, now time.Time) (
 	next *v1.IdempotencyRecordSpec, verdict LateVerdict) {
 	if rec == nil || rec.Owner.UID != self {

@@ -107,7 +107,7 @@ const (
 	// ActionLookup: write the status, which claims the reconciliation, then
 	// ask the tool by key and pass the answer to AfterLookup.
 	ActionLookup Action = "Lookup"
-	// ActionDone: the operation is terminal; nothing is left to do.
+	// ActionDone: the operation is terminal. Nothing is left to do.
 	ActionDone Action = "Done"
 )
 

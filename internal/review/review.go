@@ -14,11 +14,14 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package review holds a person's decisions on Once's objects, checked and
-// written one way for every writer (kubectl once, and the simulator's
-// people): the resolution of an operation in NeedsReview (docs/design.md,
-// "NeedsReview and resolutions"), the resolution of the step a saga in
-// NeedsReview waits on, and the approval of a saga's step.
+// Package review holds a person's decisions on Once's objects. They are
+// checked and written one way for every writer: kubectl once, and the
+// simulator's people. The decisions are:
+//
+//   - the resolution of an operation in NeedsReview (docs/design.md,
+//     "NeedsReview and resolutions");
+//   - the resolution of the step a saga in NeedsReview waits on;
+//   - the approval of a saga's step.
 //
 // Each write is a JSON merge patch of the spec under a resourceVersion
 // precondition, so that it lands on the object the checks read, or not at
@@ -103,13 +106,17 @@ func CanResolve(op *v1.SideEffectOperation) error {
 		op.Name, state.OrPlanned())
 }
 
-// checkOperation says why r cannot be written into op, if it cannot: op
-// cannot be resolved, r is the decision already applied to an earlier
-// review or one that stood when a review began, or op already holds r (the
-// user is left out, as admission writes it). A resolution already there is
-// applied if it was written during this review, and never if it was
-// written before or was applied already (docs/decisions.md, "reviewGeneration
-// for resolutions"); writing it again changes nothing either way.
+// checkOperation says why r cannot be written into op, if it cannot:
+//
+//   - op cannot be resolved;
+//   - r is the decision already applied to an earlier review, or one that
+//     stood when a review began;
+//   - op already holds r. The user is left out, as admission writes it.
+//
+// A resolution already there is applied if it was written during this
+// review. It is never applied if it was written before or was applied
+// already (docs/decisions.md, "reviewGeneration for resolutions"). Writing
+// it again changes nothing either way.
 func checkOperation(op *v1.SideEffectOperation, r v1.Resolution) error {
 	if err := CanResolve(op); err != nil {
 		return err

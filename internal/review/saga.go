@@ -33,14 +33,18 @@ import (
 
 // ResolveSaga writes r into the spec.resolutions of s, a saga in
 // NeedsReview because a compensation (or a retryUntilDone step) failed for
-// good, conditional on the version of s. r.Step is the step s waits on; if
+// good, conditional on the version of s. r.Step is the step s waits on. If
 // empty, it is filled in. An entry for that step is replaced, otherwise r
-// is appended. It refuses what s would not apply: a saga not in
-// NeedsReview, a step it does not wait on, a step whose operation (or
-// compensation's operation) is itself in NeedsReview (that operation is
-// resolved instead: ResolveOperation), an action the step does not take,
-// and an entry the same as the one s holds. On success s is the object the
-// API server returned.
+// is appended. It refuses what s would not apply:
+//
+//   - a saga not in NeedsReview;
+//   - a step it does not wait on;
+//   - a step whose operation (or compensation's operation) is itself in
+//     NeedsReview. That operation is resolved instead (ResolveOperation).
+//   - an action the step does not take;
+//   - an entry the same as the one s holds.
+//
+// On success s is the object the API server returned.
 func ResolveSaga(ctx context.Context, c client.Client, s *v1.Saga, r v1.SagaResolution) error {
 	i, err := sagaStep(s, r)
 	if err != nil {
@@ -92,7 +96,7 @@ func sagaStep(s *v1.Saga, r v1.SagaResolution) (int, error) {
 }
 
 // sagaResolvable refuses a resolution the saga would not apply for the
-// reason it waits: a step Once cannot undo takes only MarkCompensated; a
+// reason it waits. A step Once cannot undo takes only MarkCompensated. A
 // foreign operation or a spec that no longer compiles takes none.
 func sagaResolvable(s *v1.Saga, action v1.SagaResolutionAction) error {
 	c := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionStalled)
@@ -180,9 +184,9 @@ func lowerFirst(msg string) string {
 }
 
 // waitsOnDecidedStep reports whether s waits in review on step because the
-// step ended on a person's decision, which does not establish that it had
-// no effect: an irreversible step may then be marked compensated by the
-// person who undid, or found no, effect.
+// step ended on a person's decision. That decision does not establish that
+// the step had no effect. So an irreversible step may then be marked
+// compensated by the person who undid, or found no, effect.
 func waitsOnDecidedStep(s *v1.Saga, step string) bool {
 	if s.Status.State != v1.StateNeedsReview || s.Status.CurrentStep != step || s.Status.FailedStep != step {
 		return false

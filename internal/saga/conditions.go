@@ -32,9 +32,9 @@ import (
 const maxMessage = 1024
 
 // setConditions derives the saga's conditions from its state, as an
-// operation's are (protocol.SetConditions): Ready=False alone reads "in
-// progress"; Stalled=True reads "failed, or waiting for a person" (a review
-// or, with waiting, an approval).
+// operation's are (protocol.SetConditions). Ready=False alone reads "in
+// progress". Stalled=True reads "failed, or waiting for a person": a
+// review or, with waiting, an approval.
 func setConditions(st *v1.SagaStatus, reason, msg string, waiting bool, now time.Time) {
 	// Messages are capitalised sentences without trailing period (house
 	// style); the decisions' format strings begin in lower case.

@@ -108,10 +108,10 @@ var env = func() *cel.Env {
 	return e
 }()
 
-// Compile checks every expression of spec: each must compile, refer only
-// to steps before its own (a compensation also to its own step), by name,
-// and cost at most the limit on the largest inputs and step data it may
-// read. It checks that the inputs are within their limit. It returns all
+// Compile checks every expression of spec. Each must compile. Each must
+// refer only to steps before its own, by name; a compensation may also
+// refer to its own step. Each must cost at most the limit on the largest
+// inputs and step data it may read. It checks that the inputs are within their limit. It returns all
 // problems, joined, each naming its field.
 func Compile(spec *v1.SagaSpec) (*Plan, error) {
 	if err := checkCharacters(spec); err != nil {

@@ -50,9 +50,9 @@ func LabelValue(saga string) string {
 
 // OperationName is the name of the operation that runs a step (undo: its
 // compensation) in a round. Step names hold no dots, so the last segments
-// say which step of which saga it is; a later round is a segment of its
-// own, all digits, which no step name is (as "-2" would be: step a's
-// second round must not take step a-2's name). A name too long for the
+// say which step of which saga it is. A later round is a segment of its
+// own, all digits, which no step name is. A suffix such as "-2" would not
+// do: step a's second round must not take step a-2's name. A name too long for the
 // API server keeps a digest of the saga's name instead of all of it.
 func OperationName(saga, step string, undo bool, round int32) string {
 	suffix := step
@@ -97,12 +97,13 @@ func ScopeName(namespace, key string) string {
 }
 
 // Effect is what a saga's outcome stands for, in the ids of its
-// announcements: the external ids of its steps' and compensations' effects,
-// in spec order, each with the name of its step; empty when none names
-// one. A saga whose steps duplicate another saga's adopts their outcomes,
-// external ids included, and so has the same Effect; a saga of a key used
-// again after its steps' records expired makes new effects, and so has
-// another, unless none of them names an external id.
+// announcements. It holds the external ids of its steps' and
+// compensations' effects, in spec order, each with the name of its step.
+// It is empty when none names one. A saga whose steps duplicate another
+// saga's adopts their outcomes, external ids included. So it has the same
+// Effect. A saga of a key used again after its steps' records expired
+// makes new effects. So it has another, unless none of them names an
+// external id.
 func Effect(st v1.SagaStatus) string {
 	var parts []string
 	for _, s := range st.Steps {

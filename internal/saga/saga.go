@@ -14,16 +14,18 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package saga decides, with no I/O, what a Saga does next: from its spec,
-// its checkpoint and the states of its operations, the next checkpoint and
-// the one action that moves it on (validate a step, or create a step's or a
-// compensation's operation, or write the checkpoint first). Every effect
-// runs as a SideEffectOperation under the whole protocol; a saga only
-// orders them. It creates an operation only when the operations it depends
-// on are terminal, which never change again, and only once a written
+// Package saga decides, with no I/O, what a Saga does next. From its spec,
+// its checkpoint and the states of its operations, it computes the next
+// checkpoint and the one action that moves it on. That action validates a
+// step, creates a step's or a compensation's operation, or writes the
+// checkpoint first. Every effect runs as a SideEffectOperation under the
+// whole protocol. A saga only orders them.
+//
+// It creates an operation only when the operations it depends on are
+// terminal, which never change again. It creates it only once a written
 // checkpoint names it, with the validations, approvals and resolutions the
-// decision rests on: the write is conditional on the saga's
-// resourceVersion, so a pass that read a stale saga writes nothing and
+// decision rests on. The write is conditional on the saga's
+// resourceVersion. So a pass that read a stale saga writes nothing and
 // creates nothing.
 package saga
 
@@ -97,10 +99,10 @@ type View struct {
 	// make, and why (their parameters cannot be computed).
 	Uncreatable map[string]string
 	// Remembered holds, by step name, what the scope record of each step
-	// that this saga has not started says its key already holds: empty
-	// when nothing, else a description of the effect that may stand (an
-	// earlier saga of the same key made it, and its record still keeps
-	// it). nil: not read yet (ActionRecall asks for it).
+	// that this saga has not started says its key already holds. It is
+	// empty when nothing. Else it describes the effect that may stand: an
+	// earlier saga of the same key made it, and its record still keeps it.
+	// nil: not read yet (ActionRecall asks for it).
 	Remembered map[string]string
 	Now        time.Time
 }
@@ -121,9 +123,9 @@ const (
 	// ActionCheckpoint: write the status, conditional on the saga's
 	// resourceVersion, and decide again from it. Asked before every
 	// creation, so that an operation exists only once a written checkpoint
-	// names it, with the validations, approvals and resolutions the
-	// decision to create it rests on: a pass that read a stale saga cannot
-	// write, and so cannot create.
+	// names it. The checkpoint holds the validations, approvals and
+	// resolutions the decision to create it rests on. A pass that read a
+	// stale saga cannot write, and so cannot create.
 	ActionCheckpoint
 	// ActionRecall: read the scope record of every step whose checkpoint
 	// names no operation, put what each holds in View.Remembered, and
@@ -484,8 +486,8 @@ func (d *decider) entry(step string) *v1.SagaResolution {
 	return nil
 }
 
-// retryUntilDone handles a retryUntilDone step that failed for good: it
-// cannot be compensated past, so a person decides; a Retry runs it again.
+// retryUntilDone handles a retryUntilDone step that failed for good. It
+// cannot be compensated past, so a person decides. A Retry runs it again.
 func (d *decider) retryUntilDone(i int) Decision {
 	step, ss := d.Spec.Steps[i], &d.st.Steps[i]
 	if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaRetry && !SameResolution(r, ss.Resolution) {
@@ -670,13 +672,13 @@ func (d *decider) undecidedFailure(failed int) (Decision, bool) {
 }
 
 // unstartedEffects stops a compensation at a step, the failed one or one
-// after it, that has no operation of this saga (never started, failed
-// before its operation was made, or its operation deleted) while its key
-// holds an effect: an earlier saga of the same key made it (a saga deleted
-// and applied again), or a person's decision left it open, and the scope's
-// record keeps it. This saga undoes only what it made; ending Compensated
-// would leave that effect standing (I8). A person decides, last first, and
-// says so with MarkCompensated.
+// after it, that has no operation of this saga while its key holds an
+// effect. Such a step never started, failed before its operation was made,
+// or had its operation deleted. The effect was made by an earlier saga of
+// the same key (a saga deleted and applied again), or a person's decision
+// left it open. The scope's record keeps it. This saga undoes only what it
+// made. Ending Compensated would leave that effect standing (I8). A person
+// decides, last first, and says so with MarkCompensated.
 func (d *decider) unstartedEffects(failed int) (Decision, bool) {
 	for j := len(d.Spec.Steps) - 1; j >= failed; j-- {
 		step, ss := d.Spec.Steps[j], &d.st.Steps[j]

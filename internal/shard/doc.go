@@ -25,12 +25,12 @@ limitations under the License.
 // a Lease per shard assigned to it, and reconciles only the objects of the
 // shards it holds (Sharder).
 //
-// Sharding is about throughput only; no invariant depends on it. Every
-// status write is conditional on the object's resourceVersion and every
-// call is fenced by its claim, so two managers working on one shard at the
-// same moment (during a handover, with skewed clocks, or with a manager
-// that froze past its Lease) cost conflicts and repeated reads, never a
-// second effect. A manager that cannot reach the API server stops renewing
+// Sharding is about throughput only. No invariant depends on it. Every
+// status write is conditional on the object's resourceVersion, and every
+// call is fenced by its claim. Two managers may work on one shard at the
+// same moment: during a handover, with skewed clocks, or with a manager
+// that froze past its Lease. That costs conflicts and repeated reads,
+// never a second effect. A manager that cannot reach the API server stops renewing
 // its Leases and stops reporting their shards as held when they expire by
 // its own clock; the others take them over once they have expired.
 package shard

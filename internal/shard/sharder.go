@@ -96,8 +96,8 @@ type Options struct {
 // its own clock: from a successful write of the Lease until the Lease's
 // duration has passed since the write was sent. A manager that cannot
 // renew therefore stops reconciling its shards by the time the others may
-// take them over (with clocks that agree; if they do not, two managers
-// work on a shard at once, which is safe, see the package's doc).
+// take them over, with clocks that agree. If they do not agree, two
+// managers work on a shard at once, which is safe (see the package's doc).
 //
 // The methods that read (Owns, OwnsObject, Held, Predicate) may be called
 // on a nil *Sharder: it holds everything, which is how a manager runs
@@ -114,10 +114,10 @@ type Sharder struct {
 	// resyncs are the sources to tell of acquired shards.
 	resyncs []*resync
 
-	// Used by Start's goroutine only (mine[i] by the one goroutine that
-	// writes shard i's Lease in a tick): the Leases last written, this
-	// manager's membership and the shards it holds, and when its
-	// membership ends by its own clock if it is not renewed.
+	// Used by Start's goroutine only, and mine[i] by the one goroutine that
+	// writes shard i's Lease in a tick. They hold the Leases last written:
+	// this manager's membership and the shards it holds. They also hold
+	// when its membership ends by its own clock if it is not renewed.
 	member      *coordinationv1.Lease
 	mine        []*coordinationv1.Lease
 	memberUntil time.Time
@@ -302,13 +302,13 @@ func (s *Sharder) tick(ctx context.Context) {
 // manager is a live member.
 //
 // A renewal that fails leaves the membership live until the Lease last
-// written expires, by this manager's clock: the other managers count it
-// as a member until then, and so does this one. A manager that left the
-// assignment at its first failed renewal, say one write that timed out on
-// a busy API server, would release every shard it holds, which no other
-// manager takes while the membership lasts, and list all their objects
-// again when it acquires them back a period later: more load on an API
-// server already slow.
+// written expires, by this manager's clock. The other managers count it
+// as a member until then, and so does this one. Say a manager left the
+// assignment at its first failed renewal, such as one write that timed out
+// on a busy API server. It would release every shard it holds, which no
+// other manager takes while the membership lasts. It would list all their
+// objects again when it acquires them back a period later. That is more
+// load on an API server already slow.
 func (s *Sharder) renewMember(ctx context.Context, own *coordinationv1.Lease, now time.Time) (renewed, live bool) {
 	member, err := lease.Own{Namespace: s.o.Namespace, Name: MemberLeaseName(s.o.Holder), Holder: s.o.Holder,
 		Seconds: s.seconds, Labels: map[string]string{LabelMember: memberValue}}.Renew(ctx, s.o.Client, own, now)

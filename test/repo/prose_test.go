@@ -240,21 +240,30 @@ func splitSentences(unit string) []int {
 	unit = inlineCode.ReplaceAllString(unit, "`code`")
 	unit = link.ReplaceAllString(unit, "$1")
 	var lens []int
+	for _, b := range sentenceBounds(unit, sentenceEnd) {
+		if n := countWords(unit[b[0]:b[1]]); n > 0 {
+			lens = append(lens, n)
+		}
+	}
+	return lens
+}
+
+// sentenceBounds returns where each sentence of a unit starts and ends, as
+// byte offsets. A sentence ends where ends matches, but for an
+// abbreviation. Inline code must hold no mark to split at by then. A
+// sentence may hold no word.
+func sentenceBounds(unit string, ends *regexp.Regexp) [][2]int {
+	var out [][2]int
 	start := 0
-	for _, m := range sentenceEnd.FindAllStringIndex(unit, -1) {
+	for _, m := range ends.FindAllStringIndex(unit, -1) {
 		end := m[0] + 1
 		if abbreviation.MatchString(unit[start:end]) {
 			continue
 		}
-		if n := countWords(unit[start:end]); n > 0 {
-			lens = append(lens, n)
-		}
+		out = append(out, [2]int{start, end})
 		start = m[1] - 1
 	}
-	if n := countWords(unit[start:]); n > 0 {
-		lens = append(lens, n)
-	}
-	return lens
+	return append(out, [2]int{start, len(unit)})
 }
 
 // word holds a letter or a digit.

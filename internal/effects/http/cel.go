@@ -38,12 +38,12 @@ import (
 
 const (
 	// costLimit bounds the work one expression may do on one response, at
-	// run time and in the estimate made when the tool is validated: ten
-	// times the per-expression limit of the API server's CRD validation
-	// rules, which run on every write, where an answer's expressions run
-	// once per call. It lets an expression search a 64 KiB answer for the
-	// key (`response.body.items.exists(i, i.ref == key)`), and refuses
-	// cross products; evalTimeout bounds the time as well.
+	// run time and in the estimate made when the tool is validated. It is
+	// ten times the per-expression limit of the API server's CRD
+	// validation rules. Those run on every write, where an answer's
+	// expressions run once per call. It lets an expression search a 64 KiB
+	// answer for the key (`response.body.items.exists(i, i.ref == key)`).
+	// It refuses cross products. evalTimeout bounds the time as well.
 	costLimit = 10_000_000
 	// evalTimeout bounds the time of one evaluation, within the call's. The
 	// cost limit bounds the work, but cel-go's cost tracking makes long
@@ -171,10 +171,10 @@ type response struct {
 	request
 }
 
-// request is the CEL view of an operation: its parameters (decoded JSON),
-// the key sent to the tool and the time its lifetime began (the Unix epoch
-// when not known); and, for shaping a request only, the tool's secret
-// values.
+// request is the CEL view of an operation. It holds its parameters
+// (decoded JSON), the key sent to the tool, and the time its lifetime
+// began (the Unix epoch when not known). For shaping a request only, it
+// holds the tool's secret values too.
 type request struct {
 	Parameters any
 	Key        string
@@ -272,9 +272,9 @@ func (c *Compiler) JSON(ctx context.Context, expr string, r activation) ([]byte,
 	return out, nil
 }
 
-// decodeBody makes a body CEL-friendly: JSON with whole numbers as int, so
-// that `response.body.id == 42` holds; otherwise the text. isJSON tells
-// which.
+// decodeBody makes a body CEL-friendly. JSON becomes a value with whole
+// numbers as int, so that `response.body.id == 42` holds. Anything else
+// stays text. isJSON tells which.
 func decodeBody(b []byte) (v any, isJSON bool) {
 	if len(b) == 0 {
 		return "", false

@@ -99,9 +99,9 @@ func NewClient(spec *v1.ToolSpec, headers nethttp.Header, transport nethttp.Roun
 
 // NewTransport returns the transport effect calls need: HTTP/1.1 and no
 // connection reuse. net/http replays a request on a reused connection that
-// failed, when the request carries an Idempotency-Key header; without reuse
-// there is no replay, and a stale pooled connection cannot turn a request
-// that never left into one whose outcome is unknown. A connection of its
+// failed, when the request carries an Idempotency-Key header. Without
+// reuse there is no replay. Nor can a stale pooled connection turn a
+// request that never left into one whose outcome is unknown. A connection of its
 // own also carries the request's fence (effects.Request.Fence) to its
 // last moment: the write.
 //
@@ -345,9 +345,9 @@ func (a answer) cel(in request) response {
 	return response{Status: a.Status, Headers: a.Headers, Body: a.Decoded, request: in}
 }
 
-// kept is the answer as mappings see it, whose values are kept: scrubbed,
-// with the key and the parameters scrubbed the same way, so that a mapping
-// that compares them still matches, and one that transforms an echoed
+// kept is the answer as mappings see it, whose values are kept. It is
+// scrubbed, with the key and the parameters scrubbed the same way. So a
+// mapping that compares them still matches. One that transforms an echoed
 // secret (a substring, a change of case) finds none.
 func (a answer) kept(in request) response {
 	if !a.scrub.active() {
@@ -513,9 +513,9 @@ func (c *Client) authorize(ctx context.Context) (nethttp.Header, error) {
 
 // classify applies the operation's outcome rules, then the default table
 // for the mode the attempt was made under. relayed reports a retryable
-// answer that a gateway also gives after its upstream committed: only the
-// default table's 408, 502, 503 and 504 for a Native tool; a tool's own
-// rule vouches for its answer (ruled), as the tool's.
+// answer that a gateway also gives after its upstream committed. Only the
+// default table's 408, 502, 503 and 504 for a Native tool are such. A
+// tool's own rule vouches for its answer (ruled), as the tool's.
 func (c *Client) classify(ctx context.Context, op *v1.ToolOperation, status int, view response,
 	mode v1.IdempotencyMode) (outcome v1.Outcome, relayed, ruled bool) {
 	for _, rule := range op.Response.Outcomes {

@@ -106,9 +106,9 @@ func (r *secretReader) public(what, name, key string) string {
 // minIdentifier is the shortest identifier read from a Secret (a Basic
 // username, an OAuth2 client id) that is scrubbed. An identifier grants
 // nothing without the password or secret that goes with it, which is
-// always scrubbed; a short one is often a word ("api", "admin", "deploy")
-// that shows in every answer, where scrubbing it would garble ids, paths
-// and messages. Longer ones are usually generated (account and client
+// always scrubbed. A short one is often a word ("api", "admin", "deploy")
+// that shows in every answer. Scrubbing it would garble ids, paths and
+// messages. Longer ones are usually generated (account and client
 // ids), and those a tenant need not read.
 const minIdentifier = 8
 
@@ -273,9 +273,10 @@ func (c *Connector) authorize(ctx context.Context, r *secretReader, tool v1.Gene
 
 // checkTokenURL refuses a token endpoint that would expose the client
 // secret: credentials in the URL, or plain http to anything but a loopback
-// host (a test's or a demo's token server on the manager's own host, which
-// the egress policy still has to allow). The CRD's rules say the same at
-// admission; this holds for a Tool stored before them. The egress policy
+// host. A loopback host is a test's or a demo's token server on the
+// manager's own host, which the egress policy still has to allow. The
+// CRD's rules say the same at admission. This check holds for a Tool
+// stored before them. The egress policy
 // applies when the endpoint is dialled.
 func checkTokenURL(raw string) error {
 	u, err := url.Parse(raw)

@@ -27,10 +27,10 @@ import (
 // A fence is asked at the last moment before a request's first byte is
 // written: on the request's own connection (NewTransport never reuses
 // one), in its Write, just before the bytes reach the kernel. A timer that
-// cancels the request's context is no such fence: a process that was
+// cancels the request's context is no such fence. A process that was
 // frozen (SIGSTOP, a stalled node) wakes up with its timers and its
-// writers racing, and a writer that wins sends after the claim it ran
-// under expired. The fence compares the clock instead, whoever runs first.
+// writers racing. A writer that wins sends after the claim it ran under
+// expired. The fence compares the clock instead, whoever runs first.
 //
 // What remains is the time between the check and the bytes leaving the
 // host: a process frozen there, with the request already in the kernel's

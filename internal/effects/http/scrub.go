@@ -46,33 +46,35 @@ const redacted = "[redacted]"
 const minSecretPart = 6
 
 // minEncoded is the shortest value whose encodings (base64, hex) are
-// scrubbed, and the shortest run of an encoding that is: a value shorter
-// than that is found faster by guessing than by reading its encoding, and
-// its encodings are runs of two or three characters that occur by chance
-// in any longer encoded text. Such a value is still scrubbed as it is, in
-// any case, and escaped character by character.
+// scrubbed, and the shortest run of an encoding that is. A value shorter
+// than that is found faster by guessing than by reading its encoding. Its
+// encodings are runs of two or three characters that occur by chance in
+// any longer encoded text. Such a value is still scrubbed as it is, in any
+// case, and escaped character by character.
 const minEncoded = 4
 
 // scrubber removes secret values from what a Client returns. Tools echo
 // request headers and bodies in errors and debug answers, as they are or
-// in an encoding; the scrubber knows the common ones (docs/egress.md):
+// in an encoding. The scrubber knows the common ones (docs/egress.md):
 //
-//   - the value in any case ("hunter2" and "HUNTER2"), and escaped
-//     character by character, all of it or some: percent-encoding in either
-//     case, JSON and JavaScript escapes (\u0041, \x41, \/), HTML entities
-//     (named, decimal, hexadecimal);
-//   - its hexadecimal, in either case;
-//   - its base64, standard or URL-safe, padded or not, at any of the three
-//     alignments it can have inside a longer encoded blob: what a blob's
-//     base64 holds of the value is the run of characters that depend on the
-//     value's bytes alone, and that run is scrubbed (a character or two at
-//     each end, which also depend on their neighbours, stay).
+//   - The value in any case ("hunter2" and "HUNTER2").
+//   - The value escaped character by character, all of it or some. The
+//     escapes are percent-encoding in either case, JSON and JavaScript
+//     escapes (\u0041, \x41, \/), and HTML entities (named, decimal,
+//     hexadecimal).
+//   - Its hexadecimal, in either case.
+//   - Its base64, standard or URL-safe, padded or not. That is found at
+//     any of the three alignments it can have inside a longer encoded
+//     blob. What a blob's base64 holds of the value is the run of
+//     characters that depend on the value's bytes alone. That run is
+//     scrubbed. A character or two at each end, which also depend on
+//     their neighbours, stay.
 //
 // Encodings nest once: the base64 of a value, percent-encoded in a query,
-// is found. The Connector builds one from the values it resolved; the
-// Client applies it to each description of an answer and to each result as
-// it leaves (so that nothing it built, ids, results and error strings
-// included, holds one). Expressions that decide (outcome rules, found,
+// is found. The Connector builds a scrubber from the values it resolved.
+// The Client applies it to each description of an answer and to each
+// result as it leaves. So nothing it built holds one, ids, results and
+// error strings included. Expressions that decide (outcome rules, found,
 // absent, replayed, valid, invalid, whether a success is the tool's) see
 // the answer as it came: the scrubber never changes a decision.
 type scrubber struct {
@@ -144,8 +146,8 @@ func newScrubber(values []string) *scrubber {
 	return s
 }
 
-// isAuthScheme reports whether s can be an HTTP authentication scheme: a
-// token of RFC 9110, which holds no "=" or ";" (a cookie's pairs do).
+// isAuthScheme reports whether s can be an HTTP authentication scheme, a
+// token of RFC 9110. A token holds no `=` or `;`, and a cookie's pairs do.
 func isAuthScheme(s string) bool {
 	if s == "" {
 		return false
@@ -161,15 +163,16 @@ func isAuthScheme(s string) bool {
 	return true
 }
 
-// secretParts are the values the scrubber removes for a secret value v:
-// v, v without surrounding space, and of a value with a scheme ("Bearer
-// <token>", "Basic <base64>") the parts of minSecretPart bytes or more:
-// the token, and of Basic credentials user:password and the password.
+// secretParts are the values the scrubber removes for a secret value v.
+// They are v and v without surrounding space. A value with a scheme
+// ("Bearer <token>", "Basic <base64>") adds its parts of minSecretPart
+// bytes or more. Those are the token, and for Basic credentials
+// user:password and the password.
 func secretParts(v string) []string {
 	parts := []string{v, strings.TrimSpace(v)}
 	scheme, token, ok := strings.Cut(strings.TrimSpace(v), " ")
 	if !ok || !isAuthScheme(scheme) {
-		// No scheme before it ("session=…; lang=en"): the value is
+		// No scheme before it (`session=…; lang=en`). The value is
 		// scrubbed whole, and a part of it is no secret of its own.
 		return parts
 	}
@@ -231,8 +234,8 @@ func checkSecret(v string) error {
 
 // base64Runs are the runs of base64 characters, in the standard and the
 // URL-safe alphabets, that hold v wherever it starts in a longer encoded
-// blob, of at least minEncoded characters: at each of the three
-// alignments, the characters that depend on v's bytes alone.
+// blob. Each run has at least minEncoded characters. There is one at each
+// of the three alignments: the characters that depend on v's bytes alone.
 func base64Runs(v []byte) []string {
 	var runs []string
 	for a := range 3 {
@@ -357,10 +360,10 @@ func (t text) folded() []byte {
 	return fold(t.b)
 }
 
-// fold is b in lower case, rune for rune where a rune's lower case takes
-// as many bytes as the rune (all of ASCII, most of the rest), and bytes
-// that are not UTF-8 as they are, so that positions in b are positions in
-// fold(b).
+// fold is b in lower case, rune for rune, where a rune's lower case takes
+// as many bytes as the rune (all of ASCII, most of the rest). Other runes,
+// and bytes that are not UTF-8, stay as they are. So positions in b are
+// positions in fold(b).
 func fold(b []byte) []byte {
 	out := make([]byte, 0, len(b))
 	for i := 0; i < len(b); {
@@ -431,8 +434,9 @@ func unescape(b []byte) (text, bool) {
 	return t, decoded
 }
 
-// escapeAt decodes the escape b starts with: a rune and the escape's
-// length, or -1-c for a single byte c; a length of 0 if b starts with none.
+// escapeAt decodes the escape b starts with. It returns a rune and the
+// escape's length. The rune is -1-c for a single byte c. The length is 0
+// if b starts with no escape.
 func escapeAt(b []byte) (rune, int) {
 	switch b[0] {
 	case '%':
@@ -484,9 +488,9 @@ func escapeAt(b []byte) (rune, int) {
 	return 0, 0
 }
 
-// entityAt decodes the HTML character reference b starts with: &#65;,
-// &#x41;, their forms without the semicolon that browsers accept, and
-// the named references of ASCII's punctuation.
+// entityAt decodes the HTML character reference b starts with. It knows
+// `&#65;` and `&#x41;`, their forms without the semicolon that browsers
+// accept, and the named references of ASCII's punctuation.
 func entityAt(b []byte) (rune, int) {
 	if len(b) > 2 && b[1] == '#' {
 		base, i := 10, 2

@@ -51,11 +51,11 @@ type outgoing struct {
 // sent says what was sent, for the evidence: the method, the path and a
 // digest of the body, never a value of a header or of the body. The
 // digest is of the body as the shape builds it with no secret value in it
-// (withheld): it tells two attempts that sent different parameters apart,
-// and it is a function of what whoever reads the operation can read
-// already (its parameters, its key, the tool's spec), so that nothing is
-// learnt from it by guessing, a short PIN included. It does not tell
-// whether two attempts sent the same secret values.
+// (withheld). It tells two attempts that sent different parameters apart.
+// It is a function of what whoever reads the operation can read already:
+// its parameters, its key, the tool's spec. So nothing is learnt from it
+// by guessing, a short PIN included. It does not tell whether two
+// attempts sent the same secret values.
 func (o outgoing) sent() string {
 	s := o.method + " " + o.url.EscapedPath()
 	if len(o.body) > 0 {
@@ -90,10 +90,11 @@ func requestView(req effects.Request) request {
 	return request{Parameters: params, Key: req.Key, Since: req.Since}
 }
 
-// shape builds a request (an operation's, or its lookup's): its path with
-// the key and the path values in place, its query, its headers and, but
-// for a GET, its body, as the request shape s says; without one, the
-// parameters are the JSON body. An error means nothing was sent.
+// shape builds a request, an operation's or its lookup's, as the request
+// shape s says. It builds the path with the key and the path values in
+// place, the query, the headers and, but for a GET, the body. Without a
+// shape, the parameters are the JSON body. An error means nothing was
+// sent.
 func (c *Client) shape(ctx context.Context, method, path string, s *v1.RequestShape, req effects.Request,
 	in request) (outgoing, error) {
 	o := outgoing{method: method, header: nethttp.Header{}}

@@ -193,11 +193,12 @@ func readsOnlyStatus(expr string) bool {
 }
 
 // Warnings are what Validate cannot refuse but a tool author should know:
-// a lookup's found that reads the status alone (a default page answers
-// 200 too; Tools made before found was required have that default), and
-// an absent that reads a list with nothing that says the list is complete
-// (a search proves absence only from a complete answer; one page of many,
-// or a sort that puts the effect later, proves nothing).
+//
+//   - A lookup's found that reads the status alone. A default page answers
+//     200 too. Tools made before found was required have that default.
+//   - An absent that reads a list with nothing that says the list is
+//     complete. A search proves absence only from a complete answer. One
+//     page of many, or a sort that puts the effect later, proves nothing.
 func Warnings(spec *v1.ToolSpec) []string {
 	var out []string
 	for i, op := range spec.Operations {

@@ -39,10 +39,10 @@ const maxRefusal = 512
 
 // Validate asks the tool whether it would accept req, with no effect: the
 // operation's validate request, sent once. Invalid is the tool's own
-// refusal, or what Execute would fail for good without sending (no such
-// operation, parameters the request cannot be built from, an address the
-// egress policy refuses); an answer that decides nothing, or none, is
-// Undecided, to ask again later.
+// refusal. It is also what Execute would fail for good without sending:
+// no such operation, parameters the request cannot be built from, an
+// address the egress policy refuses. An answer that decides nothing, or
+// none, is Undecided, to ask again later.
 func (c *Client) Validate(ctx context.Context, req effects.Request) effects.ValidateResult {
 	r := c.validate(ctx, req)
 	r.Message = c.scrub.string(r.Message)

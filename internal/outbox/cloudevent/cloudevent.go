@@ -16,8 +16,8 @@ limitations under the License.
 
 // Package cloudevent writes the outbox's announcements as CloudEvents in
 // HTTP binary content mode, with the CloudEvents SDK for Go
-// (github.com/cloudevents/sdk-go/v2): the SDK writes the ce-* headers and
-// validates the event, so the wire format is the specification's and not
+// (github.com/cloudevents/sdk-go/v2). The SDK writes the ce-* headers and
+// validates the event. So the wire format is the specification's and not
 // Once's reading of it. The request itself is the sink tool's: the relay
 // sends these headers and this body through the tool's client.
 package cloudevent
