@@ -155,7 +155,7 @@ func (r *SideEffectOperationReconciler) seeClaim(p *pass, a *answer) (ok bool, e
 }
 
 // writeHeldAnswer writes an answer this manager holds for an operation
-// its cache shows settled by someone else, as protocol.Stale decides: as
+// its cache shows settled by someone else. protocol.Stale decides how: as
 // evidence, as the commit a person was about to be asked for, or as a
 // second effect, raised at once. done is false when the API server shows
 // the answer's claim still held (the cache lagged). The pass then goes on

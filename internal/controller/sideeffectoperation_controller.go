@@ -73,10 +73,11 @@ type SideEffectOperationReconciler struct {
 	Connector effects.Connector
 	Validator ToolValidator
 	Budgets   *RetryBudgets
-	// Bulkhead bounds the passes inside one tool's calls; nil: no bound.
+	// Bulkhead bounds the passes inside one tool's calls. Nil means no
+	// bound.
 	Bulkhead *Bulkhead
 	// NamespaceShare bounds the passes inside one namespace's calls, keyed
-	// by namespace; nil: no bound.
+	// by namespace. Nil means no bound.
 	NamespaceShare *Bulkhead
 	// Clock is the manager's clock; a claim's expiry, its timer and its
 	// fence are read on it.
@@ -98,11 +99,11 @@ type SideEffectOperationReconciler struct {
 	// StopGrace bounds how long a stopping manager goes on writing the
 	// answers it holds, once its passes in flight have ended.
 	StopGrace time.Duration
-	// WatchNamespaces are the only namespaces the manager watches; empty:
-	// all. A manager restricted to some neither watches nor reads
+	// WatchNamespaces are the only namespaces the manager watches. Empty
+	// means all. A manager restricted to some neither watches nor reads
 	// ClusterTools and Namespaces, which are cluster-scoped.
 	WatchNamespaces []string
-	// Shards says which operations this manager handles; nil: all.
+	// Shards says which operations this manager handles. Nil means all.
 	Shards *shard.Sharder
 	// ErrorBackoff is how a pass that returned an error is retried.
 	ErrorBackoff ErrorBackoff
@@ -117,11 +118,13 @@ type SideEffectOperationReconciler struct {
 }
 
 // The manager's rights, each for a call the code makes (docs/install.md
-// lists them): operations are watched and read, patched only to add or
-// remove the finalizer, and their status is replaced with a conditional
-// update; scope records are created, updated and deleted; Secrets are read
-// by name past the cache, never listed or watched; events are created, and
-// patched when they repeat.
+// lists them):
+//
+//   - operations are watched and read, and patched only to add or remove
+//     the finalizer. Their status is replaced with a conditional update.
+//   - scope records are created, updated and deleted.
+//   - Secrets are read by name past the cache, never listed or watched.
+//   - events are created, and patched when they repeat.
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations/status,verbs=update
 // +kubebuilder:rbac:groups=effects.once.dev,resources=idempotencyrecords,verbs=get;list;watch;create;update;delete
@@ -202,9 +205,9 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 }
 
 // atRest reports whether Reconcile has nothing to do for an operation
-// until it changes: it ended, is not being deleted, has the finalizer it
+// until it changes. It ended, is not being deleted, has the finalizer it
 // needs, and has no TTL of its own to keep (a saga's step goes with its
-// saga). Nearly every operation a cluster retains is at rest; a manager
+// saga). Nearly every operation a cluster retains is at rest. A manager
 // that starts, or takes over a shard, does not pass over them.
 func atRest(o client.Object) bool {
 	op, ok := o.(*v1.SideEffectOperation)

@@ -105,9 +105,9 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
 }
 
-// step carries out a decision: a write; or, for a decision that calls the
-// tool, claim → call → write. The claim is written first; the answer's
-// decision is written fenced on that claim. A decision that follows an
+// step carries out a decision. A write is written. A decision that calls
+// the tool goes claim → call → write: the claim is written first, and the
+// answer's decision is written fenced on that claim. A decision that follows an
 // answer never calls the tool, so a pass makes one call at most.
 func (r *SideEffectOperationReconciler) step(p *pass, d protocol.Decision) (reconcile.Result, error) {
 	switch {

@@ -29,9 +29,9 @@ import (
 )
 
 // answerGone writes an answer whose operation is gone (deleted, or another
-// object under its name now) where it still belongs: the scope's record,
-// if the record still speaks for that operation, as
-// protocol.StaleForRecord decides; an answer that may name an effect no
+// object under its name now) where it still belongs. That is the scope's
+// record, if the record still speaks for that operation, as
+// protocol.StaleForRecord decides. An answer that may name an effect no
 // record keeps is raised at once. It is never written into another object
 // of the name (I6). A write that fails returns its error, and the caller
 // keeps the answer for the next pass of the name (I12).

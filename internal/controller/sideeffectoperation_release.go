@@ -48,10 +48,10 @@ func (r *SideEffectOperationReconciler) release(ctx context.Context, op *v1.Side
 		return ctrl.Result{}, nil
 	}
 	// The cache may not have the last status write yet. The release acts
-	// on the object it was decided for, never on another of its name: a
+	// on the object it was decided for, never on another of its name. A
 	// cache that still shows a deleted operation would otherwise release
-	// the live one made again under the name (delete the record it bound,
-	// remove its finalizer).
+	// the live one made again under the name: delete the record it bound,
+	// and remove its finalizer.
 	fresh, err := r.readOp(ctx, op)
 	if apierrors.IsNotFound(err) {
 		// Released already: an answer held for it goes to its record.
@@ -172,8 +172,8 @@ func (r *SideEffectOperationReconciler) keepOutcome(p *pass) (done bool, wait ti
 	return true, 0, nil
 }
 
-// errReleased: the operation a release pass works on was released by
-// another pass meanwhile; nothing is left to do.
+// errReleased says that another pass released the operation meanwhile.
+// Nothing is left to do.
 var errReleased = errors.New("the operation was released meanwhile")
 
 // stillReleasing reads the pass's operation again, past the cache: it is

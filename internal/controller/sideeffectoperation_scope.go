@@ -121,7 +121,7 @@ func (r *SideEffectOperationReconciler) bindScope(p *pass) (bool, error) {
 	return false, fmt.Errorf("scope record %s keeps changing", p.env.RecordName)
 }
 
-// errDecideAgain: the scope's record changed; decide on it again.
+// errDecideAgain says that the scope's record changed. Decide on it again.
 var errDecideAgain = errors.New("the scope's record changed")
 
 // claimFromNameHolder settles the one way two operations can share a scope
