@@ -100,6 +100,13 @@ const (
 	// calls in flight as its share of the manager's workers; the call waits
 	// for one of them to end, and has not claimed.
 	ReasonWaitingForNamespaceShare = "WaitingForNamespaceShare"
+	// ReasonSuspended: a person suspended the operation or its tool
+	// (spec.suspend). Its next call waits until they resume it. It has not
+	// claimed.
+	ReasonSuspended = "Suspended"
+	// ReasonCancelled: a person cancelled the operation (spec.cancel)
+	// before it took effect. It made no call after the cancel.
+	ReasonCancelled = "Cancelled"
 	// ReasonResolvedCommitted: a person marked the effect committed.
 	ReasonResolvedCommitted = "ResolvedCommitted"
 	// ReasonResolvedFailed: a person failed the operation.

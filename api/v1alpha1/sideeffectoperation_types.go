@@ -33,11 +33,13 @@ const MaxResultBytes = 16 * 1024
 
 // SideEffectOperationSpec is one side effect, bound to an idempotency key.
 //
-// Everything but resolution and ttlSecondsAfterFinished is immutable: an
-// idempotency key means one request, so a change would bind the key to a
-// different request.
+// Everything but resolution, ttlSecondsAfterFinished, suspend and cancel is
+// immutable: an idempotency key means one request, so a change would bind
+// the key to a different request. Suspend and cancel say whether the
+// request may be sent, not what it is: the request hash leaves them out.
 // +kubebuilder:validation:XValidation:rule="has(self.subscribers) == has(oldSelf.subscribers)",message="spec.subscribers are immutable: the outcome is announced to the subscribers named at creation"
-// +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && has(self.parameters) == has(oldSelf.parameters) && has(self.timeout) == has(oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy)",message="spec is immutable: an idempotency key cannot be bound to different parameters; create a new SideEffectOperation with a new idempotency key (only spec.resolution and spec.ttlSecondsAfterFinished may change)"
+// +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && has(self.parameters) == has(oldSelf.parameters) && has(self.timeout) == has(oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy)",message="spec is immutable: an idempotency key cannot be bound to different parameters; create a new SideEffectOperation with a new idempotency key (only spec.resolution, spec.ttlSecondsAfterFinished, spec.suspend and spec.cancel may change)"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be taken back: a cancelled operation may have failed already; create a new SideEffectOperation with a new idempotency key"
 type SideEffectOperationSpec struct {
 	// toolRef names the Tool or ClusterTool that performs the effect.
 	// +required
@@ -135,6 +137,25 @@ type SideEffectOperationSpec struct {
 	// +kubebuilder:validation:MaxItems=4
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.subscribers are immutable: the outcome is announced to the subscribers named at creation"
 	Subscribers []Subscriber `json:"subscribers,omitempty"`
+
+	// suspend holds the operation's next call: no first attempt, no retry,
+	// no re-send. A call in flight finishes. An unknown outcome is still
+	// reconciled by lookup, which makes no effect. Set it back to false,
+	// or remove it, to resume. A person's resolution is applied all the
+	// same.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// cancel asks that the operation not take effect. It is honoured only
+	// where that is safe. Before any attempt, or after attempts that
+	// provably had no effect, the operation ends FailedFinal with reason
+	// Cancelled and makes no call. A call in flight finishes, and its
+	// answer stands. An unknown outcome is still reconciled by lookup; one
+	// that only a re-send could settle goes to a person (NeedsReview). A
+	// person's resolution is applied all the same. Once set, it cannot be
+	// taken back.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
 }
 
 // ToolKind is the kind of object a ToolReference names.
@@ -312,7 +333,7 @@ func (s OperationState) IsTerminal() bool {
 }
 
 // ErrorClass classifies an attempt's failure, after DESIGN's error table.
-// +kubebuilder:validation:Enum=Retryable;Permanent;OutcomeUnknown;Invalid;Conflict
+// +kubebuilder:validation:Enum=Retryable;Permanent;OutcomeUnknown;Invalid;Conflict;Cancelled
 type ErrorClass string
 
 const (
@@ -326,6 +347,9 @@ const (
 	ErrorInvalid ErrorClass = "Invalid"
 	// ErrorConflict: the idempotency key is bound to another request.
 	ErrorConflict ErrorClass = "Conflict"
+	// ErrorCancelled: a person cancelled the operation (spec.cancel)
+	// before any attempt, or after attempts that provably had no effect.
+	ErrorCancelled ErrorClass = "Cancelled"
 )
 
 // Claim is the right to run one attempt, written before the call.

@@ -58,6 +58,14 @@ type ToolSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	RetryBudget *RetryBudget `json:"retryBudget,omitempty"`
+
+	// suspend holds every new call to this tool: no first attempt, no
+	// retry, no re-send. A call in flight finishes. An unknown outcome is
+	// still reconciled by lookup, which makes no effect. Set it back to
+	// false, or remove it, to resume. A person's resolution of an
+	// operation in NeedsReview is applied all the same.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // HTTPBackend is the base of every request to the tool.

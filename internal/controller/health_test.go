@@ -122,6 +122,16 @@ var _ = Describe("GitOps health", Ordered, func() {
 		expect("SideEffectOperation", client.ObjectKeyFromObject(op), "re-send in flight", status.InProgressStatus, argocd.Progressing)
 	})
 
+	It("reads an operation held by a suspend as in progress, and Argo CD as Suspended", func() {
+		ns := newNamespace()
+		DeferCleanup(startManager(managerOptions{watch: []string{ns}}))
+		newTool(ns, "payments", v1.IdempotencyNative, func(s *v1.ToolSpec) { s.Suspend = true })
+		op := create(newOp(ns, "held", "payments", map[string]any{"amount": 1}))
+		Eventually(func() string { return condition(get(ns, "held"), v1.ConditionReady).Reason }).
+			Should(Equal(v1.ReasonSuspended))
+		expect("SideEffectOperation", client.ObjectKeyFromObject(op), "tool suspended", status.InProgressStatus, argocd.Suspended)
+	})
+
 	It("reads every other state of an operation, and of a tool, as Flux and Argo CD must", func() {
 		ns := newNamespace()
 		stop := stopOnce(startManager(managerOptions{}))

@@ -72,7 +72,7 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 	if !protocol.NeedsTool(p.st, p.op.Spec.Resolution, p.env) {
 		// A person's MarkCommitted or Fail is applied even while the tool
 		// is missing or broken.
-		return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
+		return r.step(p, p.decide())
 	}
 	if reason, msg, err := r.readTool(p); err != nil || reason != "" {
 		if a := r.takeHeld(p); a != nil {
@@ -102,7 +102,7 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 			return res, err
 		}
 	}
-	return r.step(p, protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env))
+	return r.step(p, p.decide())
 }
 
 // step carries out a decision. A write is written. A decision that calls

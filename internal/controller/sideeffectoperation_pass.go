@@ -138,6 +138,20 @@ func (p *pass) result(res reconcile.Result, err error) (reconcile.Result, error)
 	return res, err
 }
 
+// decide is the protocol's decision on the pass's operation, with the
+// brakes people set on it and on its tool (spec.suspend, spec.cancel).
+func (p *pass) decide() protocol.Decision {
+	p.env.Cancel = p.op.Spec.Cancel
+	p.env.Suspended = ""
+	switch {
+	case p.op.Spec.Suspend:
+		p.env.Suspended = "the operation"
+	case p.tool != nil && p.tool.GetSpec().Suspend:
+		p.env.Suspended = string(p.tool.Kind()) + " " + p.tool.GetName()
+	}
+	return protocol.Next(p.st, p.op.Spec.Resolution, p.policy, p.env)
+}
+
 // limits are this manager's bounds on claims.
 func (r *SideEffectOperationReconciler) limits() protocol.Limits {
 	return protocol.Limits{MaxClaim: r.MaxClaim, ClaimGrace: r.ClaimGrace}

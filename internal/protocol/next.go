@@ -27,8 +27,15 @@ import (
 )
 
 // Next decides what to do with an operation that no call of this worker is
-// in flight for. res is the object's spec.resolution.
+// in flight for. res is the object's spec.resolution. A call it decides on
+// waits while the operation or its tool is suspended, and a cancelled
+// operation makes none where that is safe (brake).
 func Next(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env) Decision {
+	return brake(st, next(st, res, p, env), p, env)
+}
+
+// next is what Next decides, brakes aside.
+func next(st v1.SideEffectOperationStatus, res *v1.Resolution, p Policy, env Env) Decision {
 	switch st.State {
 	case "", v1.StatePlanned:
 		return execute(st, p, env, false)

@@ -86,6 +86,11 @@ type Env struct {
 	// RecordCreated is when the scope's record the decision reads was
 	// created, by the API server's clock; zero when it reads none.
 	RecordCreated time.Time
+	// Suspended names who suspended the operation's new calls ("Tool
+	// pay", "the operation"). Empty means no one did.
+	Suspended string
+	// Cancel is the object's spec.cancel.
+	Cancel bool
 }
 
 // Action is what the controller must do after writing Decision.Status.

@@ -2,6 +2,8 @@
 -- Healthy when Ready is True: the effect is committed (or was compensated).
 -- Degraded when Stalled is True: failed for good, waiting for a person's
 -- spec.resolution (NeedsReview), or waiting for a missing or broken tool.
+-- Suspended when its next call waits for a person to resume it or its
+-- tool (Ready's reason Suspended).
 -- Progressing otherwise, and while the status describes an older
 -- generation than the spec.
 local hs = {}
@@ -40,6 +42,9 @@ if ready ~= nil and ready.status == "True" then
 elseif stalled ~= nil and stalled.status == "True" then
   hs.status = "Degraded"
   hs.message = say(stalled)
+elseif ready ~= nil and ready.reason == "Suspended" then
+  hs.status = "Suspended"
+  hs.message = say(ready)
 else
   hs.status = "Progressing"
   hs.message = say(reconciling or ready)
