@@ -19,6 +19,7 @@ package repo
 import (
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -39,6 +40,8 @@ const (
 	maxLongPercent = 8.0
 	// maxWords is the most words any one sentence may have.
 	maxWords = 80
+	// maxStretch is the most prose lines between two headings.
+	maxStretch = 30
 )
 
 // generatedDocs are left out of the standard: a program writes them.
@@ -51,7 +54,8 @@ var proseBacklog = []string{}
 
 // TestProse measures the prose sentences of README.md and docs/ and fails
 // for a file whose median sentence runs over 20 words, whose sentences
-// over 40 words pass 8 %, or that has a sentence over 80 words.
+// over 40 words pass 8 %, or that has a sentence over 80 words. It fails
+// too where more than 30 prose lines run without a heading (see stretches).
 //
 // A prose sentence is counted so (the rule docs/README.md states):
 //
@@ -79,6 +83,11 @@ func TestProse(t *testing.T) {
 		t.Logf("%-32s %4d sentences, median %4.1f, over %d: %4.1f %%, longest %d",
 			f, len(lens), fig.median, longWords, fig.longPercent, fig.longest)
 		problems := fig.problems()
+		for _, s := range stretches(string(text)) {
+			if s.lines > maxStretch {
+				problems = append(problems, fmt.Sprintf("line %d: %d prose lines without a heading (at most %d)", s.line, s.lines, maxStretch))
+			}
+		}
 		backlog := slices.Contains(proseBacklog, f)
 		switch {
 		case len(problems) > 0 && !backlog:
@@ -190,9 +199,8 @@ var (
 // Markdown text, in order.
 func sentenceLengths(text string) []int {
 	var (
-		lens   []int
-		unit   []string
-		inCode bool
+		lens []int
+		unit []string
 	)
 	flush := func() {
 		if len(unit) > 0 {
@@ -200,20 +208,7 @@ func sentenceLengths(text string) []int {
 			unit = nil
 		}
 	}
-	for line := range strings.Lines(text) {
-		line = strings.TrimRight(line, "\r\n")
-		if fenceLine.MatchString(line) {
-			flush()
-			inCode = !inCode
-			continue
-		}
-		if inCode {
-			continue
-		}
-		t := strings.TrimSpace(line)
-		for strings.HasPrefix(t, ">") {
-			t = strings.TrimSpace(strings.TrimPrefix(t, ">"))
-		}
+	for _, t := range outsideCode(text) {
 		switch {
 		case t == "", strings.HasPrefix(t, "|"), strings.HasPrefix(t, "#"),
 			strings.HasPrefix(t, "<"), linkDef.MatchString(t):
@@ -232,6 +227,33 @@ func sentenceLengths(text string) []int {
 	}
 	flush()
 	return lens
+}
+
+// outsideCode yields every line of a Markdown text with its number,
+// from 1, trimmed and with its blockquote marks dropped. The lines of a
+// fenced code block, its fences included, come out empty, as blank lines.
+func outsideCode(text string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		n, inCode := 0, false
+		for line := range strings.Lines(text) {
+			n++
+			line = strings.TrimRight(line, "\r\n")
+			if fenceLine.MatchString(line) {
+				inCode = !inCode
+				line = ""
+			}
+			if inCode {
+				line = ""
+			}
+			t := strings.TrimSpace(line)
+			for strings.HasPrefix(t, ">") {
+				t = strings.TrimSpace(strings.TrimPrefix(t, ">"))
+			}
+			if !yield(n, t) {
+				return
+			}
+		}
+	}
 }
 
 // splitSentences splits one unit into sentences and counts their words.
@@ -324,6 +346,76 @@ func TestSentenceLengths(t *testing.T) {
 			got := sentenceLengths(tc.text)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("sentenceLengths() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// stretch is a run of prose lines between two headings, or before the
+// first, or after the last.
+type stretch struct {
+	// line is where it starts: its heading's line, or 1 before the first.
+	line int
+	// lines counts its prose lines.
+	lines int
+}
+
+// stretches returns the stretches of a Markdown text, in order, with no
+// empty one before the first heading. A prose line is any line but a blank
+// one, a table row, a heading, or a line of a fenced code block.
+func stretches(text string) []stretch {
+	out := []stretch{{line: 1}}
+	for n, t := range outsideCode(text) {
+		switch {
+		case strings.HasPrefix(t, "#"):
+			out = append(out, stretch{line: n})
+		case t != "" && !strings.HasPrefix(t, "|"):
+			out[len(out)-1].lines++
+		}
+	}
+	if out[0].lines == 0 {
+		out = out[1:]
+	}
+	return out
+}
+
+// TestStretches holds the counting of prose lines between headings to
+// examples.
+func TestStretches(t *testing.T) {
+	tests := map[string]struct {
+		text string
+		want []stretch
+	}{
+		"before and under headings": {
+			text: "Intro line.\n\n# Title\n\nOne.\nTwo.\n\n## Part\n\nThree.\n",
+			want: []stretch{{line: 1, lines: 1}, {line: 3, lines: 2}, {line: 8, lines: 1}},
+		},
+		"no prose before the first heading": {
+			text: "# Title\nOne.\n",
+			want: []stretch{{line: 1, lines: 1}},
+		},
+		"blank lines, tables and code left out": {
+			text: "# Title\n\nOne.\n\n| a | b |\n|---|---|\n\n```sh\n# not a heading\necho two\n```\n\nTwo.\n",
+			want: []stretch{{line: 1, lines: 2}},
+		},
+		"list items and quotes count": {
+			text: "# Title\n- one\n  more\n> quoted\n>\n<!-- c -->\n",
+			want: []stretch{{line: 1, lines: 4}},
+		},
+		"an indented fence": {
+			text: "# Title\n- item:\n\n  ```text\n  # out\n  ```\n- next\n",
+			want: []stretch{{line: 1, lines: 2}},
+		},
+		"no heading": {
+			text: "One.\nTwo.\n",
+			want: []stretch{{line: 1, lines: 2}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := stretches(tc.text)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("stretches() = %v, want %v", got, tc.want)
 			}
 		})
 	}
