@@ -27,23 +27,25 @@ limitations under the License.
 //  1. sideeffectoperation_controller.go: the wiring, Reconcile, which
 //     loads the operation and hands it on, and a stopping manager's last
 //     writes of the answers it holds.
-//  2. sideeffectoperation_drive.go: the driver, the one place that decides
-//     what a pass does next (drive, step).
-//  3. sideeffectoperation_release.go: the finalizer, and the release of a
+//  2. sideeffectoperation_drive.go: the driver, which decides what the
+//     pass of an unfinished operation does next (drive, step).
+//  3. sideeffectoperation_scope.go: binding the operation to its scope's
+//     record, before any claim.
+//  4. sideeffectoperation_release.go: the finalizer, and the release of a
 //     deleted operation into its scope's record.
-//  4. sideeffectoperation_call.go: the connection, the retry budget, and
+//  5. sideeffectoperation_call.go: the connection, the retry budget, and
 //     the call to the tool.
-//  5. sideeffectoperation_claim.go: the claim kept while the call runs,
+//  6. sideeffectoperation_claim.go: the claim kept while the call runs,
 //     renewed, and asked as the call's fence.
-//  6. sideeffectoperation_answer.go: an answer in hand is never dropped
+//  7. sideeffectoperation_answer.go: an answer in hand is never dropped
 //     (I12). Its opening comment states the rule.
-//  7. sideeffectoperation_gone.go: an answer whose operation is gone,
+//  8. sideeffectoperation_gone.go: an answer whose operation is gone,
 //     written to the scope's record.
-//  8. sideeffectoperation_scope.go: binding the operation to its scope's
-//     record, before any claim, and reading records and their owners.
-//  9. sideeffectoperation_write.go: the one status writer and the one
+//  9. sideeffectoperation_record.go: scope records and their owners, as
+//     the reconciler reads them.
+//  10. sideeffectoperation_write.go: the one status writer and the one
 //     re-read, bound to the operation's UID.
-//  10. sideeffectoperation_pass.go: what a pass knows (the operation, its
+//  11. sideeffectoperation_pass.go: what a pass knows (the operation, its
 //     working status, its tool and policy) and the answer a call brought.
 //
 // A call into an earlier file is a back-call. TestBackCalls counts the

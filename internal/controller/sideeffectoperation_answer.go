@@ -34,16 +34,19 @@ import (
 // An answer in hand is never dropped (I12). This file holds that rule.
 //
 // A call's answer is written by the pass that made the call, fenced on
-// the claim it ran under (writeAnswer). The write can fail in three ways,
+// the claim it ran under (writeAnswer). The write can fail in five ways,
 // and each has one place to go:
 //
 //   - It loses to a newer version while the claim still holds: the answer
 //     is applied again to the new status (writeFenced).
 //   - The claim has moved on: the answer is written as evidence, as a
 //     commit, or as a second effect raised at once (keepEvidence).
+//   - The operation is gone, or its name is another object's: the answer
+//     goes to the scope's record (answerGone).
 //   - The API server cannot be reached: the answer is held in memory, by
 //     the operation's UID (holdAnswer), and the next pass writes it before
 //     it decides anything else.
+//   - It keeps losing to newer versions: it is held, as above.
 //
 // A held answer is written whatever happened meanwhile. Another manager
 // may have settled the operation (writeHeldAnswer). Its tool may be gone

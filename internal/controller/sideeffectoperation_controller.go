@@ -204,6 +204,12 @@ func (r *SideEffectOperationReconciler) Reconcile(ctx context.Context, req ctrl.
 	return p.result(r.drive(p))
 }
 
+// settledElsewhere reports whether an operation no longer waits for a call
+// of any manager: it is terminal, or a person must decide.
+func settledElsewhere(op *v1.SideEffectOperation) bool {
+	return op.Status.State.IsTerminal() || op.Status.State == v1.StateNeedsReview
+}
+
 // atRest reports whether Reconcile has nothing to do for an operation
 // until it changes. It ended, is not being deleted, has the finalizer it
 // needs, and has no TTL of its own to keep (a saga's step goes with its
@@ -334,10 +340,6 @@ func unfinished(ops []v1.SideEffectOperation) []reconcile.Request {
 // passes that write what they hold and call no tool (I12). What still
 // fails to be written when the grace runs out is lost, as in a crash: the
 // attempt stays unknown, and the next manager reconciles it.
-
-// answersOnly marks a pass's context: the pass writes the answer it holds
-// and whatever follows from it without a call, and makes no call.
-type answersOnly struct{}
 
 // heldWriter is the manager's runnable that writes, as it stops, the
 // answers the operation reconciler still holds.

@@ -31,11 +31,11 @@ import (
 	"github.com/once-dev/once/internal/protocol"
 )
 
-// The driver: the one place that decides what a pass does next. Reconcile
-// hands it an unfinished operation. It checks what a planned operation
+// The driver decides what the pass of an unfinished operation does next.
+// Reconcile hands it such an operation. It checks what a planned operation
 // needs, binds the scope, writes a held answer first, and carries out the
-// protocol's decision (step). The files after this one do one thing each
-// and return to it.
+// protocol's decision (step). The connection, the claim, the call and the
+// writes it asks for do one thing each and return to it.
 
 // secretRetry is how soon an operation blocked on a Secret looks again:
 // Secrets are not watched.
@@ -218,12 +218,6 @@ func (r *SideEffectOperationReconciler) namespaceGoing(p *pass) (bool, error) {
 		return false, nil
 	}
 	return err == nil && !ns.DeletionTimestamp.IsZero(), err
-}
-
-// settledElsewhere reports whether an operation no longer waits for a call
-// of any manager: it is terminal, or a person must decide.
-func settledElsewhere(op *v1.SideEffectOperation) bool {
-	return op.Status.State.IsTerminal() || op.Status.State == v1.StateNeedsReview
 }
 
 // deferCall requeues a pass whose tool's calls take their share of the

@@ -33,8 +33,9 @@ import (
 // record, if the record still speaks for that operation, as
 // protocol.StaleForRecord decides. An answer that may name an effect no
 // record keeps is raised at once. It is never written into another object
-// of the name (I6). A write that fails returns its error, and the caller
-// keeps the answer for the next pass of the name (I12).
+// of the name (I6). A write that fails returns its error. Its two callers,
+// keepOrAnswerGone and answerHeldGone, then hold the answer for the next
+// pass of the name (I12). A new caller must do the same.
 func (r *SideEffectOperationReconciler) answerGone(p *pass, a *answer) error {
 	metrics.StaleWrites.Inc()
 	p.env.Now = r.Clock.Now()

@@ -32,8 +32,9 @@ import (
 )
 
 // What a pass knows: the operation as it read it, the working copy of its
-// status, its tool and policy, and the answer a call brought. Every file
-// before this one works on a pass; this file calls none of them.
+// status, its tool and policy, and the answer a call brought. readTool
+// reads the tool, through the cache. Every file before this one works on
+// a pass, and this file calls none of them.
 
 // pass is one reconciliation of one operation: what it learned, and the
 // working copy of its status.
@@ -80,6 +81,10 @@ func (r *SideEffectOperationReconciler) newPass(ctx context.Context, op *v1.Side
 			MaxClaimDuration: r.limits().MaxClaimDuration()},
 	}
 }
+
+// answersOnly marks a pass's context: the pass writes the answer it holds
+// and whatever follows from it without a call, and makes no call.
+type answersOnly struct{}
 
 // makesNoCall reports whether the pass may make no call to the tool: it
 // writes what a stopping manager holds (answersOnly).
@@ -214,4 +219,12 @@ func (a *answer) late(env protocol.Env) protocol.Late {
 		}
 	}
 	return l
+}
+
+// rawParameters are an operation's parameters as written.
+func rawParameters(op *v1.SideEffectOperation) []byte {
+	if op.Spec.Parameters == nil {
+		return nil
+	}
+	return op.Spec.Parameters.Raw
 }

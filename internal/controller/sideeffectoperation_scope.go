@@ -17,10 +17,8 @@ limitations under the License.
 package controller
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,27 +171,6 @@ func (r *SideEffectOperationReconciler) claimFromNameHolder(p *pass, rec *v1.Ide
 	return nil
 }
 
-// rawParameters are an operation's parameters as written.
-func rawParameters(op *v1.SideEffectOperation) []byte {
-	if op.Spec.Parameters == nil {
-		return nil
-	}
-	return op.Spec.Parameters.Raw
-}
-
-// getRecord reads the scope's record; nil if there is none.
-func (r *SideEffectOperationReconciler) getRecord(p *pass, reader client.Reader) (*v1.IdempotencyRecord, error) {
-	rec := &v1.IdempotencyRecord{}
-	err := reader.Get(p.ctx, client.ObjectKey{Namespace: p.op.Namespace, Name: p.env.RecordName}, rec)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return rec, nil
-}
-
 // getOrCreateRecord returns the scope's record, creating it with this
 // operation as its owner if there is none.
 func (r *SideEffectOperationReconciler) getOrCreateRecord(p *pass, reader client.Reader) (*v1.IdempotencyRecord, bool, error) {
@@ -219,19 +196,6 @@ func (r *SideEffectOperationReconciler) getOrCreateRecord(p *pass, reader client
 	return rec, false, nil
 }
 
-// ownRecord is the record that binds the scope to this operation, with no
-// outcome.
-func (r *SideEffectOperationReconciler) ownRecord(p *pass) v1.IdempotencyRecordSpec {
-	return v1.IdempotencyRecordSpec{
-		ToolRef:        p.scope.Tool,
-		Operation:      p.scope.Operation,
-		IdempotencyKey: p.scope.Key,
-		RequestHash:    p.st.RequestHash,
-		Owner:          v1.RecordOwner{Name: p.op.Name, UID: p.op.UID},
-		Retention:      metav1.Duration{Duration: p.policy.Retention},
-	}
-}
-
 // ownerOf reads the record's owner past the cache: a just-created owner
 // must not look deleted. Its outcome is there if it has ended.
 func (r *SideEffectOperationReconciler) ownerOf(p *pass, rec *v1.IdempotencyRecord) (protocol.Owner, error) {
@@ -249,47 +213,4 @@ func (r *SideEffectOperationReconciler) ownerOf(p *pass, rec *v1.IdempotencyReco
 	default:
 		return protocol.Owner{Alive: true}, nil
 	}
-}
-
-// liveOwner reads the operation a record names as its owner, past the
-// cache; nil when it is gone, or another object holds its name now.
-func liveOwner(ctx context.Context, reader client.Reader, rec *v1.IdempotencyRecord) (*v1.SideEffectOperation, error) {
-	owner := &v1.SideEffectOperation{}
-	err := reader.Get(ctx, client.ObjectKey{Namespace: rec.Namespace, Name: rec.Spec.Owner.Name}, owner)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case owner.UID != rec.Spec.Owner.UID:
-		return nil, nil
-	}
-	return owner, nil
-}
-
-// outcomeOf is a terminal operation's outcome, as its record keeps it:
-// with the person's decision it rests on, if a person resolved it.
-func outcomeOf(op *v1.SideEffectOperation, now time.Time) v1.RecordOutcome {
-	st := op.Status
-	o := v1.RecordOutcome{
-		State:             st.State,
-		Attempts:          st.Attempts,
-		ExternalObjectID:  st.ExternalObjectID,
-		ExternalRequestID: st.ExternalRequestID,
-		Result:            st.Result,
-		ResultDigest:      st.ResultDigest,
-		ErrorClass:        st.ErrorClass,
-		ErrorMessage:      st.ErrorMessage,
-		Resolution:        st.Resolution.Record(),
-		CompletionTime:    metav1.NewTime(now),
-		Reason:            protocol.ReadyReason(st),
-	}
-	if st.CompletionTime != nil {
-		o.CompletionTime = *st.CompletionTime
-	}
-	o.ExpiryTime = metav1.NewTime(o.CompletionTime.Add(protocol.Retention(&op.Spec)))
-	if st.ExpiryTime != nil {
-		o.ExpiryTime = *st.ExpiryTime
-	}
-	return o
 }
