@@ -21,6 +21,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // The API server's own faults, as a manager meets them on a write
@@ -58,11 +59,73 @@ var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, 
 // drawAPIFault decides what the API server does with a manager's write,
 // at the call's own site: a fault on one write moves no other draw.
 func (w *World) drawAPIFault(pr *passRun, verb, call string) apiFault {
-	if pr == nil || !writeVerbs[verb] || w.opts.APIFaultRate <= 0 ||
-		w.draws.Float64("api fault|"+pr.site()+"|"+call) >= w.opts.APIFaultRate {
+	if pr == nil || !writeVerbs[verb] {
 		return apiFaultNone
 	}
-	return apiFault(1 + w.draws.IntN("api fault kind|"+pr.site()+"|"+call, 3))
+	return w.drawAPIFaultAt(pr.site()+"|"+call, 3)
+}
+
+// drawAPIFaultAt draws a fault at site among the first kinds of apiFault.
+func (w *World) drawAPIFaultAt(site string, kinds int) apiFault {
+	if w.opts.APIFaultRate <= 0 || w.draws.Float64("api fault|"+site) >= w.opts.APIFaultRate {
+		return apiFaultNone
+	}
+	return apiFault(1 + w.draws.IntN("api fault kind|"+site, kinds))
+}
+
+// callerGate is the callers' way to the API server (Options.CallerFaults).
+// A caller reaches it as kubectl does: no cache, no freeze, no partition.
+// But a throttled or failing API server fails a caller's requests too:
+//   - a write meets what a manager's write meets: a 429, a 500, or an
+//     answer lost after the write landed;
+//   - a read meets a 429 or a 500. API Priority and Fairness sheds reads
+//     as it sheds writes, and a caller has no freezes or partitions that
+//     already fail its reads.
+//
+// Each draw has a site of the call's request and the API call, so a
+// call's faults move no other draw.
+type callerGate struct{ w *World }
+
+// calling is the request whose call runs now, in the sites of its draws.
+func (g callerGate) calling() string {
+	if g.w.callers == nil || g.w.callers.calling == "" {
+		return ""
+	}
+	return "caller " + g.w.callers.calling
+}
+
+func (g callerGate) API(verb, name string, obj runtime.Object) error {
+	who := g.calling()
+	if who == "" {
+		return nil
+	}
+	call := verb + " " + kindOf(obj) + " " + name
+	kinds := 2
+	if writeVerbs[verb] {
+		kinds = 3
+	}
+	switch f := g.w.drawAPIFaultAt(who+"|"+call, kinds); f {
+	case apiFaultNone:
+	case apiFaultAnswerLost:
+		g.w.callers.lost = call
+	default:
+		err := apiError(f, call)
+		g.w.note("the API server answers the %s's %s: %v", who, call, err)
+		return err
+	}
+	return nil
+}
+
+func (g callerGate) Read(runtime.Object) {}
+
+func (g callerGate) AnswerLost(verb, name string, obj runtime.Object) bool {
+	call := verb + " " + kindOf(obj) + " " + name
+	if g.calling() == "" || g.w.callers.lost != call {
+		return false
+	}
+	g.w.callers.lost = ""
+	g.w.note("the API server applies the %s's %s, and its answer is lost", g.calling(), call)
+	return true
 }
 
 // apiError is the error a manager gets for a fault drawn before the write.

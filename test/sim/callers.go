@@ -31,13 +31,17 @@ package sim
 //   - A program calls desk's charge through pkg/once's Do with a key of
 //     its own; it crashes and calls Do again with the same request, or
 //     reuses the key with other parameters.
+//   - A program and an agent run sagas with keys of their own
+//     (sagacallers.go): the program through pkg/once's DoSaga, the agent
+//     through the gateway's saga tool.
 //
 // Each call is one step: the world stands still while it runs. A call
 // runs with a context that has ended, so Do and the gateway answer what
 // they read at once (the outcome, or Pending) instead of waiting: a
 // caller that waits is one that calls again later, which the scheduler
 // draws. What each caller is told is checked against the tools' ledger
-// (check_callers.go).
+// (check_callers.go). With Options.CallerFaults, their requests to the
+// API server meet its faults (callerGate).
 
 import (
 	"context"
@@ -84,13 +88,21 @@ const (
 	callerAgent   = "agent"
 	callerModel   = "model"
 	callerProgram = "program"
+	// callerCheckout is a program that runs a saga per order through
+	// DoSaga; callerAssistant an agent that runs them through the
+	// gateway's saga tool.
+	callerCheckout  = "checkout"
+	callerAssistant = "assistant"
 	// agentUser is who the agent and the model call as.
 	agentUser = "agent@sim"
 	// derivedWindow is the window of chat's derived keys.
 	derivedWindow = time.Hour
 )
 
-var callerLimits = map[string]int{callerAgent: 6, callerModel: 3, callerProgram: 4}
+var callerLimits = map[string]int{callerAgent: 6, callerModel: 3, callerProgram: 4, callerCheckout: 3, callerAssistant: 3}
+
+// callerNames are the callers in the order the scheduler lists them.
+var callerNames = []string{callerAgent, callerModel, callerProgram, callerCheckout, callerAssistant}
 
 // callers are the world's callers and what they were told.
 type callers struct {
@@ -98,14 +110,19 @@ type callers struct {
 	program  *once.Client
 	kube     client.Client
 	requests map[string]*callRequest
+	// calling is the request whose call runs now; lost the API call whose
+	// answer the API server will lose (callerGate).
+	calling, lost string
 }
 
 // callRequest is one request of a caller, by the name of the action that
 // made it ("agent-2").
 type callRequest struct {
 	name, caller string
-	tool, ref    string
-	amount       int
+	// tool and ref are an operation's; a saga's ref is its object's
+	// name, which its steps' refs begin with.
+	tool, ref string
+	amount    int
 	// keys are the caller's keys so far; the first is the request's own.
 	keys []string
 	// first is when it was first called.
@@ -136,6 +153,17 @@ type told struct {
 	other            bool
 	epoch, namespace int
 	text             string
+	// steps are a saga's steps as the call asked them, each with the
+	// effect a committed answer names.
+	steps []toldStep
+}
+
+// toldStep is a saga's step in an answer: its name, the canonical JSON of
+// the parameters the call gave it, and the effect the answer names.
+type toldStep struct {
+	name, params, id string
+	// decided: a person's decision committed the step.
+	decided bool
 }
 
 // What an answer says (told.what).
@@ -147,19 +175,27 @@ const (
 	toldAsk       = "ask"
 	toldPending   = "pending"
 	toldError     = "error"
+	// A saga's own answers: its committed steps undone, or a step that
+	// waits for a person's approval.
+	toldCompensated = "compensated"
+	toldWaiting     = "waiting"
 )
 
 // newCallers builds the callers: the gateway, with the world's clock, and
 // a pkg/once client, each over a client that reaches the API server as
 // kubectl does.
 func newCallers(w *World) *callers {
-	kube := callerClient{NewClient(w.server, nil, gate{})}
-	g, err := mcpgateway.New(mcpgateway.Config{REST: &rest.Config{Host: "https://api.sim"}, Namespace: Namespace,
+	var g Gate = gate{}
+	if w.opts.CallerFaults {
+		g = callerGate{w}
+	}
+	kube := callerClient{NewClient(w.server, nil, g)}
+	gw, err := mcpgateway.New(mcpgateway.Config{REST: &rest.Config{Host: "https://api.sim"}, Namespace: Namespace,
 		Clock: w.clock})
 	must(err)
 	oc := once.New(kube)
 	oc.Clock = w.clock
-	return &callers{gateway: g, program: oc, kube: kube, requests: map[string]*callRequest{}}
+	return &callers{gateway: gw, program: oc, kube: kube, requests: map[string]*callRequest{}}
 }
 
 // callerClient is a caller's client: RBAC allows the callers everything
@@ -186,11 +222,22 @@ func newRequest(name string) *callRequest {
 		r.tool = toolPay
 	case callerModel:
 		r.tool = toolChat
+	case callerCheckout:
+		r.ref = once.SagaName(name)
+		return r
+	case callerAssistant:
+		r.ref = once.SagaName(mcpgateway.ScopedSagaKey(agentUser, name))
+		return r
 	default:
 		r.tool = toolDesk
 	}
 	r.ref = r.tool + "/" + name
 	return r
+}
+
+// saga reports whether the request is a saga's.
+func (r *callRequest) saga() bool {
+	return r.caller == callerCheckout || r.caller == callerAssistant
 }
 
 // arguments are the request's arguments; other ones under its key differ
@@ -207,7 +254,7 @@ func (r *callRequest) arguments(other bool) json.RawMessage {
 func (w *World) callerChoices(rng interface{ IntN(int) int }, a *Action) []choice {
 	return []choice{{"call", func() bool {
 		var names []string
-		for _, c := range []string{callerAgent, callerModel, callerProgram} {
+		for _, c := range callerNames {
 			for i := 1; i <= callerLimits[c]; i++ {
 				name := fmt.Sprintf("%s-%d", c, i)
 				names = append(names, name)
@@ -263,6 +310,9 @@ func (w *World) describeCall(a Action) string {
 		// on are a new request, as the derived key's window says.
 		return ""
 	}
+	if r.saga() {
+		return describeSagaCall(r, a.N)
+	}
 	via := "the MCP gateway"
 	if r.caller == callerProgram {
 		via = "pkg/once's Do"
@@ -313,14 +363,23 @@ func (w *World) call(a Action) {
 		key = r.keys[len(r.keys)-1]
 	}
 	other := a.N == callOther || (a.N == callDecide && r.askedOther)
+	w.callers.calling = r.name
 	var t told
-	if r.caller == callerProgram {
+	switch r.caller {
+	case callerProgram:
 		t = w.doOnce(r, key, other)
-	} else {
+	case callerCheckout:
+		t = w.doSaga(r, key, other)
+	case callerAssistant:
+		t = w.callSagaTool(r, key, other, a.N == callDecide)
+	default:
 		t = w.callGateway(r, key, other, a.N == callDecide)
 	}
+	w.callers.calling, w.callers.lost = "", ""
 	t.step, t.other, t.epoch, t.namespace = w.step, other, w.epochs[r.ref], w.namespaces
-	if c, err := protocol.Canonical(r.arguments(other)); err == nil {
+	if r.saga() {
+		t.params, t.steps = r.sagaParams(other, t.steps)
+	} else if c, err := protocol.Canonical(r.arguments(other)); err == nil {
 		t.params = string(c)
 	}
 	w.note("it is told: %s", t.text)
@@ -485,7 +544,7 @@ func (w *World) callAgainAll() {
 	if w.callers == nil {
 		return
 	}
-	for _, c := range []string{callerAgent, callerModel, callerProgram} {
+	for _, c := range callerNames {
 		for i := 1; i <= callerLimits[c]; i++ {
 			name := fmt.Sprintf("%s-%d", c, i)
 			if w.callers.requests[name] == nil {

@@ -33,6 +33,29 @@ package sim
 //     effect both times;
 //   - I4: a call with other arguments under a key is never told of the
 //     operation of the key's first request: it is told the mismatch.
+//
+// A saga's caller (sagacallers.go) may rely on what docs/guarantee.md
+// ("Sagas") and docs/client.md ("Sagas") promise, step by step:
+//
+//   - I10: told Committed, each step's effect named is one of that step's
+//     scope, made with the step's parameters in this call, unless a person
+//     decided the step;
+//   - I1: told Committed, the tool holds that effect once for the step's
+//     key: no second one stands beside it, but one a person allowed or
+//     one after the tool hid an effect (Options.Lies);
+//   - I5: a saga told Committed twice for the same steps is told the same
+//     effects both times, within a lifetime of each step's key;
+//   - I8: told the saga failed (Compensated, or FailedFinal: its first
+//     step failed), no effect of its steps stands: its compensations ran,
+//     or nothing took effect. The exceptions are I11's: one the tool hid,
+//     one a person allowed, one whose answer a live manager still holds;
+//   - I4: told the mismatch, and never told anything else for the same
+//     steps under the key, the call made no saga: no effect of its steps'
+//     parameters exists. A call told an error may have made one (its
+//     answer lost) and lifts this;
+//   - NeedsReview, Pending, a step waiting for approval and an error
+//     promise nothing. A caller that calls again after them still gets at
+//     most one effect per step (I1, and I5 above).
 
 import (
 	v1 "github.com/once-dev/once/api/v1alpha1"
@@ -41,6 +64,10 @@ import (
 // checkTold checks what a caller was told for r.
 func (w *World) checkTold(r *callRequest, t told) {
 	subject := "caller " + r.name
+	if r.saga() {
+		w.checkSagaTold(subject, r, t)
+		return
+	}
 	switch t.what {
 	case toldCommitted:
 		e := w.effectByID(t.id)
@@ -114,4 +141,76 @@ func (w *World) namedOperation(name string) *v1.SideEffectOperation {
 		return nil
 	}
 	return o.(*v1.SideEffectOperation)
+}
+
+// checkSagaTold checks what a saga's caller was told for r.
+func (w *World) checkSagaTold(subject string, r *callRequest, t told) {
+	switch t.what {
+	case toldCommitted:
+		for _, st := range t.steps {
+			w.checkStepCommitted(subject, r, t, st)
+		}
+	case toldCompensated, toldFailed:
+		for _, st := range t.steps {
+			for _, e := range knowable(w.standing(r.ref + "/" + st.name)) {
+				if e.Params != st.params || e.Licensed || w.heldByLive(e) {
+					continue
+				}
+				w.fail(InvCompensated, subject, "told %s while step %s's effect %s stands (%s)", t.what, st.name, e.ID, t.text)
+			}
+		}
+	case toldMismatch:
+		for _, before := range r.told {
+			if before.params == t.params && before.what != toldMismatch {
+				// A call with these steps may have made the saga.
+				return
+			}
+		}
+		for _, st := range t.steps {
+			for _, e := range w.ledger {
+				if e.Ref == r.ref+"/"+st.name && e.Params == st.params {
+					w.fail(InvParameters, subject, "told the mismatch for steps it never ran, while step %s's effect %s "+
+						"was made with this call's parameters (%s)", st.name, e.ID, t.text)
+				}
+			}
+		}
+	}
+}
+
+// checkStepCommitted checks one step of a saga told Committed: I10, I1
+// and I5 for what the caller was told.
+func (w *World) checkStepCommitted(subject string, r *callRequest, t told, st toldStep) {
+	ref := r.ref + "/" + st.name
+	e := w.effectByID(st.id)
+	if e == nil || e.Ref != ref {
+		w.fail(InvCommittedHasEffect, subject, "told Committed with step %s as %q, which is no effect of the step (%s)",
+			st.name, st.id, t.text)
+		return
+	}
+	if !w.ofLifetime(e) {
+		// An earlier lifetime's, judged where the step's outcome was made.
+		return
+	}
+	if !st.decided && e.Params != st.params {
+		w.fail(InvCommittedHasEffect, subject, "told Committed with step %s as %s, made with %s, for a call with %s",
+			st.name, st.id, e.Params, st.params)
+		return
+	}
+	if cur := w.current(ref); len(cur) > 1 && len(unlicensed(untilHidden(cur)[1:])) > 0 {
+		w.fail(InvOneEffect, subject, "told Committed with step %s as %s, while the tool holds %d effects of the step (%s)",
+			st.name, st.id, len(cur), effectList(cur))
+	}
+	for _, before := range r.told {
+		if before.what != toldCommitted || before.params != t.params {
+			continue
+		}
+		for _, b := range before.steps {
+			p := w.effectByID(b.id)
+			if b.name == st.name && b.id != st.id && p != nil && w.ofLifetime(p) && !b.decided && !st.decided &&
+				!p.Licensed && !e.Licensed {
+				w.fail(InvFirstResult, subject, "told Committed with step %s as %s at step %d, and now as %s",
+					st.name, b.id, before.step, st.id)
+			}
+		}
+	}
 }

@@ -26,6 +26,7 @@ package sim
 // I13, in part: a step stalls as SagaGone only once its saga is gone.
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -59,12 +60,7 @@ func (w *World) checkSagaOrder(e *Effect) {
 		// A person undoing an effect by hand keeps an order of their own.
 		return
 	}
-	var steps []v1.SagaStep
-	for _, mf := range w.manifests {
-		if s, ok := mf.(*v1.Saga); ok && s.Name == parts[0] {
-			steps = s.Spec.Steps
-		}
-	}
+	steps := w.sagaSteps(parts[0])
 	i := slices.IndexFunc(steps, func(s v1.SagaStep) bool { return s.Name == parts[1] })
 	if i < 0 {
 		return
@@ -85,6 +81,28 @@ func (w *World) checkSagaOrder(e *Effect) {
 			}
 		}
 	}
+}
+
+// sagaSteps are the steps of the saga of that name: a manifest's, or a
+// saga caller's (the steps of its own request: another one under its key
+// has the same names).
+func (w *World) sagaSteps(name string) []v1.SagaStep {
+	for _, mf := range w.manifests {
+		if s, ok := mf.(*v1.Saga); ok && s.Name == name {
+			return s.Spec.Steps
+		}
+	}
+	if w.callers == nil {
+		return nil
+	}
+	for _, c := range []string{callerCheckout, callerAssistant} {
+		for i := 1; i <= callerLimits[c]; i++ {
+			if r := w.callers.requests[fmt.Sprintf("%s-%d", c, i)]; r != nil && r.ref == name {
+				return r.steps(false)
+			}
+		}
+	}
+	return nil
 }
 
 // checkSagaGone is part of I13: a step stalled because its saga is gone

@@ -276,7 +276,7 @@ var baseWeights = []struct {
 	{"delete-namespace", 1, false}, {"edit-tool", 1, false}, {"edit-ttl", 1, false},
 	{"resolve-saga", 2, false}, {"resolve", 3, false}, {"edit-ttl-in-review", 1, false},
 	{"apply-other", 1, false}, {"delete-any", 1, false}, {"fail-step", 1, false},
-	{"replace", 2, false}, {"relist", 2, false}, {"call", 4, false}, {"stop", 1, false},
+	{"replace", 2, false}, {"relist", 2, false}, {"call", 6, false}, {"stop", 1, false},
 }
 
 // weight is the weight of a kind of action in this run.
@@ -566,6 +566,11 @@ func (w *World) manifestKey(name string) objKey {
 		if mf.GetName() == name {
 			return keyOf(mf)
 		}
+	}
+	// A saga a caller made (sagacallers.go) has no manifest.
+	k := objKey{Kind: kindSaga, NamespacedName: types.NamespacedName{Namespace: Namespace, Name: name}}
+	if _, ok := w.server.objects[k]; ok {
+		return k
 	}
 	return opObjKey(name)
 }

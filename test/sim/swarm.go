@@ -72,6 +72,9 @@ func (o Options) Summary() string {
 	if o.APIFaultRate > 0 {
 		line += fmt.Sprintf(", API faults %g", o.APIFaultRate)
 	}
+	if o.Callers && o.CallerFaults && o.APIFaultRate > 0 {
+		line += ", callers meet them too"
+	}
 	if o.Lies {
 		line += ", lies"
 	}

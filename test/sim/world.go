@@ -127,9 +127,15 @@ type Options struct {
 	NamespaceByKind bool
 	// Callers adds the callers that ask Once for effects through its
 	// client code (callers.go): an agent and a model through the MCP
-	// gateway, a program through pkg/once. Stories saved before it existed
-	// lack it, and replay without them.
+	// gateway, a program through pkg/once, and sagas run through both
+	// (sagacallers.go). Stories saved before it existed lack it, and
+	// replay without them.
 	Callers bool `json:",omitempty"`
+	// CallerFaults lets the callers' requests to the API server meet its
+	// faults, at APIFaultRate, as a manager's do (callerGate): a caller
+	// that was told an error calls again. Stories saved before it existed
+	// lack it, and their callers reach the API server without faults.
+	CallerFaults bool `json:",omitempty"`
 	// Shards splits the objects among the managers in this many shards,
 	// held through Leases by the product's shard.Sharder (shards.go): a
 	// manager reconciles only the objects of the shards it holds. Shards
@@ -154,7 +160,7 @@ type Options struct {
 // DefaultOptions are what make test and make sim run with.
 func DefaultOptions(seed uint64) Options {
 	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25, FrozenTimers: true,
-		KeyedDraws: true, People: true, NamespaceByKind: true, Callers: true, Shards: 4, Stops: true}
+		KeyedDraws: true, People: true, NamespaceByKind: true, Callers: true, CallerFaults: true, Shards: 4, Stops: true}
 }
 
 // The workload's tools and their operations: a charge, and the refund that
@@ -595,25 +601,10 @@ func renamed() []*v1.SideEffectOperation {
 // irreversible; and one whose second step the tool declines, so that the
 // first is compensated.
 func sagas() []*v1.Saga {
-	raw := func(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
-	step := func(saga, name, tool, extra string) v1.SagaStep {
-		st := v1.SagaStep{Name: name, ToolRef: v1.StepToolReference{Name: tool}, Operation: opCharge,
-			Parameters: raw(fmt.Sprintf(`{"ref":%q%s}`, saga+"/"+name, extra))}
-		if tool != toolChat {
-			st.Compensation = &v1.Compensation{Operation: opRefund, Parameters: raw(fmt.Sprintf(`{"ref":%q}`, saga+"/"+name+"/undo")),
-				ParametersFrom: []v1.ParameterExpression{{Name: "charge", Expression: "steps." + name + ".externalObjectID"}}}
-		} else {
-			st.Irreversible = true
-		}
-		return st
-	}
+	step := sagaStep
 	// The saga that is compensated goes ten minutes after it ends, its
 	// steps with it.
 	sagaTTL := int32(600)
-	approved := func(s v1.SagaStep) v1.SagaStep {
-		s.RequiresApproval = true
-		return s
-	}
 	return []*v1.Saga{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "order-1"}, Spec: v1.SagaSpec{Steps: []v1.SagaStep{
 			step("order-1", "charge", "pay", `,"amount":5`), approved(step("order-1", "ticket", "desk", "")),
@@ -622,6 +613,28 @@ func sagas() []*v1.Saga {
 			step("order-2", "charge", "pay", `,"amount":7`), step("order-2", "ticket", "desk", `,"reject":true`)},
 			TTLSecondsAfterFinished: &sagaTTL}},
 	}
+}
+
+// sagaStep is a step of saga: a charge at tool, whose parameters name
+// its scope as "<saga>/<step>" (refOf), with extra parameters. A step at
+// chat is irreversible; another is undone by a refund of the charge.
+func sagaStep(saga, name, tool, extra string) v1.SagaStep {
+	raw := func(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
+	st := v1.SagaStep{Name: name, ToolRef: v1.StepToolReference{Name: tool}, Operation: opCharge,
+		Parameters: raw(fmt.Sprintf(`{"ref":%q%s}`, saga+"/"+name, extra))}
+	if tool != toolChat {
+		st.Compensation = &v1.Compensation{Operation: opRefund, Parameters: raw(fmt.Sprintf(`{"ref":%q}`, saga+"/"+name+"/undo")),
+			ParametersFrom: []v1.ParameterExpression{{Name: "charge", Expression: "steps." + name + ".externalObjectID"}}}
+	} else {
+		st.Irreversible = true
+	}
+	return st
+}
+
+// approved is a step that waits for a person's approval.
+func approved(s v1.SagaStep) v1.SagaStep {
+	s.RequiresApproval = true
+	return s
 }
 
 // refOf is the scope an operation's parameters name.
