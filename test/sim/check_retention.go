@@ -135,21 +135,34 @@ func (w *World) lapsed(ref string) bool {
 }
 
 // checkRecordOwed is I7 at each delete of a scope's record: no record
-// goes while the operation it names as its owner stands, not being
-// deleted. That operation's outcome is owed to the record (its release
-// writes it there), and a duplicate of its key reads the record to wait
-// for it; without it, another object of the key may claim the scope. A
-// namespace being deleted takes its records with it, in any order.
+// goes while the operation it names as its owner exists. That operation's
+// outcome is owed to the record (its release writes it there), and a
+// duplicate of its key reads the record to wait for it. Without it,
+// another object of the key may claim the scope.
+//
+// Two deletes are allowed. A namespace being deleted takes its records
+// with it, in any order. And an owner being deleted that never made an
+// attempt drops its own record in its release (protocol.ReleaseDelete):
+// the record holds no outcome and no earlier owner. Any other delete while
+// the owner is being deleted is a stale pass's, acting for another object.
 func (w *World) checkRecordOwed(rec *v1.IdempotencyRecord) {
 	if ns, ok := w.server.objects[namespaceKey(rec.Namespace)]; !ok || !ns.GetDeletionTimestamp().IsZero() {
 		return
 	}
 	owner := w.operationByUID(rec.Spec.Owner.UID)
-	if owner == nil || !owner.DeletionTimestamp.IsZero() {
+	if owner == nil {
 		return
 	}
-	w.fail(InvRetention, rec.Name, "deleted while its owner %s (uid %s) stands, not being deleted, %s at attempt %d",
-		owner.Name, owner.UID, owner.Status.State.OrPlanned(), owner.Status.Attempts)
+	deleting := !owner.DeletionTimestamp.IsZero()
+	if deleting && owner.Status.Attempts == 0 && rec.Spec.Outcome == nil && rec.Spec.PreviousOwner == nil {
+		return
+	}
+	how := "stands, not being deleted"
+	if deleting {
+		how = "is being deleted, after an attempt its release must keep"
+	}
+	w.fail(InvRetention, rec.Name, "deleted while its owner %s (uid %s) %s, %s at attempt %d",
+		owner.Name, owner.UID, how, owner.Status.State.OrPlanned(), owner.Status.Attempts)
 }
 
 // checkFinalizerKept is I7 at each write of an operation: the finalizer

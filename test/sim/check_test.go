@@ -88,6 +88,19 @@ func TestChecksFire(t *testing.T) {
 			must(w.server.Create(rec))
 			must(w.server.Delete(rec, nil))
 		}},
+		"a record deleted while its owner, which made an attempt, is being deleted": {InvRetention, func(t *testing.T, w *World) {
+			op := applied(t, w, "pay-2")
+			op.Finalizers = []string{v1.FinalizerRecord}
+			must(w.server.Update(op, false))
+			op.Status.State, op.Status.Attempts = v1.StateUnknown, 1
+			must(w.server.Update(op, true))
+			must(w.server.Delete(op, nil))
+			rec := &v1.IdempotencyRecord{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "scope-1"},
+				Spec: v1.IdempotencyRecordSpec{ToolRef: v1.ToolReference{Name: toolPay}, Operation: opCharge,
+					IdempotencyKey: "order-7", Owner: v1.RecordOwner{Name: op.Name, UID: op.UID}}}
+			must(w.server.Create(rec))
+			must(w.server.Delete(rec, nil))
+		}},
 		"a finalizer removed from an operation that stands": {InvRetention, func(t *testing.T, w *World) {
 			op := applied(t, w, "pay-1")
 			op.Finalizers = nil
