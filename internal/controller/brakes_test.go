@@ -86,6 +86,20 @@ var _ = Describe("Brakes", func() {
 		Expect(err.Error()).To(ContainSubstring("spec.cancel cannot be taken back"))
 	})
 
+	It("ends a cancelled operation with no call, whatever it waited for", func() {
+		create(newOp(ns, "orphan", "missing", map[string]any{"amount": 100}))
+		Eventually(func() string { return condition(get(ns, "orphan"), v1.ConditionStalled).Reason }).
+			Should(Equal(v1.ReasonToolNotFound))
+
+		op := get(ns, "orphan")
+		patch := client.MergeFrom(op.DeepCopy())
+		op.Spec.Cancel = true
+		Expect(k8sClient.Patch(ctx, op, patch)).To(Succeed())
+		op = waitFor(ns, "orphan", v1.StateFailedFinal)
+		Expect(condition(op, v1.ConditionReady).Reason).To(Equal(v1.ReasonCancelled))
+		Expect(op.Status.Attempts).To(BeZero())
+	})
+
 	It("asks a person about a cancelled operation that only a re-send could settle", func() {
 		// The first call's answer comes after its timeout: the effect is
 		// made, and its outcome is unknown to the manager.
