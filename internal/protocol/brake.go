@@ -80,6 +80,8 @@ func suspended(st v1.SideEffectOperationStatus, d Decision, env Env) Decision {
 	if ReadyReason(st) == v1.ReasonSuspended && readyMessage(st.Conditions) == msg && st.ObservedGeneration == env.Generation {
 		return Decision{Action: ActionWait}
 	}
+	// Routine: a person set the brake, and a Tool's suspend holds every
+	// operation of it. An Event for each would flood the namespace.
 	return Decision{Action: ActionWrite, Status: Waiting(st, env, v1.ReasonSuspended, msg),
-		Event: &Event{Reason: v1.ReasonSuspended, Message: msg}}
+		Event: &Event{Routine: true, Reason: v1.ReasonSuspended, Message: msg}}
 }

@@ -164,6 +164,9 @@ func TestSuspendWritesOnce(t *testing.T) {
 	if first.Action != ActionWrite {
 		t.Fatalf("first pass: %s, want Write", first.Action)
 	}
+	if first.Event == nil || !first.Event.Routine {
+		t.Errorf("first pass's event: %+v, want a routine one (a Tool's suspend holds all its operations)", first.Event)
+	}
 	if again := Next(first.Status, nil, policy(v1.IdempotencyNative), e); again.Action != ActionWait {
 		t.Errorf("second pass over the written status: %s, want Wait", again.Action)
 	}
