@@ -279,6 +279,7 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Req
 	}
 	// Each try checks the operation as it reads then: a conflict means it
 	// changed, and may have moved on to another review.
+	lost := false
 	for again := 0; ; again++ {
 		if err := st.boundTo(op, r); err != nil {
 			return err
@@ -310,13 +311,15 @@ func decideOperation(ctx context.Context, c *caller, ns, name string, r once.Req
 		if err == nil {
 			break
 		}
-		if !apierrors.IsConflict(err) || again > 0 {
-			return err
+		lost = lost || mayHaveLanded(err)
+		if again > 0 || (!apierrors.IsConflict(err) && !mayHaveLanded(err)) {
+			return unsure(err, lost)
 		}
-		// Written meanwhile (the same answer sent twice, a person): read
-		// it again and decide once more.
+		// Written meanwhile (the same answer sent twice, a person), or
+		// written by this try with its answer lost: read it again and
+		// decide once more.
 		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, op); err != nil {
-			return err
+			return unsure(err, lost)
 		}
 	}
 	// The manager applies the resolution on its next pass: until then the
@@ -442,6 +445,7 @@ func decideSaga(ctx context.Context, c *caller, ns string, r once.SagaRequest, r
 	}
 	a := v1.SagaApproval{Step: st.Step, By: decidedBy(c), Reason: reason}
 	// Each try checks the saga as it reads then, as for an operation.
+	lost := false
 	for again := 0; ; again++ {
 		if err := st.sagaBoundTo(s, r); err != nil {
 			return err
@@ -457,11 +461,12 @@ func decideSaga(ctx context.Context, c *caller, ns string, r once.SagaRequest, r
 		if err == nil {
 			break
 		}
-		if !apierrors.IsConflict(err) || again > 0 {
-			return err
+		lost = lost || mayHaveLanded(err)
+		if again > 0 || (!apierrors.IsConflict(err) && !mayHaveLanded(err)) {
+			return unsure(err, lost)
 		}
 		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
-			return err
+			return unsure(err, lost)
 		}
 	}
 	// As for a resolution: the saga waits until the manager applies it.
@@ -502,12 +507,50 @@ func waitsOn(s *v1.Saga, step string) bool {
 }
 
 // decisionRefused is the answer to a call whose decision could not be
-// recorded: RBAC refused the caller, or the object moved on.
+// recorded: RBAC refused the caller, or the object moved on. A write whose
+// answer was lost may have been recorded all the same, and says so.
 func decisionRefused(err error, code string) *mcp.CallToolResult {
 	if apierrors.IsForbidden(err) {
 		return toolError(codeForbidden, "you may not decide this: "+err.Error()+"; nothing was recorded", nil)
 	}
+	if maybe, ok := errors.AsType[*maybeRecorded](err); ok {
+		return toolError(code, "the decision may have been recorded, but the API server's answer to it was lost ("+
+			maybe.err.Error()+"); call again with the same key: the answer says what stands", nil)
+	}
 	return toolError(code, "the decision was not recorded: "+err.Error(), nil)
+}
+
+// maybeRecorded is a decision whose write may have been applied: the API
+// server's answer to it was lost.
+type maybeRecorded struct{ err error }
+
+func (m *maybeRecorded) Error() string {
+	return "the decision may have been recorded: " + m.err.Error()
+}
+
+func (m *maybeRecorded) Unwrap() error { return m.err }
+
+// unsure is err, or maybeRecorded if an earlier write's answer was lost.
+func unsure(err error, lost bool) error {
+	if lost {
+		return &maybeRecorded{err: err}
+	}
+	return err
+}
+
+// mayHaveLanded reports whether a write that failed with err may have
+// been applied: its answer was lost (a dropped connection, a timeout, a
+// server error). The API server's refusals were not applied.
+func mayHaveLanded(err error) bool {
+	switch apierrors.ReasonForError(err) {
+	case metav1.StatusReasonConflict, metav1.StatusReasonForbidden, metav1.StatusReasonInvalid,
+		metav1.StatusReasonBadRequest, metav1.StatusReasonNotFound, metav1.StatusReasonTooManyRequests,
+		metav1.StatusReasonUnauthorized, metav1.StatusReasonMethodNotAllowed, metav1.StatusReasonGone,
+		metav1.StatusReasonRequestEntityTooLarge, metav1.StatusReasonUnsupportedMediaType,
+		metav1.StatusReasonNotAcceptable, metav1.StatusReasonAlreadyExists:
+		return false
+	}
+	return true
 }
 
 // askResolution is the input request to answer a call whose operation

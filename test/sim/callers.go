@@ -131,7 +131,10 @@ type callRequest struct {
 	// the id of its input.
 	asked, input string
 	askedOther   bool
-	told         []told
+	// recorded says whether the object held the user's last decision
+	// once the call that carried it returned.
+	recorded bool
+	told     []told
 }
 
 // told is one answer a caller got.
@@ -383,6 +386,9 @@ func (w *World) call(a Action) {
 		t.params = string(c)
 	}
 	w.note("it is told: %s", t.text)
+	if a.N == callDecide {
+		w.checkDecisionTold(r, t)
+	}
 	w.checkTold(r, t)
 	r.told = append(r.told, t)
 }
@@ -518,6 +524,7 @@ func (w *World) userDecides(r *callRequest) *v1.Resolution {
 // effect it leads to is theirs (Effect.Licensed).
 func (w *World) decided(r *callRequest, d *v1.Resolution) {
 	recorded := false
+	defer func() { r.recorded = recorded }()
 	for _, o := range w.server.peek(kindOperation) {
 		op := o.(*v1.SideEffectOperation)
 		if refOf(op) == r.ref && op.Spec.Resolution != nil && op.Spec.Resolution.Reason == d.Reason {

@@ -101,6 +101,10 @@ const (
 	// InvOneAnnouncement (I15): the outbox announces each effect under one
 	// id, whatever object carries it, at least once.
 	InvOneAnnouncement = "I15 one effect, one announcement id"
+	// InvDecisionTold (I16): a person who decides through a caller is told
+	// the truth about it: never "not recorded" for a decision the object
+	// holds.
+	InvDecisionTold = "I16 a decision is told as recorded or not"
 )
 
 // fail records a violation once per invariant and subject.

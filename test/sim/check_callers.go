@@ -58,6 +58,8 @@ package sim
 //     most one effect per step (I1, and I5 above).
 
 import (
+	"strings"
+
 	v1 "github.com/once-dev/once/api/v1alpha1"
 )
 
@@ -212,5 +214,21 @@ func (w *World) checkStepCommitted(subject string, r *callRequest, t told, st to
 					st.name, b.id, before.step, st.id)
 			}
 		}
+	}
+}
+
+// checkDecisionTold is I16 at each call that carries a user's decision: a
+// user told that their decision was not recorded may decide again, or
+// decide otherwise elsewhere, believing the first counted for nothing. So
+// an answer that says so is checked against the object as the call left
+// it. A decision the object holds was recorded, whatever the API server
+// answered the write (an answer lost after the write landed).
+func (w *World) checkDecisionTold(r *callRequest, t told) {
+	if !r.recorded {
+		return
+	}
+	if strings.Contains(t.text, "not recorded") || strings.Contains(t.text, "nothing was recorded") {
+		w.fail(InvDecisionTold, "caller "+r.name, "told its user's decision was not recorded, but %s holds it: %s",
+			r.ref, t.text)
 	}
 }

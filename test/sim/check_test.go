@@ -101,6 +101,10 @@ func TestChecksFire(t *testing.T) {
 			must(w.server.Create(rec))
 			must(w.server.Delete(rec, nil))
 		}},
+		"a decision told not recorded that the object holds": {InvDecisionTold, func(t *testing.T, w *World) {
+			r := &callRequest{name: "agent-1", ref: "pay/agent-1", recorded: true}
+			w.checkDecisionTold(r, told{text: "the decision was not recorded: http2: client connection lost"})
+		}},
 		"a finalizer removed from an operation that stands": {InvRetention, func(t *testing.T, w *World) {
 			op := applied(t, w, "pay-1")
 			op.Finalizers = nil

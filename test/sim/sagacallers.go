@@ -235,11 +235,13 @@ func (w *World) callSagaTool(r *callRequest, key string, other, decide bool) tol
 // approvalRecorded notes whether the gateway recorded the user's approval
 // on the saga.
 func (w *World) approvalRecorded(r *callRequest, reason string) {
+	r.recorded = false
 	for _, o := range w.server.peek(kindSaga) {
 		s := o.(*v1.Saga)
 		for _, a := range s.Spec.Approvals {
 			if s.Name == r.ref && a.Reason == reason {
 				w.note("the gateway records the approval of step %s of %s", a.Step, s.Name)
+				r.recorded = true
 				return
 			}
 		}
