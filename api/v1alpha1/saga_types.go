@@ -30,12 +30,15 @@ const MaxInputsBytes = 64 * 1024
 // effect, with the compensations that undo them if a later step fails for
 // good.
 //
-// Everything but approvals and resolutions is immutable: the saga's key is
-// bound to its steps and inputs. The parametersFrom expressions, the
-// compensations' included, take at most 32768 characters together
-// (MaxExpressionChars).
+// Everything but approvals, resolutions, ttlSecondsAfterFinished, suspend
+// and cancel is immutable: the saga's key is bound to its steps and inputs.
+// Suspend and cancel say whether the saga may go on, not what it does: a
+// comparison of two sagas' requests leaves them out. The parametersFrom
+// expressions, the compensations' included, take at most 32768 characters
+// together (MaxExpressionChars).
 // +kubebuilder:validation:XValidation:rule="has(self.subscribers) == has(oldSelf.subscribers)",message="spec.subscribers are immutable: the outcome is announced to the subscribers named at creation"
-// +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && has(self.inputs) == has(oldSelf.inputs)",message="spec is immutable but for approvals and resolutions: create a new Saga with a new idempotency key"
+// +kubebuilder:validation:XValidation:rule="has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && has(self.inputs) == has(oldSelf.inputs)",message="spec is immutable: create a new Saga with a new idempotency key (only spec.approvals, spec.resolutions, spec.ttlSecondsAfterFinished, spec.suspend and spec.cancel may change)"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be taken back: a cancelled saga may have started compensating; create a new Saga with a new idempotency key"
 // +kubebuilder:validation:XValidation:rule="self.steps.map(s, has(s.retryUntilDone) && s.retryUntilDone).lastIndexOf(false) <= self.steps.map(s, has(s.irreversible) && s.irreversible).indexOf(true) || !self.steps.exists(s, has(s.irreversible) && s.irreversible)",message="every step after the first irreversible step must be retryUntilDone: once an effect that cannot be undone has happened, the steps after it cannot be compensated, only finished (put validation, approvals and compensable steps before it)"
 // +kubebuilder:validation:XValidation:rule="!has(self.approvals) || self.approvals.all(a, self.steps.exists(s, s.name == a.step && has(s.requiresApproval) && s.requiresApproval))",message="an approval must name a step that requires approval"
 // +kubebuilder:validation:XValidation:rule="!has(self.resolutions) || self.resolutions.all(r, self.steps.exists(s, s.name == r.step && (has(s.compensation) || (r.action == 'MarkCompensated' && has(s.irreversible) && s.irreversible) || (r.action == 'Retry' && has(s.retryUntilDone) && s.retryUntilDone))))",message="a resolution must name a step with a compensation, an irreversible step (MarkCompensated only, after it ended on a person's decision), or (Retry only) a retryUntilDone step"
@@ -120,6 +123,24 @@ type SagaSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:XValidation:rule="self >= 0",message="spec.ttlSecondsAfterFinished must be 0 or more: the seconds the saga is kept after it ends"
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// suspend holds the saga where it stands: no step's validation, no new
+	// operation for a step or a compensation. An operation already made
+	// goes on; suspend it on its own to hold its calls. Set it back to
+	// false, or remove it, to resume where the saga stopped.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// cancel stops the saga before its next step. A step in flight
+	// finishes, and its operation's outcome stands; one that has not
+	// claimed an attempt yet is cancelled too. Then the committed steps
+	// are compensated, last first, and the saga ends Compensated, or
+	// FailedFinal with reason Cancelled when none took effect. After an
+	// irreversible step committed, the steps after it can only be
+	// finished: the cancel does not stop them. Once set, it cannot be
+	// taken back.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
 }
 
 // SagaStep is one side effect of a saga. It is immutable: each field
@@ -459,9 +480,10 @@ type SagaStepStatus struct {
 	// message says why the step waits or failed.
 	// +optional
 	Message string `json:"message,omitempty"`
-	// reason is the Ready reason its operation failed with. A failure that
-	// rests on a person's decision, or that the tool contradicted later,
-	// stays one after the operation is gone.
+	// reason is the Ready reason its operation failed with, or Cancelled
+	// for a step a cancel stopped before it started. A failure that rests
+	// on a person's decision, or that the tool contradicted later, stays
+	// one after the operation is gone.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	Reason string `json:"reason,omitempty"`
@@ -512,7 +534,8 @@ type SagaStatus struct {
 	CompensationsDone int32 `json:"compensationsDone,omitempty"`
 	// +optional
 	CompensationsTotal int32 `json:"compensationsTotal,omitempty"`
-	// failedStep is the step whose failure started compensation.
+	// failedStep is the step whose failure started compensation, or the
+	// step a cancel stopped the saga at.
 	// +optional
 	FailedStep string `json:"failedStep,omitempty"`
 	// steps are the checkpoints, in spec order.

@@ -260,8 +260,11 @@ var _ = Describe("GitOps health", Ordered, func() {
 			"compensating": failSecond, "compensated": failSecond,
 			"failed": failFirst, "review": undoFails,
 		}
+		sagas["suspended"], sagas["cancelled"] = changeSteps(), changeSteps()
 		for name, steps := range sagas {
-			Expect(k8sClient.Create(ctx, newSaga(ns, name, steps))).To(Succeed())
+			s := newSaga(ns, name, steps)
+			s.Spec.Suspend, s.Spec.Cancel = name == "suspended", name == "cancelled"
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		}
 		key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
 		reason := func(name string) func() string {
@@ -291,6 +294,11 @@ var _ = Describe("GitOps health", Ordered, func() {
 		expect("Saga", key("failed"), "first step refused", status.FailedStatus, argocd.Degraded)
 		waitSaga(ns, "review", v1.StateNeedsReview)
 		expect("Saga", key("review"), "undo failed for good", status.FailedStatus, argocd.Degraded)
+		Eventually(func() string { return sagaCondition(getSaga(ns, "suspended"), v1.ConditionReady).Reason }).
+			Should(Equal(v1.ReasonSuspended))
+		expect("Saga", key("suspended"), "suspended", status.InProgressStatus, argocd.Suspended)
+		waitSaga(ns, "cancelled", v1.StateFailedFinal)
+		expect("Saga", key("cancelled"), "cancelled before any step", status.FailedStatus, argocd.Degraded)
 	})
 })
 

@@ -138,7 +138,7 @@ func (r *SagaReconciler) plan(s *v1.Saga) (*saga.Plan, error) {
 
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sagas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=effects.once.dev,resources=sagas/status,verbs=update
-// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=effects.once.dev,resources=sideeffectoperations,verbs=get;list;watch;create;patch
 // A step's operation carries a controller reference to its saga with
 // blockOwnerDeletion, which the admission plugin
 // OwnerReferencesPermissionEnforcement (on in OpenShift) admits only from
@@ -206,6 +206,13 @@ func (r *SagaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			if view.Remembered, err = r.recall(ctx, &s, view); err != nil {
 				return ctrl.Result{}, err
 			}
+			continue
+		}
+		if d.Action.Kind == saga.ActionCancel {
+			if err := r.cancelStep(ctx, &s, ops[d.Action.Name]); err != nil {
+				return r.lost(err)
+			}
+			view.Children = children(&s, ops)
 			continue
 		}
 		if d.Action.Kind == saga.ActionValidate {
@@ -306,12 +313,14 @@ func (r *SagaReconciler) holds(ctx context.Context, rec *v1.IdempotencyRecord, n
 	return protocol.Holds(spec, now), nil
 }
 
-// lost ends a pass whose checkpoint could not be written. A conflict means
-// the pass read a saga behind the last checkpoint, or a person wrote the
-// spec meanwhile. Nothing the pass decided since its last written
-// checkpoint was acted on. The saga is decided again on the newer object.
+// lost ends a pass whose checkpoint could not be written, or whose cancel
+// of a step's operation met a newer operation. A conflict means the pass
+// read an object behind the API server's, or a person wrote it meanwhile.
+// Nothing the pass decided since its last written checkpoint was acted on.
+// The saga is decided again on the newer objects.
 func (r *SagaReconciler) lost(err error) (ctrl.Result, error) {
-	if apierrors.IsConflict(err) {
+	// An operation gone meanwhile (a person deleted it) is as much news.
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return ctrl.Result{}, err
@@ -343,6 +352,8 @@ func children(s *v1.Saga, ops map[string]*v1.SideEffectOperation) map[string]sag
 			ExternalObjectID: op.Status.ExternalObjectID,
 			ResultDigest:     op.Status.ResultDigest,
 			Foreign:          !metav1.IsControlledBy(op, s),
+			Cancel:           op.Spec.Cancel,
+			Unclaimed:        op.Status.Attempts == 0 && op.Status.Claim == nil,
 		}
 		if ready := meta.FindStatusCondition(op.Status.Conditions, v1.ConditionReady); ready != nil {
 			c.Message = ready.Message
@@ -439,6 +450,7 @@ func (r *SagaReconciler) create(ctx context.Context, s *v1.Saga, params []byte, 
 		op.Labels[saga.LabelRole] = saga.RoleCompensation
 		op.Spec.RetryPolicy = step.Compensation.RetryPolicy.DeepCopy()
 	} else {
+		op.Spec.Cancel = a.Cancel
 		op.Spec.Timeout = step.Timeout.DeepCopy()
 		op.Spec.RetryPolicy = step.RetryPolicy.DeepCopy()
 		if step.RetryUntilDone && op.Spec.RetryPolicy == nil {
@@ -463,6 +475,22 @@ func (r *SagaReconciler) create(ctx context.Context, s *v1.Saga, params []byte, 
 	r.Recorder.Eventf(s, op, corev1.EventTypeNormal, roleEvent(a.Undo), "Create",
 		"created operation %s for step %s", op.Name, step.Name)
 	return op, nil
+}
+
+// cancelStep sets spec.cancel on a step's operation that had not claimed
+// an attempt when the pass read it. The patch is conditional on that
+// read's resourceVersion: an operation that claimed since is left alone,
+// and its outcome decides. Either way no request is sent after the cancel
+// that was not claimed before it.
+func (r *SagaReconciler) cancelStep(ctx context.Context, s *v1.Saga, op *v1.SideEffectOperation) error {
+	patch := client.MergeFromWithOptions(op.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	op.Spec.Cancel = true
+	if err := r.Patch(ctx, op, patch); err != nil {
+		return fmt.Errorf("saga %s: cancelling operation %s: %w", s.Name, op.Name, err)
+	}
+	r.Recorder.Eventf(s, op, corev1.EventTypeNormal, v1.ReasonCancelled, "Cancel",
+		"cancelled operation %s of step %s, which had not claimed an attempt", op.Name, op.Labels[saga.LabelStep])
+	return nil
 }
 
 func roleEvent(undo bool) string {

@@ -78,6 +78,11 @@ type Child struct {
 	// Reason is a failed operation's Ready reason, which the step's
 	// checkpoint keeps.
 	Reason string
+	// Cancel is the operation's spec.cancel.
+	Cancel bool
+	// Unclaimed marks an operation that has not claimed an attempt: no
+	// request of it was sent.
+	Unclaimed bool
 }
 
 // View is everything a decision reads.
@@ -133,6 +138,11 @@ const (
 	// saga of the same key may have left an effect under a step this saga
 	// has not reached.
 	ActionRecall
+	// ActionCancel: set spec.cancel on the operation Name of Step, which
+	// had not claimed an attempt when the saga read it, and decide again.
+	// The write is conditional on the resourceVersion read, so an
+	// operation that claimed meanwhile is left alone.
+	ActionCancel
 )
 
 // Action is the one thing a decision asks the controller to do.
@@ -142,6 +152,10 @@ type Action struct {
 	Undo      bool
 	Round     int32
 	Name, Key string
+	// Cancel creates the operation with spec.cancel set: a cancelled saga
+	// makes a step's operation only where a written checkpoint named it,
+	// and it may exist already. Made now, it fails Cancelled with no call.
+	Cancel bool
 }
 
 // Decision is the next checkpoint and the action that moves it on.
@@ -307,7 +321,8 @@ func (d *decider) invalid() Decision {
 
 // forward runs the steps in order.
 func (d *decider) forward() Decision {
-	if d.st.StartedTime == nil {
+	if d.st.StartedTime == nil && !d.Spec.Cancel {
+		// A cancelled saga that has not started validates nothing.
 		if dec, ok := d.validateAll(); !ok {
 			return dec
 		}
@@ -327,7 +342,7 @@ func (d *decider) forward() Decision {
 				continue
 			case v1.StateFailedFinal:
 				if step.RetryUntilDone {
-					return d.retryUntilDone(i)
+					return d.retryUntilDone(i, fmt.Sprintf("step %s failed for good: %s", step.Name, c.Message))
 				}
 				return d.startCompensation(i, fmt.Sprintf("step %s failed for good: %s", step.Name, c.Message))
 			case v1.StateNeedsReview:
@@ -336,8 +351,7 @@ func (d *decider) forward() Decision {
 					"step %s: operation %s needs review; resolve it with that operation's spec.resolution", step.Name, name))
 			default:
 				d.st.StepsDone = done
-				return d.run(v1.StateStarted, step.Name, ReasonRunning,
-					fmt.Sprintf("step %s (%d of %d) is %s", step.Name, i+1, len(d.Spec.Steps), c.State.OrPlanned()))
+				return d.inFlight(i, name, c)
 			}
 		}
 		if ss.State == v1.StateCommitted && ss.Operation == name {
@@ -352,7 +366,7 @@ func (d *decider) forward() Decision {
 		if ss.State == v1.StateFailedFinal && step.RetryUntilDone {
 			// It could not start (it did not validate, or its parameters
 			// cannot be computed): a person decides, as after a failure.
-			return d.retryUntilDone(i)
+			return d.retryUntilDone(i, fmt.Sprintf("step %s could not start: %s", step.Name, ss.Message))
 		}
 		return d.start(i)
 	}
@@ -375,6 +389,9 @@ func (d *decider) validateAll() (Decision, bool) {
 				Message: "the parameters use earlier steps: validated when the step starts"}
 			continue
 		}
+		if d.Spec.Suspend {
+			return d.held(v1.StatePlanned, ss.Name, "the validation of step "+ss.Name), false
+		}
 		dec := d.run(v1.StatePlanned, ss.Name, ReasonValidating, fmt.Sprintf("validating step %s", ss.Name))
 		dec.Action = Action{Kind: ActionValidate, Step: i}
 		return dec, false
@@ -389,22 +406,33 @@ func (d *decider) validateAll() (Decision, bool) {
 	return Decision{}, true
 }
 
-// start moves on to step i, whose operation does not exist yet: it waits
-// for an approval, validates a deferred step, or creates the operation.
+// start moves on to step i, whose operation does not exist yet: it stops
+// at a cancel, waits for an approval or a resume, validates a deferred
+// step, or creates the operation.
 func (d *decider) start(i int) Decision {
 	step, ss := d.Spec.Steps[i], &d.st.Steps[i]
+	name := OperationName(d.Name, step.Name, false, ss.Round)
+	if d.stopped(i) && d.checkpoint(i).Operation != name {
+		return d.cancelled(i)
+	}
+	// A written checkpoint that names the operation may have made it: the
+	// cache may not show it yet. It is created all the same, cancelled
+	// (Reconcile), and a made one is found.
 	state := v1.StateStarted
 	if d.st.StartedTime == nil {
 		state = v1.StatePlanned
 	}
+	if step.RequiresApproval && ss.Approval == nil && d.approval(step.Name) == nil {
+		d.st.State, d.st.CurrentStep = state, step.Name
+		setConditions(&d.st, ReasonWaitingForApproval, fmt.Sprintf(
+			"step %s waits for approval: add {step: %s, by: <you>} to spec.approvals", step.Name, step.Name), true, d.Now)
+		return Decision{Status: d.st}
+	}
+	if d.Spec.Suspend && !d.stopped(i) {
+		return d.held(state, step.Name, fmt.Sprintf("step %s (%d of %d)", step.Name, i+1, len(d.Spec.Steps)))
+	}
 	if step.RequiresApproval && ss.Approval == nil {
 		a := d.approval(step.Name)
-		if a == nil {
-			d.st.State, d.st.CurrentStep = state, step.Name
-			setConditions(&d.st, ReasonWaitingForApproval, fmt.Sprintf(
-				"step %s waits for approval: add {step: %s, by: <you>} to spec.approvals", step.Name, step.Name), true, d.Now)
-			return Decision{Status: d.st}
-		}
 		ss.Approval = &v1.AppliedApproval{By: a.By, User: a.User, Reason: a.Reason, Time: metav1.NewTime(d.Now)}
 	}
 	if val := ss.Validation; val != nil {
@@ -417,7 +445,7 @@ func (d *decider) start(i int) Decision {
 			ss.State = v1.StateFailedFinal
 			ss.Message = val.Message
 			if step.RetryUntilDone {
-				return d.retryUntilDone(i)
+				return d.retryUntilDone(i, fmt.Sprintf("step %s did not validate: %s", step.Name, val.Message))
 			}
 			return d.startCompensation(i, fmt.Sprintf("step %s did not validate: %s", step.Name, val.Message))
 		}
@@ -426,20 +454,19 @@ func (d *decider) start(i int) Decision {
 		t := metav1.NewTime(d.Now)
 		d.st.StartedTime = &t
 	}
-	name := OperationName(d.Name, step.Name, false, ss.Round)
 	key := OperationKey(d.st.IdempotencyKey, step.Name, false, ss.Round)
 	if why, bad := d.Uncreatable[name]; bad {
 		ss.State, ss.Message = v1.StateFailedFinal, "it cannot start: "+why
 		if step.RetryUntilDone {
-			return d.retryUntilDone(i)
+			return d.retryUntilDone(i, fmt.Sprintf("step %s cannot start: %s", step.Name, why))
 		}
 		return d.startCompensation(i, ss.Message)
 	}
 	ss.Operation, ss.IdempotencyKey, ss.State = name, key, v1.StatePlanned
 	dec := d.run(v1.StateStarted, step.Name, ReasonRunning,
-		fmt.Sprintf("step %s (%d of %d) is starting", step.Name, i+1, len(d.Spec.Steps)))
+		fmt.Sprintf("step %s (%d of %d) is starting", step.Name, i+1, len(d.Spec.Steps))+d.unstoppable(i))
 	dec.Action = d.create(d.checkpoint(i).Operation == name,
-		Action{Step: i, Round: ss.Round, Name: name, Key: key})
+		Action{Step: i, Round: ss.Round, Name: name, Key: key, Cancel: d.stopped(i)})
 	return dec
 }
 
@@ -486,10 +513,14 @@ func (d *decider) entry(step string) *v1.SagaResolution {
 	return nil
 }
 
-// retryUntilDone handles a retryUntilDone step that failed for good. It
-// cannot be compensated past, so a person decides. A Retry runs it again.
-func (d *decider) retryUntilDone(i int) Decision {
+// retryUntilDone handles a retryUntilDone step that failed for good, why.
+// It cannot be compensated past, so a person decides. A Retry runs it
+// again. A cancel that stops it compensates past it instead.
+func (d *decider) retryUntilDone(i int, why string) Decision {
 	step, ss := d.Spec.Steps[i], &d.st.Steps[i]
+	if d.stopped(i) {
+		return d.startCompensation(i, why)
+	}
 	if r := d.resolution(step.Name); r != nil && r.Action == v1.SagaRetry && !SameResolution(r, ss.Resolution) {
 		applied := *r
 		ss.Resolution = &applied
@@ -587,6 +618,9 @@ func (d *decider) compensate() Decision {
 					"the compensation of step %s cannot start: %s; undo it by hand and set spec.resolutions "+
 						"{step: %s, action: MarkCompensated}", step.Name, why, step.Name))
 			}
+			if d.Spec.Suspend {
+				return d.held(v1.StateCompensating, step.Name, "the compensation of step "+step.Name)
+			}
 			cs.Operation, cs.State = name, v1.StatePlanned
 			cs.IdempotencyKey = OperationKey(d.st.IdempotencyKey, step.Name, true, cs.Round)
 			dec := d.run(v1.StateCompensating, step.Name, ReasonCompensating, d.compensatingMessage(j))
@@ -630,16 +664,19 @@ func (d *decider) compensate() Decision {
 	}
 	d.st.CompensationsDone = done
 	d.st.CurrentStep = ""
-	failedName := d.Spec.Steps[failed].Name
+	failedReason, compensatedReason := ReasonStepFailed, ReasonCompensated
+	if d.byCancel() {
+		failedReason, compensatedReason = v1.ReasonCancelled, v1.ReasonCancelled
+	}
 	if d.st.CompensationsTotal == 0 {
-		return d.end(v1.StateFailedFinal, ReasonStepFailed, fmt.Sprintf(
+		return d.end(v1.StateFailedFinal, failedReason, fmt.Sprintf(
 			"%s; no step before it had taken effect, so there is nothing to compensate", d.st.Steps[failed].Message))
 	}
 	undone := "the step before it was compensated"
 	if d.st.CompensationsTotal > 1 {
 		undone = fmt.Sprintf("the %d steps before it were compensated, last first", d.st.CompensationsTotal)
 	}
-	return d.end(v1.StateCompensated, ReasonCompensated, fmt.Sprintf("step %s failed for good; %s", failedName, undone))
+	return d.end(v1.StateCompensated, compensatedReason, fmt.Sprintf("%s; %s", d.cause(), undone))
 }
 
 // undecidedFailure stops a saga whose failed step a person failed from
@@ -765,8 +802,8 @@ func (d *decider) failedIndex() int {
 }
 
 func (d *decider) compensatingMessage(j int) string {
-	return fmt.Sprintf("step %s failed for good; compensating step %s (%d of %d done)",
-		d.st.FailedStep, d.Spec.Steps[j].Name, d.st.CompensationsDone, d.st.CompensationsTotal)
+	return fmt.Sprintf("%s; compensating step %s (%d of %d done)",
+		d.cause(), d.Spec.Steps[j].Name, d.st.CompensationsDone, d.st.CompensationsTotal)
 }
 
 // cannotCompensate stops at a committed step the saga must not undo: one

@@ -108,6 +108,8 @@ type sim struct {
 	decisions int
 	// label names the run in failures.
 	label string
+	// brakes lets perturb suspend, resume and cancel the saga.
+	brakes bool
 }
 
 func newSim(t *testing.T, steps []v1.SagaStep) *sim {
@@ -124,6 +126,7 @@ func (s *sim) pass() []string {
 	view := View{Name: sagaName, Namespace: sagaNamespace, Generation: 1, Spec: &s.spec, Status: s.status, Children: s.children,
 		Plan: s.plan, PlanErr: s.planErr, Now: s.now}
 	var acts []string
+	read := s.status
 	for range 100 {
 		before := view.Status.DeepCopy()
 		d := Decide(view)
@@ -131,6 +134,7 @@ func (s *sim) pass() []string {
 			s.t.Fatalf("Decide changed the checkpoint it was given")
 		}
 		s.check(d)
+		s.checkBrakes(d.Action, read)
 		if d.Action.Kind == ActionCreate && !namesOperation(view.Status, d.Action) {
 			s.t.Fatalf("%screates %s, which the checkpoint it decided from does not name", s.label, d.Action.Name)
 		}
@@ -148,6 +152,12 @@ func (s *sim) pass() []string {
 				return append(acts, "checkpoint lost")
 			}
 			s.status = d.Status
+		case ActionCancel:
+			acts = append(acts, "cancel "+d.Action.Name)
+			c := s.children[d.Action.Name]
+			c.Cancel = true
+			s.children[d.Action.Name] = c
+			view.Children = s.children
 		case ActionRecall:
 			if view.Remembered != nil {
 				s.t.Fatalf("%sasks to recall what it has read", s.label)
@@ -172,7 +182,8 @@ func (s *sim) pass() []string {
 				continue
 			}
 			tool, operation := Target(s.spec.Steps[a.Step], a.Undo)
-			c := Child{State: planned, Key: a.Key, Tool: tool, Operation: operation}
+			c := Child{State: planned, Key: a.Key, Tool: tool, Operation: operation, Unclaimed: true,
+				Cancel: a.Cancel}
 			if s.duplicate {
 				c.DuplicateOf, s.duplicate = "other."+a.Name, false
 			}
@@ -472,7 +483,8 @@ type stage struct {
 	check  func(*testing.T, v1.SagaStatus)
 }
 
-// set moves existing operations to state.
+// set moves existing operations to state. One that moved on from
+// Planned claimed an attempt.
 func set(state v1.OperationState, names ...string) func(*sim) {
 	return func(s *sim) {
 		for _, name := range names {
@@ -481,9 +493,65 @@ func set(state v1.OperationState, names ...string) func(*sim) {
 				s.t.Fatalf("the test moves %s, which does not exist", name)
 			}
 			c.State = state
+			c.Unclaimed = c.Unclaimed && state == planned
 			s.children[name] = c
 		}
 	}
+}
+
+// cancelledOp fails existing operations as their cancel does before any
+// attempt: FailedFinal, reason Cancelled.
+func cancelledOp(names ...string) func(*sim) {
+	return func(s *sim) {
+		set(failedFinal, names...)(s)
+		for _, name := range names {
+			c := s.children[name]
+			c.Reason, c.Message = v1.ReasonCancelled, "Cancelled before any attempt: no request was sent"
+			c.Unclaimed = true
+			s.children[name] = c
+		}
+	}
+}
+
+// checkBrakes: a suspended saga validates nothing and makes no operation.
+// A cancelled one validates no step and makes no step's operation that the
+// checkpoint the pass read did not name, unless an irreversible step
+// before it committed. An operation it cancels had not claimed.
+func (s *sim) checkBrakes(a Action, read v1.SagaStatus) {
+	t := s.t
+	t.Helper()
+	what := fmt.Sprintf("%sdecision %d", s.label, s.decisions)
+	switch a.Kind {
+	case ActionValidate:
+		if s.spec.Suspend || s.spec.Cancel && !s.pivoted(a.Step) {
+			t.Fatalf("%s: validates step %d while suspended (%t) or cancelled (%t)", what, a.Step, s.spec.Suspend, s.spec.Cancel)
+		}
+	case ActionCreate:
+		named := namesOperation(read, a)
+		// Only a cancelled step's operation that a written checkpoint
+		// named is made while suspended: it makes no call.
+		remade := s.spec.Cancel && !a.Undo && named
+		if s.spec.Suspend && !remade {
+			t.Fatalf("%s: creates %s while suspended", what, a.Name)
+		}
+		if s.spec.Cancel && !a.Undo && !named && !s.pivoted(a.Step) {
+			t.Fatalf("%s: creates %s after the cancel", what, a.Name)
+		}
+	case ActionCancel:
+		if c := s.children[a.Name]; !s.spec.Cancel || !c.Unclaimed || c.Cancel || s.made[a.Name].undo {
+			t.Fatalf("%s: cancels %s: %+v", what, a.Name, c)
+		}
+	}
+}
+
+// pivoted reports whether an irreversible step before step i took effect.
+func (s *sim) pivoted(i int) bool {
+	for j := range i {
+		if s.spec.Steps[j].Irreversible && s.effect(j) {
+			return true
+		}
+	}
+	return false
 }
 
 // decided fails existing operations on a person's decision (their Fail,
@@ -1195,12 +1263,23 @@ func (s *sim) perturb(r *rand.Rand, tick int) {
 	if len(moving) > 0 && r.IntN(4) > 0 {
 		name := moving[r.IntN(len(moving))]
 		c := s.children[name]
-		if c.State == needsReview {
-			c.State = []v1.OperationState{committed, failedFinal}[r.IntN(2)] // the operation's own resolution
-		} else {
-			c.State = states[r.IntN(len(states))]
+		switch {
+		case c.Cancel && c.Unclaimed:
+			cancelledOp(name)(s) // its own brake, before any claim
+		case c.State == needsReview:
+			set([]v1.OperationState{committed, failedFinal}[r.IntN(2)], name)(s) // the operation's own resolution
+		default:
+			set(states[r.IntN(len(states))], name)(s)
 		}
-		s.children[name] = c
+	}
+	if s.brakes {
+		// A person suspends and resumes the saga, and may cancel it.
+		if r.IntN(8) == 0 {
+			s.spec.Suspend = !s.spec.Suspend
+		}
+		if r.IntN(40) == 0 {
+			s.spec.Cancel = true
+		}
 	}
 	if s.status.State == needsReview && r.IntN(2) == 0 {
 		step := s.spec.Steps[r.IntN(len(s.spec.Steps))]
@@ -1220,11 +1299,15 @@ func (s *sim) perturb(r *rand.Rand, tick int) {
 // that cannot be undone. It reports why the saga did not end, if it did
 // not.
 func (s *sim) settle() string {
+	s.spec.Suspend = false
 	for i := 0; i < 40 && s.final == nil; i++ {
 		for name := range s.made {
-			if c := s.children[name]; !c.State.IsTerminal() {
-				c.State = committed
-				s.children[name] = c
+			switch c := s.children[name]; {
+			case c.State.IsTerminal():
+			case c.Cancel && c.Unclaimed:
+				cancelledOp(name)(s)
+			default:
+				set(committed, name)(s)
 			}
 		}
 		reason := reasonOf(s.status)
@@ -1264,7 +1347,8 @@ func TestDecideInvariants(t *testing.T) {
 	for seed := range uint64(2000) {
 		r := rand.New(rand.NewPCG(seed, 0x5a9a))
 		s := randomSim(t, r)
-		s.label = fmt.Sprintf("seed %d, steps %s: ", seed, describe(s.spec.Steps))
+		s.brakes = seed%2 == 1
+		s.label = fmt.Sprintf("seed %d, steps %s, brakes %t: ", seed, describe(s.spec.Steps), s.brakes)
 		s.pass()
 		for tick := 0; tick < 80 && s.final == nil; tick++ {
 			s.perturb(r, tick)

@@ -203,8 +203,10 @@ func stepNames(s *v1.Saga) string {
 // compares first, and approvals and resolutions are left out.
 func boundSpec(s *v1.Saga) (map[string]any, error) {
 	spec := s.Spec.DeepCopy()
-	// How long the saga is kept after it ends binds nothing.
+	// How long the saga is kept after it ends binds nothing. Nor do a
+	// person's suspend and cancel: they say whether it goes on.
 	spec.IdempotencyKey, spec.Approvals, spec.Resolutions, spec.TTLSecondsAfterFinished = "", nil, nil, nil
+	spec.Suspend, spec.Cancel = false, false
 	spec.Inputs = nonNull(spec.Inputs)
 	slices.SortFunc(spec.Subscribers, func(a, b v1.Subscriber) int { return strings.Compare(a.Name, b.Name) })
 	for i := range spec.Steps {
@@ -354,8 +356,12 @@ func sagaOutcome(saga *v1.Saga) (SagaResult, error, bool) {
 	case v1.StateCommitted:
 		return SagaResult{Namespace: saga.Namespace, Name: saga.Name, State: st.State, Steps: st.Steps}, nil, true
 	case v1.StateCompensated:
+		why := fmt.Sprintf("step %s failed for good", st.FailedStep)
+		if reason == v1.ReasonCancelled {
+			why = fmt.Sprintf("the saga was cancelled at step %s", st.FailedStep)
+		}
 		return SagaResult{}, &FailedError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name, Reason: "Compensated",
-			Message: fmt.Sprintf("step %s failed for good and every committed step was undone: %s", st.FailedStep, msg)}, true
+			Message: fmt.Sprintf("%s and every committed step was undone: %s", why, msg)}, true
 	case v1.StateFailedFinal:
 		return SagaResult{}, &FailedError{Kind: KindSaga, Namespace: saga.Namespace, Name: saga.Name,
 			Reason: reason, Message: msg}, true

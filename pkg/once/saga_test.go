@@ -118,6 +118,8 @@ func TestSameSaga(t *testing.T) {
 			"do not count", want: request(), got: stored()},
 		"OtherTTL": {reason: "how long the saga is kept binds nothing", want: request(),
 			got: stored(func(s *v1.Saga) { s.Spec.TTLSecondsAfterFinished = nil })},
+		"Brakes": {reason: "a person's suspend and cancel say whether the saga goes on, not what it is", want: request(),
+			got: stored(func(s *v1.Saga) { s.Spec.Suspend, s.Spec.Cancel = true, true })},
 		"ParametersFromOrder": {reason: "parametersFrom is a list keyed by name: its order does not count",
 			want: request(), got: stored(charge(func(st *v1.SagaStep) {
 				st.ParametersFrom[0], st.ParametersFrom[1] = st.ParametersFrom[1], st.ParametersFrom[0]

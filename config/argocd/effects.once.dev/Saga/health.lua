@@ -1,6 +1,8 @@
 -- Argo CD health of a Once Saga (effects.once.dev).
 -- Healthy when Ready is True: every step committed.
--- Suspended while a step waits for an approval in spec.approvals.
+-- Suspended while a step waits for an approval in spec.approvals, or
+-- while its next move waits for a person to lift spec.suspend (Ready's
+-- reason Suspended).
 -- Degraded when Stalled is True otherwise: failed before any effect
 -- (FailedFinal), failed and undone (Compensated: what the saga was
 -- applied for did not happen), or waiting for a person's decision
@@ -46,6 +48,9 @@ elseif stalled ~= nil and stalled.status == "True" and stalled.reason == "Waitin
 elseif stalled ~= nil and stalled.status == "True" then
   hs.status = "Degraded"
   hs.message = say(stalled)
+elseif ready ~= nil and ready.reason == "Suspended" then
+  hs.status = "Suspended"
+  hs.message = say(ready)
 else
   hs.status = "Progressing"
   hs.message = say(reconciling or ready)
