@@ -210,3 +210,70 @@ func (o *Options) completeNamespaces(cmd *cobra.Command, _ []string, toComplete 
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
+
+// completeBrakeTargets completes the arguments of suspend, resume and
+// cancel. Before a slash it offers the kinds that have the action's field
+// (tool/, seo/). After TYPE/, or after a TYPE, it offers the names the
+// action would change: those whose field it would write, and that have
+// not ended.
+func (o *Options) completeBrakeTargets(a brakeAction) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		word, _, slash := strings.Cut(toComplete, "/")
+		typed := ""
+		if len(args) > 0 && !strings.Contains(args[0], "/") {
+			typed, slash = args[0], true
+		}
+		if !slash {
+			var out []cobra.Completion
+			for _, k := range brakeKinds {
+				if k.has(a.Field) && strings.HasPrefix(k.Words[0]+"/", toComplete) {
+					out = append(out, k.Words[0]+"/")
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+		}
+		prefix := word + "/"
+		if typed != "" {
+			word, prefix = typed, ""
+		}
+		k := lookupBrakeKind(word)
+		if k == nil || !k.has(a.Field) {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
+		defer cancel()
+		names, err := o.brakeNames(ctx, k, a)
+		if err != nil {
+			cobra.CompDebugln(err.Error(), true)
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, n := range names {
+			if strings.HasPrefix(prefix+n, toComplete) {
+				out = append(out, prefix+n)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// brakeNames lists the names of kind k that action a would change, in
+// the namespace of the flags given so far.
+func (o *Options) brakeNames(ctx context.Context, k *brakeKind, a brakeAction) ([]string, error) {
+	c, err := o.client()
+	if err != nil {
+		return nil, err
+	}
+	targets, _, err := o.readTargets(ctx, c, nil, k, selectFlags{all: true})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, t := range targets {
+		if skipReason(t, a) == "" {
+			out = append(out, t.obj.GetName())
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

@@ -18,7 +18,8 @@ limitations under the License.
 // person (review) and tells an operation's or a saga's story (why). It
 // writes the same declarative fields a GitOps user writes (resolve,
 // approve). internal/review checks and writes them, and the simulator
-// shares it. It
+// shares it. It sets the brakes, spec.suspend and spec.cancel, on one
+// object or many (suspend, resume, cancel). It
 // uses cli-runtime's ConfigFlags, so the usual --kubeconfig, --context,
 // --namespace and --as flags work, and a controller-runtime client typed on
 // api/v1alpha1. It also prints its version and the managers' (version),
@@ -49,31 +50,44 @@ type Options struct {
 	Streams genericiooptions.IOStreams
 	// Version is the plugin's version, as its binary was stamped.
 	Version string
-	// Now is the clock, for ages; time.Now when nil.
+	// Now is the clock, for ages and plans; time.Now when nil.
 	Now func() time.Time
+	// Sleep waits d or until ctx ends, for resume --jitter; a timer when
+	// nil.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Rand draws uniformly in [0, n), for resume --jitter; math/rand/v2's
+	// when nil.
+	Rand func(n int64) int64
 }
 
 // NewCommand is `kubectl once` and its subcommands; version is the
 // plugin's.
 func NewCommand(streams genericiooptions.IOStreams, version string) *cobra.Command {
-	o := &Options{Flags: genericclioptions.NewConfigFlags(true), Streams: streams, Version: version}
+	return newCommand(&Options{Flags: genericclioptions.NewConfigFlags(true), Streams: streams, Version: version})
+}
+
+// newCommand is `kubectl once` on the given options: tests set its clock,
+// sleep and random source.
+func newCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		// The binary's name, which the completion scripts complete;
 		// kubectl runs it as `kubectl once`, and usage says so.
 		Use:         "kubectl-once",
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl once"},
-		Short:       "Review, explain and resolve Once's operations and sagas",
+		Short:       "Review, explain, resolve and brake Once's operations and sagas",
 		Long: `kubectl once helps the person Once waits for: it lists the operations and
 sagas that need a decision, tells their story, and writes the decision into
 the same spec fields a GitOps repository would (spec.resolution of an
-operation, spec.approvals and spec.resolutions of a saga).`,
+operation, spec.approvals and spec.resolutions of a saga). During an
+incident it holds and lifts calls (suspend, resume: spec.suspend of a tool or
+an operation) and cancels operations (spec.cancel).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	o.Flags.AddFlags(cmd.PersistentFlags())
 	_ = cmd.RegisterFlagCompletionFunc("namespace", o.completeNamespaces)
 	cmd.AddCommand(newReviewCommand(o), newWhyCommand(o), newResolveCommand(o), newApproveCommand(o),
-		newVersionCommand(o))
+		newSuspendCommand(o), newResumeCommand(o), newCancelCommand(o), newVersionCommand(o))
 	return cmd
 }
 

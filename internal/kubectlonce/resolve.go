@@ -20,9 +20,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,13 +38,17 @@ type resolveFlags struct {
 	committed, retry, fail, compensated bool
 	externalID, reason, by, step        string
 	dryRun, output                      string
+	// selector and allNamespaces pick many operations (or sagas) instead
+	// of a NAME.
+	selector      string
+	allNamespaces bool
 }
 
 func newResolveCommand(o *Options) *cobra.Command {
 	var f resolveFlags
 	var asSaga bool
 	cmd := &cobra.Command{
-		Use:   "resolve NAME (--committed --external-id ID | --retry | --fail) [--reason TEXT] [--by NAME]",
+		Use:   "resolve (NAME | -l SELECTOR [-A]) (--committed --external-id ID | --retry | --fail) [--reason TEXT] [--by NAME]",
 		Short: "Decide an operation (or a saga's compensation) in NeedsReview",
 		Long: `Write a person's decision on an operation in NeedsReview into its
 spec.resolution, as a GitOps repository would:
@@ -57,6 +63,10 @@ waits on: resolve saga/NAME --retry, or --compensated when you undid the
 effect by other means. An operation of a saga in NeedsReview is resolved on
 that operation.
 
+-l SELECTOR writes the same decision into every operation with these
+labels that is in NeedsReview (with --saga, every such saga); -A looks in
+every namespace. --committed is refused there: its id names one effect.
+
 --by names you, for the record (default: the kubeconfig's user, or $USER);
 Once's admission policy records the user the API server authenticated
 beside it.
@@ -68,16 +78,27 @@ as it would be (as it is written without --dry-run).`,
 		Example: `  kubectl once resolve charge-order-1001 --committed --external-id ch_1042 --reason "found in the dashboard"
   kubectl once resolve charge-order-1001 --retry --reason "no charge in the dashboard"
   kubectl once resolve saga/scale-search --compensated --reason "reverted by hand"
-  kubectl once resolve charge-order-1001 --retry --dry-run=server -o yaml`,
-		Args:              cobra.ExactArgs(1),
+  kubectl once resolve charge-order-1001 --retry --dry-run=server -o yaml
+  kubectl once resolve -l batch=2026-12-03 -A --fail --reason "the batch was withdrawn"`,
+		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: o.completeNames(reviewName),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.by == "" {
+				f.by = o.defaultBy()
+			}
+			switch {
+			case len(args) == 0 && f.selector == "":
+				return errors.New("say what to resolve: NAME, or -l SELECTOR")
+			case len(args) == 1 && f.selector != "":
+				return errors.New("a NAME goes without -l: say one of them")
+			case len(args) == 0:
+				return o.resolveSelected(cmd.Context(), asSaga, f)
+			case f.allNamespaces:
+				return errors.New("-A goes with -l: a NAME is looked up in one namespace")
+			}
 			k, name, err := parseName(args[0], asSaga)
 			if err != nil {
 				return err
-			}
-			if f.by == "" {
-				f.by = o.defaultBy()
 			}
 			return o.resolve(cmd.Context(), k, name, f)
 		},
@@ -91,7 +112,9 @@ as it would be (as it is written without --dry-run).`,
 	fl.StringVar(&f.step, "step", "", "a saga's step to resolve (default: the step it waits on)")
 	fl.StringVar(&f.reason, "reason", "", "why, for the record")
 	fl.StringVar(&f.by, "by", "", "who decides, for the record (default: the kubeconfig's user, or $USER)")
-	fl.BoolVar(&asSaga, "saga", false, "NAME is a saga's")
+	fl.BoolVar(&asSaga, "saga", false, "NAME is a saga's (with -l: resolve sagas)")
+	fl.StringVarP(&f.selector, "selector", "l", "", "resolve every operation in NeedsReview with these labels (key=value,...)")
+	fl.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "with -l, in every namespace")
 	addDryRunFlag(cmd, &f.dryRun)
 	addOutputFlag(cmd, &f.output, "a line")
 	return cmd
@@ -282,4 +305,107 @@ func resolveSaga(ctx context.Context, c client.Client, s *v1.Saga, f resolveFlag
 	}
 	return fmt.Sprintf("saga/%s: %s spec.resolutions for step %s: %s; %s", s.Name, wrote(f.dryRun), step,
 		sagaResolutionText(entry), outcome(f.dryRun, "Once applies it on its next pass (kubectl once why saga/"+s.Name+")")), nil
+}
+
+// resolveSelected writes one decision into every operation (or saga) that
+// -l selects and that is in NeedsReview. A failure is said and the others
+// go on; the command fails at the end.
+func (o *Options) resolveSelected(ctx context.Context, asSaga bool, f resolveFlags) error {
+	if err := checkDryRun(f.dryRun); err != nil {
+		return err
+	}
+	switch {
+	case f.output != "":
+		return errors.New("-o prints one object: it goes with a NAME, not with -l")
+	case f.committed:
+		return errors.New("--committed names one effect by its id: resolve each operation by its NAME")
+	}
+	k, chosen := &operationKind, f.operationResolution
+	if asSaga {
+		k, chosen = &sagaKind, func() (*v1.Resolution, error) { _, err := f.sagaAction(); return nil, err }
+	}
+	if _, err := chosen(); err != nil {
+		return err
+	}
+	sel, err := labels.Parse(f.selector)
+	if err != nil {
+		return fmt.Errorf("-l %q: %w", f.selector, err)
+	}
+	c, err := o.writer(f.dryRun)
+	if err != nil {
+		return err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return err
+	}
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
+	listNS, where := "", anyNamespace
+	if !f.allNamespaces {
+		opts, listNS, where = append(opts, client.InNamespace(ns)), ns, "in namespace "+ns
+	}
+	var keys []client.ObjectKey
+	if asSaga {
+		var list v1.SagaList
+		if err := c.List(ctx, &list, opts...); err != nil {
+			return apiError(err, "list", sagaKind, listNS, "")
+		}
+		for _, s := range list.Items {
+			if s.Status.State == v1.StateNeedsReview {
+				keys = append(keys, client.ObjectKeyFromObject(&s))
+			}
+		}
+	} else {
+		var list v1.SideEffectOperationList
+		if err := c.List(ctx, &list, opts...); err != nil {
+			return apiError(err, "list", operationKind, listNS, "")
+		}
+		for _, op := range list.Items {
+			if op.Status.State == v1.StateNeedsReview {
+				keys = append(keys, client.ObjectKeyFromObject(&op))
+			}
+		}
+	}
+	if len(keys) == 0 {
+		_, err := fmt.Fprintf(o.Streams.Out, "No %s with labels %s is in NeedsReview %s.\n", k.Resource, f.selector, where)
+		return err
+	}
+	var failed []string
+	for _, key := range keys {
+		msg, err := resolveOne(ctx, c, k, key, f)
+		if err != nil {
+			msg = strings.ToLower(k.Name) + "/" + key.Name + ": " + err.Error()
+			failed = append(failed, key.Name)
+		}
+		if f.allNamespaces {
+			msg = strings.Replace(msg, ":", " in "+key.Namespace+":", 1)
+		}
+		_, _ = fmt.Fprintln(o.Streams.Out, printable(msg))
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("could not resolve %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// resolveOne writes the decision into one object of kind k, read again at
+// each try of a conflict.
+func resolveOne(ctx context.Context, c client.Client, k *kind, key client.ObjectKey, f resolveFlags) (string, error) {
+	var msg string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := find(ctx, c, key.Namespace, k, key.Name)
+		if err != nil {
+			return err
+		}
+		if got.op != nil {
+			msg, err = resolveOperation(ctx, c, got.op, f)
+		} else {
+			msg, err = resolveSaga(ctx, c, got.saga, f)
+		}
+		return err
+	})
+	if apierrors.IsConflict(err) {
+		return "", errors.New("changed at every try while writing the resolution; try again")
+	}
+	return msg, err
 }

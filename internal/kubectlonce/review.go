@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 	"github.com/once-dev/once/internal/saga"
 	"github.com/once-dev/once/internal/text"
 )
@@ -43,7 +44,13 @@ const (
 	waitReview   = "NeedsReview"
 	waitApproval = "WaitingForApproval"
 	waitOriginal = "WaitingForOriginal"
+	// waitResume is an operation held by a suspend, on it or on its tool.
+	// It waits for a person to resume it, and needs no decision.
+	waitResume = "Suspended"
 )
+
+// anyNamespace is where -A looks, as a message says it.
+const anyNamespace = "in any namespace"
 
 // maxWhy caps the WHY column: one line, the start of the message.
 const maxWhy = 100
@@ -62,10 +69,12 @@ func newReviewCommand(o *Options) *cobra.Command {
 		Short: "List the operations and sagas that need a person",
 		Long: `List what waits for a person: operations and sagas in NeedsReview, sagas
 waiting for an approval, and duplicates waiting behind an operation in
-review, each with how long it has waited and why.
+review, each with how long it has waited and why. Operations held by a
+suspend (state Suspended) come last: they wait for a resume.
 
-With --exit-code it exits 1 when anything waits and 0 when nothing does,
-and 2 on an error, as kubectl diff does, for scripts and alerts.`,
+With --exit-code it exits 1 when anything waits for a decision and 0 when
+nothing does, and 2 on an error, as kubectl diff does, for scripts and
+alerts. An operation held by a suspend is no decision: it does not count.`,
 		Example: `  kubectl once review
   kubectl once review -A -o json
   kubectl once review -A --exit-code >/dev/null || page-the-on-call`,
@@ -80,7 +89,7 @@ and 2 on an error, as kubectl diff does, for scripts and alerts.`,
 	}
 	cmd.Flags().BoolVarP(&f.all, "all-namespaces", "A", false, "list across all namespaces")
 	addOutputFlag(cmd, &f.output, "a table")
-	cmd.Flags().BoolVar(&f.exitCode, "exit-code", false, "exit 1 when anything waits for a person, 0 when nothing does (2 on an error)")
+	cmd.Flags().BoolVar(&f.exitCode, "exit-code", false, "exit 1 when anything waits for a decision, 0 when nothing does (2 on an error)")
 	return cmd
 }
 
@@ -104,8 +113,8 @@ type ReviewItem struct {
 	Namespace string `json:"namespace"`
 	Kind      string `json:"kind"`
 	Name      string `json:"name"`
-	// State is what it waits for: NeedsReview, WaitingForApproval or
-	// WaitingForOriginal.
+	// State is what it waits for: NeedsReview, WaitingForApproval,
+	// WaitingForOriginal, or Suspended (a resume).
 	State string    `json:"state"`
 	Since time.Time `json:"since"`
 	Why   string    `json:"why"`
@@ -149,17 +158,21 @@ func (o *Options) review(ctx context.Context, f reviewFlags) error {
 	case len(rows) == 0:
 		where := "in namespace " + ns
 		if all {
-			where = "in any namespace"
+			where = anyNamespace
 		}
 		_, err = fmt.Fprintf(o.Streams.Out, "Nothing needs a person %s.\n", where)
 	default:
 		err = writeReview(o.Streams.Out, rows, all, o.now())
 	}
-	if err == nil && f.exitCode && len(rows) > 0 {
+	if err == nil && f.exitCode && slices.ContainsFunc(rows, reviewRow.decides) {
 		return &ExitError{Code: 1}
 	}
 	return err
 }
+
+// decides reports whether the row waits for a decision: everything but an
+// operation held by a suspend.
+func (r reviewRow) decides() bool { return r.Wait != waitResume }
 
 // writeReviewList prints the rows as a list in JSON or YAML, an empty list
 // when nothing waits.
@@ -175,8 +188,8 @@ func writeReviewList(out io.Writer, rows []reviewRow, format string) error {
 // reviewRow is one line of review.
 type reviewRow struct {
 	Namespace, Kind, Name string
-	// Wait is what it waits for: NeedsReview, WaitingForApproval or
-	// WaitingForOriginal.
+	// Wait is what it waits for: NeedsReview, WaitingForApproval,
+	// WaitingForOriginal or Suspended.
 	Wait string
 	// Since is when it began to wait.
 	Since time.Time
@@ -187,6 +200,7 @@ type reviewRow struct {
 // reviewRows picks what needs a person: operations and sagas in
 // NeedsReview, sagas waiting for an approval, and operations waiting behind
 // a duplicate in review. Rows are by namespace, the longest waiting first.
+// Operations held by a suspend follow, in a group of their own.
 func reviewRows(ops []v1.SideEffectOperation, sagas []v1.Saga) []reviewRow {
 	var rows []reviewRow
 	inReview := map[string]bool{} // namespace/name of operations in review
@@ -209,6 +223,15 @@ func reviewRows(ops []v1.SideEffectOperation, sagas []v1.Saga) []reviewRow {
 			Wait: waitOriginal, Since: since(op.CreationTimestamp, op.Status.Conditions, op.Status.History),
 			Why: oneLine(fmt.Sprintf("Duplicate of %s, which needs review: resolve %s", op.Status.DuplicateOf, op.Status.DuplicateOf))})
 	}
+	for i := range ops {
+		op := &ops[i]
+		if op.Status.State.IsTerminal() || protocol.ReadyReason(op.Status) != v1.ReasonSuspended {
+			continue
+		}
+		rows = append(rows, reviewRow{Namespace: op.Namespace, Kind: operationKind.Name, Name: op.Name,
+			Wait: waitResume, Since: since(op.CreationTimestamp, op.Status.Conditions, op.Status.History),
+			Why: why(op.Status.Conditions)})
+	}
 	for i := range sagas {
 		s := &sagas[i]
 		stalled := meta.FindStatusCondition(s.Status.Conditions, v1.ConditionStalled)
@@ -225,10 +248,21 @@ func reviewRows(ops []v1.SideEffectOperation, sagas []v1.Saga) []reviewRow {
 			Since: since(s.CreationTimestamp, s.Status.Conditions, s.Status.History), Why: why(s.Status.Conditions)})
 	}
 	slices.SortStableFunc(rows, func(a, b reviewRow) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), a.Since.Compare(b.Since),
+		return cmp.Or(-compareBool(a.decides(), b.decides()), strings.Compare(a.Namespace, b.Namespace), a.Since.Compare(b.Since),
 			strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
 	})
 	return rows
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // since is when an operation or a saga began to wait as it does: its newest

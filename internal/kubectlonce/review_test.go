@@ -44,6 +44,8 @@ func TestReviewRows(t *testing.T) {
 	review := v1.SideEffectOperationStatus{State: v1.StateNeedsReview,
 		Conditions: stalled(v1.ReasonNeedsReview, "Attempt 1 has an unknown outcome", at(10)),
 		History:    []v1.Transition{{Time: at(10), State: v1.StateNeedsReview, Reason: v1.ReasonNeedsReview}}}
+	held := []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonSuspended,
+		Message: "Suspended by Tool pay (spec.suspend): attempt 2 waits until it is resumed", LastTransitionTime: at(1)}}
 	cases := map[string]struct {
 		reason string
 		ops    []v1.SideEffectOperation
@@ -76,6 +78,22 @@ func TestReviewRows(t *testing.T) {
 					Why: "Attempt 1 has an unknown outcome"},
 				{Namespace: "a", Kind: "SideEffectOperation", Name: "x-again", Wait: waitOriginal, Since: at(20).Time,
 					Why: "Duplicate of x, which needs review: resolve x"},
+			},
+		},
+		"Suspended": {
+			reason: "Operations held by a suspend come after what needs a decision, in a group of their own; an ended one needs nobody.",
+			ops: []v1.SideEffectOperation{
+				operation("a", "held", v1.SideEffectOperationStatus{State: v1.StateFailedRetryable, Attempts: 1,
+					Conditions: held, History: []v1.Transition{{Time: at(3), State: v1.StateFailedRetryable,
+						Reason: v1.ReasonSuspended}}}),
+				operation("b", "x", review),
+				operation("a", "ended", v1.SideEffectOperationStatus{State: v1.StateCommitted, Conditions: held}),
+			},
+			want: []reviewRow{
+				{Namespace: "b", Kind: "SideEffectOperation", Name: "x", Wait: waitReview, Since: at(10).Time,
+					Why: "Attempt 1 has an unknown outcome"},
+				{Namespace: "a", Kind: "SideEffectOperation", Name: "held", Wait: waitResume, Since: at(3).Time,
+					Why: "Suspended by Tool pay (spec.suspend): attempt 2 waits until it is resumed"},
 			},
 		},
 		"Sagas": {

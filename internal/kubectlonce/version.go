@@ -136,7 +136,7 @@ func writeVersion(out io.Writer, v Version, managerNS string, now time.Time) err
 // noManager is the line that says no manager was found, and where it was
 // looked for.
 func noManager(managerNS string) string {
-	where := "in any namespace"
+	where := anyNamespace
 	if managerNS != "" {
 		where = "in namespace " + managerNS
 	}
