@@ -71,18 +71,15 @@ var (
 // brakeKinds are the kinds the brakes act on. This table is all a kind
 // needs: its words, its scope, its fields. TestBrakeKinds fails when a
 // spec of Once's API has a brake field this table lacks.
-//
-// Saga is not here yet: its spec has neither field. Once SagaSpec has
-// suspend and cancel, add its row, with what follows its cancel:
-//
-//	{kind: sagaKind, Words: []string{"saga", "sagas", "sg"}, Namespaced: true,
-//		Fields: []brakeField{fieldSuspend, fieldCancel}, Cancelled: "..."},
 var brakeKinds = []*brakeKind{
 	{kind: toolKind, Words: []string{"tool", "tools"}, Namespaced: true, Fields: []brakeField{fieldSuspend}},
 	{kind: clusterToolKind, Words: []string{"clustertool", "clustertools"}, Fields: []brakeField{fieldSuspend}},
 	{kind: operationKind, Words: []string{"seo", "seos", "sideeffectoperation", operationKind.Resource, "op", "ops"},
 		Namespaced: true, Fields: []brakeField{fieldSuspend, fieldCancel},
 		Cancelled: "Once fails it (reason Cancelled) if no attempt of it may have taken effect, else a person decides"},
+	{kind: sagaKind, Words: []string{"saga", "sagas", "sg"}, Namespaced: true,
+		Fields: []brakeField{fieldSuspend, fieldCancel},
+		Cancelled: "it starts no new step, and compensates the steps that committed (reason Cancelled)"},
 }
 
 // has reports whether the kind's spec has the field.
@@ -168,13 +165,14 @@ func newSuspendCommand(o *Options) *cobra.Command {
 	var f brakeFlags
 	cmd := &cobra.Command{
 		Use:   "suspend" + brakeUse,
-		Short: "Hold the new calls of tools or operations (spec.suspend)",
+		Short: "Hold the new calls of tools, operations or sagas (spec.suspend)",
 		Long: `Set spec.suspend on each object selected, with a merge patch of that field
-alone. A suspended Tool or ClusterTool holds every new call to it; a
-suspended operation holds its own. A call in flight finishes, and a lookup
-still runs: it makes no effect. kubectl once resume lifts it.
+alone. A suspended Tool or ClusterTool holds every new call to it. A
+suspended operation holds its own, and a suspended saga makes no new step.
+A call in flight finishes, and a lookup still runs: it makes no effect.
+kubectl once resume lifts it.
 
-TYPE is tool, clustertool or seo (op). Name objects (tool/pay seo/x), or
+TYPE is tool, clustertool, seo (op) or saga. Name objects (tool/pay seo/x), or
 give a TYPE with -l SELECTOR or --all; -A looks in every namespace. An
 object already suspended, or an operation that ended, is left alone.`,
 		Example: `  kubectl once suspend tool/payments
@@ -194,7 +192,7 @@ func newResumeCommand(o *Options) *cobra.Command {
 	var f brakeFlags
 	cmd := &cobra.Command{
 		Use:   "resume" + brakeUse + " [--jitter DURATION]",
-		Short: "Lift the suspend of tools or operations",
+		Short: "Lift the suspend of tools, operations or sagas",
 		Long: `Set spec.suspend to false on each object selected, with a merge patch of
 that field alone. The calls it held start on Once's next pass. An object
 not suspended is left alone.
@@ -221,14 +219,15 @@ func newCancelCommand(o *Options) *cobra.Command {
 	var f brakeFlags
 	cmd := &cobra.Command{
 		Use:   "cancel" + brakeUse + " [--yes]",
-		Short: "Cancel operations (spec.cancel, one way)",
-		Long: `Set spec.cancel on each operation selected, with a merge patch of that field
-alone. Cancel is one way: the API server refuses to set it back.
+		Short: "Cancel operations or sagas (spec.cancel, one way)",
+		Long: `Set spec.cancel on each operation or saga selected, with a merge patch of
+that field alone. Cancel is one way: the API server refuses to set it back.
 
 Once fails a cancelled operation (reason Cancelled) if no attempt of it may
 have taken effect. One whose attempt may have taken effect, and that only a
-re-send could settle, goes to a person (NeedsReview). A call in flight
-finishes. An operation already cancelled, or that ended, is left alone.
+re-send could settle, goes to a person (NeedsReview). A cancelled saga
+starts no new step, and compensates the steps that committed. A call in
+flight finishes. An object already cancelled, or that ended, is left alone.
 
 It asks before it cancels more than one operation; --yes does not ask.`,
 		Example: `  kubectl once cancel seo/charge-order-1001

@@ -566,7 +566,7 @@ func TestParseTargets(t *testing.T) {
 		"All": {reason: "TYPE with --all lists, -A too.", action: resumeAction, args: []string{"tool"}, flags: selectFlags{all: true, allNamespaces: true},
 			want: want{listed: "Tool"}},
 		"Nothing": {reason: "Something is required.", action: suspendAction,
-			want: want{err: "say what to suspend: TYPE/NAME, or TYPE with -l SELECTOR or --all (TYPE: tool, clustertool, seo)"}},
+			want: want{err: "say what to suspend: TYPE/NAME, or TYPE with -l SELECTOR or --all (TYPE: tool, clustertool, seo, saga)"}},
 		"TypeAlone": {reason: "A TYPE alone selects nothing.", action: suspendAction, args: []string{"tool"},
 			want: want{err: "say which tools to suspend: names, -l SELECTOR or --all"}},
 		"NamesAndSelector": {reason: "Names go without -l.", action: suspendAction, args: []string{"tool/a"}, flags: selectFlags{selector: "a=b"},
@@ -574,7 +574,7 @@ func TestParseTargets(t *testing.T) {
 		"NamesEverywhere": {reason: "-A needs a list.", action: suspendAction, args: []string{"tool/a"}, flags: selectFlags{allNamespaces: true},
 			want: want{err: "-A goes with -l or --all: a name is looked up in one namespace"}},
 		"OtherKind": {reason: "Pods have no brakes.", action: suspendAction, args: []string{"pod/x"},
-			want: want{err: `"pod" is not a kind to suspend: say tool, clustertool, seo`}},
+			want: want{err: `"pod" is not a kind to suspend: say tool, clustertool, seo, saga`}},
 		"CancelTool": {reason: "A tool cannot be cancelled.", action: cancelAction, args: []string{"clustertool/x"},
 			want: want{err: "a ClusterTool has no spec.cancel: suspend it, or cancel its operations (seo/NAME)"}},
 		"Mixed": {reason: "TYPE NAME does not take TYPE/NAME after it.", action: suspendAction, args: []string{"tool", "seo/x"},
@@ -729,7 +729,7 @@ func TestCompleteBrakeTargets(t *testing.T) {
 		args   []string
 		want   []string
 	}{
-		"Kinds":        {reason: "Before a slash, the kinds with the field.", args: []string{"cancel", ""}, want: []string{"seo/", ":6"}},
+		"Kinds":        {reason: "Before a slash, the kinds with the field.", args: []string{"cancel", ""}, want: []string{"seo/", "saga/", ":6"}},
 		"KindsSuspend": {reason: "Suspend has three.", args: []string{"suspend", "c"}, want: []string{"clustertool/", ":6"}},
 		"Resume":       {reason: "Resume offers what is suspended.", args: []string{"resume", "seo/"}, want: []string{"seo/held", ":4"}},
 		"Suspend":      {reason: "Suspend offers what is not, and has not ended.", args: []string{"suspend", "seo", ""}, want: []string{"free", ":4"}},
