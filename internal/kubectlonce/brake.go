@@ -77,8 +77,8 @@ var brakeKinds = []*brakeKind{
 	{kind: operationKind, Words: []string{"seo", "seos", "sideeffectoperation", operationKind.Resource, "op", "ops"},
 		Namespaced: true, Fields: []brakeField{fieldSuspend, fieldCancel},
 		Cancelled: "Once fails it (reason Cancelled) if no attempt of it may have taken effect, else a person decides"},
-	{kind: sagaKind, Words: []string{"saga", "sagas", "sg"}, Namespaced: true,
-		Fields: []brakeField{fieldSuspend, fieldCancel},
+	{kind: sagaKind, Words: []string{"saga", sagaKind.Resource, "sg"}, Namespaced: true,
+		Fields:    []brakeField{fieldSuspend, fieldCancel},
 		Cancelled: "it starts no new step, and compensates the steps that committed (reason Cancelled)"},
 }
 
