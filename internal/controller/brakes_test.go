@@ -86,8 +86,12 @@ var _ = Describe("Brakes", func() {
 		Expect(err.Error()).To(ContainSubstring("spec.cancel cannot be taken back"))
 	})
 
-	It("ends a cancelled operation with no call, whatever it waited for", func() {
-		create(newOp(ns, "orphan", "missing", map[string]any{"amount": 100}))
+	It("ends a cancelled operation that waited for its tool with no call, once it binds its key", func() {
+		// The cancel is decided after the key's scope is bound: another
+		// object of the key may have made the effect, and its outcome
+		// answers, not "no effect". So an operation waiting for a missing
+		// tool waits on after a cancel, and ends once the tool exists.
+		create(newOp(ns, "orphan", "payments", map[string]any{"amount": 100}))
 		Eventually(func() string { return condition(get(ns, "orphan"), v1.ConditionStalled).Reason }).
 			Should(Equal(v1.ReasonToolNotFound))
 
@@ -95,9 +99,11 @@ var _ = Describe("Brakes", func() {
 		patch := client.MergeFrom(op.DeepCopy())
 		op.Spec.Cancel = true
 		Expect(k8sClient.Patch(ctx, op, patch)).To(Succeed())
+		newTool(ns, "payments", v1.IdempotencyNative)
 		op = waitFor(ns, "orphan", v1.StateFailedFinal)
 		Expect(condition(op, v1.ConditionReady).Reason).To(Equal(v1.ReasonCancelled))
 		Expect(op.Status.Attempts).To(BeZero())
+		Expect(effectsIn(ns)).To(BeZero())
 	})
 
 	It("asks a person about a cancelled operation that only a re-send could settle", func() {

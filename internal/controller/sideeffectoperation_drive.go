@@ -48,11 +48,6 @@ func (r *SideEffectOperationReconciler) drive(p *pass) (reconcile.Result, error)
 	// back by checks that only a planned operation needs.
 	_, answered := r.held.Load(p.op.UID)
 	planned := p.st.State.IsPlanned() && !answered
-	if planned && p.op.Spec.Cancel {
-		// Cancelled before any attempt: it fails with no call, and needs
-		// neither its tool nor its scope's record (protocol's brake).
-		return r.step(p, p.decide())
-	}
 	if planned {
 		if no := protocol.CheckParameters(p.params); no != nil {
 			return r.refuse(p, no)
