@@ -88,7 +88,8 @@ type change struct {
 // resourceVersion compare-and-swap on every write, generateName, the
 // status subresource (a status write leaves spec and metadata alone, a
 // spec write leaves the status alone and bumps the generation), spec
-// immutability (the CRD's CEL rules), finalizers and deletion timestamps,
+// immutability and a cancel that cannot be taken back (the CRD's CEL
+// rules), finalizers and deletion timestamps,
 // preconditions on delete, owner-reference garbage collection (what an
 // owner owned, and what was created after it went, when the collector next
 // looks), namespace
@@ -573,9 +574,14 @@ func addsFinalizer(cur, next []string) bool {
 }
 
 // checkImmutable enforces the CRD's CEL rules that make an operation's
-// spec immutable but for spec.resolution, which may change only while the
-// operation is in NeedsReview, and spec.ttlSecondsAfterFinished, which may
-// change at any time. Parameters compare as JSON, not as bytes.
+// spec immutable but for a few fields:
+//
+//   - spec.resolution may change only while the operation is in
+//     NeedsReview;
+//   - spec.ttlSecondsAfterFinished and spec.suspend may change at any time;
+//   - spec.cancel may be set at any time, and never taken back.
+//
+// Parameters compare as JSON, not as bytes.
 func checkImmutable(cur, obj client.Object) error {
 	o, ok := cur.(*v1.SideEffectOperation)
 	if !ok {
@@ -588,8 +594,15 @@ func checkImmutable(cur, obj client.Object) error {
 			o.Name, field.ErrorList{field.Invalid(field.NewPath("spec", "resolution"), "",
 				"spec.resolution can be set only while the operation is in NeedsReview")})
 	}
+	if a.Cancel && !b.Cancel {
+		return apierrors.NewInvalid(schema.GroupKind{Group: v1.GroupVersion.Group, Kind: kindOperation},
+			o.Name, field.ErrorList{field.Invalid(field.NewPath("spec"), "",
+				"spec.cancel cannot be taken back")})
+	}
 	a.Resolution, b.Resolution = nil, nil
 	a.TTLSecondsAfterFinished, b.TTLSecondsAfterFinished = nil, nil
+	a.Suspend, b.Suspend = false, false
+	a.Cancel, b.Cancel = false, false
 	for _, s := range []*v1.SideEffectOperationSpec{a, b} {
 		if s.Parameters != nil {
 			var c bytes.Buffer

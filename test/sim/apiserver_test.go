@@ -94,6 +94,7 @@ var modelCases = []struct {
 	{"immutable spec but spec.resolution", modelImmutable},
 	{"spec.resolution only in NeedsReview", modelResolutionOutsideReview},
 	{"spec.ttlSecondsAfterFinished may change", modelTTLEdit},
+	{"spec.suspend may change, spec.cancel is never taken back", modelBrakes},
 	{"parameters as the client wrote them", modelParametersAsWritten},
 	{"finalizer at create", modelFinalizerAtCreate},
 	{"terminating namespace", modelNamespaceTerminating},
@@ -526,6 +527,35 @@ func modelTTLEdit(r *modelRun) {
 	r.read(op)
 	r.is("spec.resolution after the edits", modelAction(op), v1.ResolutionRetry)
 	r.is("generation after two resolution-less edits and a resolution", op.Generation, 5)
+}
+
+// modelBrakes: spec.suspend may be set and removed at any time, and
+// spec.cancel set at any time: each is a new generation. spec.cancel is
+// never taken back (the CRD's CEL rule): an update that clears it and a
+// merge patch that removes it are both Invalid, and change nothing.
+func modelBrakes(r *modelRun) {
+	op := r.op("charge")
+	r.must("create", r.s.create(op))
+	op.Spec.Suspend = true
+	r.call("update setting spec.suspend", r.s.update(op), "ok")
+	base := op.DeepCopy()
+	op.Spec.Suspend = false
+	r.call("merge patch removing spec.suspend", r.s.patch(op, client.MergeFrom(base)), "ok")
+	op.Status.State = v1.StateStarted
+	r.must("status update to Started", r.s.updateStatus(op))
+	op.Spec.Cancel = true
+	r.call("update setting spec.cancel while Started", r.s.update(op), "ok")
+	o := op.DeepCopy()
+	o.Spec.Cancel = false
+	r.call("update taking spec.cancel back", r.s.update(o), "Invalid")
+	o = op.DeepCopy()
+	o.Spec.Cancel = false
+	r.call("merge patch removing spec.cancel", r.s.patch(o, client.MergeFrom(op.DeepCopy())), "Invalid")
+	op.Spec.Suspend = true
+	r.call("update suspending a cancelled operation", r.s.update(op), "ok")
+	r.read(op)
+	r.is("spec.cancel after the refused writes", op.Spec.Cancel, true)
+	r.is("generation after four brake writes", op.Generation, 5)
 }
 
 // modelParametersAsWritten: the API server keeps parameters as structured

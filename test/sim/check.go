@@ -33,6 +33,7 @@ package sim
 //   - check_outcomes.go: I10, I11, what an outcome says of the tool.
 //   - check_answers.go: I12, the answers a manager holds.
 //   - check_outbox.go: I15, announcements and their deliveries.
+//   - check_brakes.go: I17, no call claimed against a person's brake.
 
 import (
 	"fmt"
@@ -105,6 +106,10 @@ const (
 	// the truth about it: never "not recorded" for a decision the object
 	// holds.
 	InvDecisionTold = "I16 a decision is told as recorded or not"
+	// InvBrakes (I17): no first attempt, retry or re-send is claimed on an
+	// operation that is suspended or cancelled, nor by a pass that read
+	// its tool suspended.
+	InvBrakes = "I17 no call claimed against a brake"
 )
 
 // fail records a violation once per invariant and subject.
@@ -196,6 +201,7 @@ func (w *World) observe(old, cur client.Object) {
 		if prev, ok := old.(*v1.SideEffectOperation); ok && prev.UID == o.UID {
 			w.checkStaleWrite(prev, o)
 			w.checkFinalizerKept(prev, o)
+			w.checkBraked(prev, o)
 		}
 	case *v1.Saga:
 		w.noteAnnouncements(o.Name, o.Status.Outbox)

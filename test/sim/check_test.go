@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/once-dev/once/api/v1alpha1"
+	"github.com/once-dev/once/internal/protocol"
 )
 
 // TestChecksFire: each check at a write, at a request, or after an
@@ -110,6 +111,36 @@ func TestChecksFire(t *testing.T) {
 			op.Finalizers = nil
 			must(w.server.Update(op, false))
 		}},
+		"a first attempt claimed on a suspended operation": {InvBrakes, func(t *testing.T, w *World) {
+			op := braked(t, w, "pay-1", func(s *v1.SideEffectOperationSpec) { s.Suspend = true })
+			claimAs(t, w, op, v1.StateStarted, "")
+		}},
+		"a re-send claimed on a cancelled operation": {InvBrakes, func(t *testing.T, w *World) {
+			op := braked(t, w, "pay-1", func(s *v1.SideEffectOperationSpec) { s.Cancel = true })
+			claimAs(t, w, op, v1.StateReconciling, v1.IdempotencyNative)
+		}},
+		"a claim by a pass that read its tool suspended": {InvBrakes, func(t *testing.T, w *World) {
+			op := applied(t, w, "pay-1")
+			w.running = &passRun{m: w.managers[0], incarnation: 1, uid: op.UID,
+				req: request{ctrlOperation, types.NamespacedName{Namespace: Namespace, Name: op.Name}}}
+			defer func() { w.running = nil }()
+			tool := &v1.Tool{}
+			must(w.server.Get(toolObjKey(toolPay), tool))
+			tool.Spec.Suspend = true
+			w.running.readTool(tool)
+			claimAs(t, w, op, v1.StateStarted, "")
+		}},
+		"a Cancelled failure while the tool holds the request's effect": {InvNoFalseNoEffect, func(t *testing.T, w *World) {
+			op := braked(t, w, "pay-1", func(s *v1.SideEffectOperationSpec) { s.Cancel = true })
+			e := w.recordEffect(w.tools[toolPay], "/v1/charges", "pay-1", "pay/pay-1")
+			e.Params = canonicalParams(op)
+			// Its one attempt had, it says, provably no effect.
+			op.Status.Attempts = 1
+			op.Status = protocol.Fail(op.Status, protocol.Policy{Retention: time.Hour}, protocol.Env{Now: w.clock.Now()},
+				v1.ErrorCancelled, v1.ReasonCancelled, "Cancelled after 1 attempts that provably had no effect").Status
+			must(w.server.Update(op, true))
+			w.check()
+		}},
 		"an answer dropped with its operation": {InvAnswerKept, func(t *testing.T, w *World) {
 			e := w.recordEffect(w.tools[toolPay], "/v1/charges", "pay-1", "pay/pay-1")
 			w.checkHeldAfterGone(&heldAnswer{effect: e, m: w.managers[0], incarnation: 1,
@@ -156,4 +187,80 @@ func commit(t *testing.T, w *World, op *v1.SideEffectOperation, id string) *v1.S
 	must(w.server.Update(op, true))
 	must(w.server.Get(opObjKey(op.Name), op))
 	return op
+}
+
+// TestBrakeCheckAllows: I17 leaves alone what a brake lets through: a
+// lookup's claim, a person's Retry applied from NeedsReview, and a pass
+// that read its tool running before it read it suspended.
+func TestBrakeCheckAllows(t *testing.T) {
+	cases := map[string]func(t *testing.T, w *World){
+		"a lookup on a suspended operation": func(t *testing.T, w *World) {
+			op := braked(t, w, "desk-1", func(s *v1.SideEffectOperationSpec) { s.Suspend = true })
+			claimAs(t, w, op, v1.StateReconciling, v1.IdempotencyLookup)
+		},
+		"a person's Retry of a cancelled operation": func(t *testing.T, w *World) {
+			op := braked(t, w, "pay-1", func(s *v1.SideEffectOperationSpec) { s.Cancel = true })
+			op.Status.State = v1.StateNeedsReview
+			must(w.server.Update(op, true))
+			claimAs(t, w, op, v1.StateStarted, "")
+		},
+		"a pass that read its tool running, then suspended": func(t *testing.T, w *World) {
+			op := applied(t, w, "pay-1")
+			w.running = &passRun{m: w.managers[0], incarnation: 1, uid: op.UID,
+				req: request{ctrlOperation, types.NamespacedName{Namespace: Namespace, Name: op.Name}}}
+			defer func() { w.running = nil }()
+			tool := &v1.Tool{}
+			must(w.server.Get(toolObjKey(toolPay), tool))
+			w.running.readTool(tool)
+			tool.Spec.Suspend = true
+			w.running.readTool(tool)
+			claimAs(t, w, op, v1.StateStarted, "")
+		},
+		"a renewal of a claim made before the suspend": func(t *testing.T, w *World) {
+			op := applied(t, w, "pay-1")
+			claimAs(t, w, op, v1.StateStarted, "")
+			op.Spec.Suspend = true
+			must(w.server.Update(op, false))
+			op.Status.Claim.RenewTime = metav1.NewTime(w.clock.Now().Add(time.Second))
+			must(w.server.Update(op, true))
+		},
+	}
+	for name, breaks := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := NewWorld(DefaultOptions(1))
+			defer w.Close()
+			w.server.Landed = nil
+			breaks(t, w)
+			if len(w.violations) > 0 {
+				t.Errorf("violations: %v", w.violations)
+			}
+		})
+	}
+}
+
+// braked creates the operation of a workload manifest, then sets a brake
+// on its spec, as a person's edit does.
+func braked(t *testing.T, w *World, name string, brake func(*v1.SideEffectOperationSpec)) *v1.SideEffectOperation {
+	t.Helper()
+	op := applied(t, w, name)
+	brake(&op.Spec)
+	must(w.server.Update(op, false))
+	return op
+}
+
+// claimAs writes a status that claims the operation's next attempt in
+// state (Started: an attempt; Reconciling: a question of mode), as
+// w.managers[0] would.
+func claimAs(t *testing.T, w *World, op *v1.SideEffectOperation, state v1.OperationState, mode v1.IdempotencyMode) {
+	t.Helper()
+	now := metav1.NewTime(w.clock.Now())
+	op.Status.State, op.Status.IdempotencyMode = state, mode
+	if state == v1.StateStarted {
+		op.Status.Attempts++
+	} else {
+		op.Status.ReconcileAttempts++
+	}
+	op.Status.Claim = &v1.Claim{Holder: w.managers[0].holder(), Attempt: max(1, op.Status.Attempts), AcquireTime: now,
+		RenewTime: now, ExpiryTime: metav1.NewTime(now.Add(time.Minute))}
+	must(w.server.Update(op, true))
 }

@@ -113,6 +113,7 @@ func (w *World) settle() {
 		m.cutOff = false
 	}
 	w.settleStops(inner)
+	w.endIncidents(inner)
 	w.createReplaced()
 	if line := collectStory(w.server.Orphans()); line != "" {
 		// The collector looks again, as it does within seconds once

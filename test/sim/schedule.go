@@ -234,6 +234,9 @@ func (w *World) Plan(rng *rand.Rand) Action {
 	if w.opts.Stops {
 		choices = append(choices, w.stopChoice(rng, &a))
 	}
+	if w.opts.Brakes {
+		choices = append(choices, w.brakeChoices(rng, &a)...)
+	}
 	total := 0
 	for _, c := range choices {
 		total += w.weight(c.name)
@@ -265,11 +268,7 @@ type choice struct {
 // baseWeights are the scheduler's kinds of action, in the order Plan
 // draws among them, and their weights. A swarm run never switches a
 // steady one off: without them nothing runs, or time stops.
-var baseWeights = []struct {
-	name   string
-	weight int
-	steady bool
-}{
+var baseWeights = []kindWeight{
 	{"reconcile", 40, true}, {"resume", 8, true}, {"sync", 20, true}, {"tick", 12, true},
 	{"crash", 1, false}, {"cut", 2, false}, {"collect", 2, false},
 	{"apply", 4, true}, {"delete", 1, false}, {"delete-in-review", 1, false}, {"reapply", 1, false},
@@ -279,14 +278,24 @@ var baseWeights = []struct {
 	{"replace", 2, false}, {"relist", 2, false}, {"call", 6, false}, {"stop", 1, false},
 }
 
+// kindWeight is a kind of action's base weight. A steady one is never
+// switched off.
+type kindWeight struct {
+	name   string
+	weight int
+	steady bool
+}
+
 // weight is the weight of a kind of action in this run.
 func (w *World) weight(name string) int {
 	if n, ok := w.opts.Weights[name]; ok {
 		return n
 	}
-	for _, b := range baseWeights {
-		if b.name == name {
-			return b.weight
+	for _, list := range [][]kindWeight{baseWeights, brakeWeights} {
+		for _, b := range list {
+			if b.name == name {
+				return b.weight
+			}
 		}
 	}
 	panic("sim: no weight for " + name)
@@ -674,6 +683,8 @@ func (w *World) Apply(a Action) {
 		w.call(a)
 	case Stop, WriteHeld, Start:
 		w.applyStop(a, m)
+	default:
+		w.applyBrake(a)
 	}
 	w.createReplaced()
 	w.check()
@@ -720,6 +731,8 @@ func (w *World) describe(a Action) string {
 		return w.describePerson(a)
 	case Stop, WriteHeld, Start:
 		return w.describeStop(a, m)
+	case SuspendTool, ResumeTool, SuspendOperation, ResumeOperation, Cancel, Uncancel:
+		return w.describeBrake(a)
 	case Crash:
 		if m.down() {
 			return ""
@@ -1019,7 +1032,11 @@ func (w *World) editTool(name string, edit int64) {
 			spec.Idempotency.DedupeWindow = &metav1.Duration{Duration: t.Window / time.Duration(1+w.draws.IntN("dedupe window|"+name, 2))}
 		}
 	default:
+		// Back as it was described, but for a suspend, which the person
+		// who edits leaves alone (brakes.go).
+		suspend := cr.Spec.Suspend
 		cr.Spec = toolCR(t).Spec
+		cr.Spec.Suspend = suspend
 	}
 	if err := w.server.Update(cr, false); err != nil {
 		w.note("the edit fails: %v", err)

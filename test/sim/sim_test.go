@@ -183,7 +183,7 @@ func TestHunt(t *testing.T) {
 // TestPeopleAct: the people of Options.People do what they stand for in
 // default runs: a name applied again with its other manifest, a saga's
 // step deleted, a step failed by a person, a short retention that lets a
-// scope be forgotten on time. A change that made one of them never
+// scope be forgotten on time. So do those of Options.Brakes. A change that made one of them never
 // happen would leave the hunt blind to it without failing.
 func TestPeopleAct(t *testing.T) {
 	if testing.Short() {
@@ -192,7 +192,12 @@ func TestPeopleAct(t *testing.T) {
 	want := []string{"applies another manifest under the name", "a person deletes order-1.",
 		"a person fails step operation", "nothing remembers desk/desk-1 any more",
 		"the namespace controller deletes every SideEffectOperation in team",
-		"watch expired: its cache lists again"}
+		"watch expired: its cache lists again",
+		// The brakes (Options.Brakes): an incident at a tool, begun and
+		// over; an operation held and let go; a cancel, and a cancel a
+		// person tries to take back, which the API server refuses.
+		"a person suspends tool", "is over: a person resumes tool", "a person suspends operation",
+		"a person resumes operation", "a person cancels operation", "spec.cancel cannot be taken back"}
 	// The acts are drawn among many others, the callers' and the stops'
 	// among them: the runs go on until each was seen, up to peopleSeeds.
 	const peopleSeeds = 40

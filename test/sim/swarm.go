@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 )
 
@@ -42,13 +43,7 @@ func (o Options) Swarmed() Options {
 	o.FaultRate = thousandths(0.5 * rng.Float64())
 	o.Weights = map[string]int{}
 	for _, b := range baseWeights {
-		// Tenfold, so that a base weight of 1 made four times rarer is
-		// still drawn.
-		n := max(1, int(math.Round(float64(10*b.weight)*math.Pow(4, 2*rng.Float64()-1))))
-		if !b.steady && rng.IntN(8) == 0 {
-			n = 0
-		}
-		o.Weights[b.name] = n
+		o.Weights[b.name] = b.draw(rng)
 	}
 	if o.APIFaultRate > 0 {
 		// Drawn last, so that the draws before it stay as they were.
@@ -58,7 +53,24 @@ func (o Options) Swarmed() Options {
 		// After it: none, one shard for all, or a few or many.
 		o.Shards = []int{0, 1, 4, 16}[rng.IntN(4)]
 	}
+	if o.Brakes {
+		// After everything else: a run without brakes draws as before.
+		for _, b := range brakeWeights {
+			o.Weights[b.name] = b.draw(rng)
+		}
+	}
 	return o
+}
+
+// draw is a swarm run's weight of a kind of action: tenfold its base, so
+// that a base weight of 1 made four times rarer is still drawn, and zero
+// one time in eight unless it is steady.
+func (b kindWeight) draw(rng *rand.Rand) int {
+	n := max(1, int(math.Round(float64(10*b.weight)*math.Pow(4, 2*rng.Float64()-1))))
+	if !b.steady && rng.IntN(8) == 0 {
+		n = 0
+	}
+	return n
 }
 
 // thousandths rounds x to three decimals, as Summary prints it: the rate
@@ -90,11 +102,14 @@ func (o Options) Summary() string {
 	if o.ClockSkew > 0 {
 		line += fmt.Sprintf(", clocks skewed up to %s", o.ClockSkew)
 	}
+	if o.Brakes {
+		line += ", brakes"
+	}
 	if o.Weights == nil {
 		return line
 	}
-	ws := make([]string, 0, len(baseWeights))
-	for _, b := range baseWeights {
+	ws := make([]string, 0, len(baseWeights)+len(brakeWeights))
+	for _, b := range append(slices.Clone(baseWeights), brakeWeights...) {
 		if n, ok := o.Weights[b.name]; ok {
 			ws = append(ws, fmt.Sprintf("%s %d", b.name, n))
 		}

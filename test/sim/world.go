@@ -151,6 +151,11 @@ type Options struct {
 	// later. On in DefaultOptions; a swarm run draws its weight as any
 	// other kind of action. Stories saved before it existed lack it.
 	Stops bool `json:",omitempty"`
+	// Brakes lets people suspend and resume tools and operations, and
+	// cancel operations (brakes.go). On in DefaultOptions; a swarm run
+	// draws their weights after everything else it draws. Stories saved
+	// before it existed lack it, and replay without brakes.
+	Brakes bool `json:",omitempty"`
 
 	// probe makes every API call of a pass draw at a site of its own, and
 	// tell it (probeMark): the test that draws do not drift.
@@ -160,7 +165,8 @@ type Options struct {
 // DefaultOptions are what make test and make sim run with.
 func DefaultOptions(seed uint64) Options {
 	return Options{Seed: seed, Steps: 2000, Managers: 2, FreezeRate: 0.03, FaultRate: 0.25, FrozenTimers: true,
-		KeyedDraws: true, People: true, NamespaceByKind: true, Callers: true, CallerFaults: true, Shards: 4, Stops: true}
+		KeyedDraws: true, People: true, NamespaceByKind: true, Callers: true, CallerFaults: true, Shards: 4, Stops: true,
+		Brakes: true}
 }
 
 // The workload's tools and their operations: a charge, and the refund that
@@ -347,6 +353,9 @@ type passRun struct {
 	uid    types.UID
 	// after, if set, ends the pass in place of a queue's bookkeeping.
 	after func()
+	// tools are what each read of a tool in the pass showed of its
+	// suspend, by kind and name (check_brakes.go).
+	tools map[string]toolRead
 }
 
 func (p *passRun) dead() bool { return p.incarnation != p.m.incarnation }
@@ -808,6 +817,9 @@ func (g gate) Read(obj runtime.Object) {
 		return
 	}
 	pr := g.m.w.running
+	if t, ok := obj.(v1.GenericTool); ok && pr != nil && pr.m == g.m {
+		pr.readTool(t)
+	}
 	op, ok := obj.(*v1.SideEffectOperation)
 	if pr == nil || pr.m != g.m || !ok || pr.uid != "" || pr.req.ctrl != ctrlOperation || op.Name != pr.req.Name {
 		return
