@@ -147,9 +147,11 @@ type SideEffectOperationSpec struct {
 	Suspend bool `json:"suspend,omitempty"`
 
 	// cancel asks that the operation not take effect. It is honoured only
-	// where that is safe. Before any attempt, or after attempts that
-	// provably had no effect, the operation ends FailedFinal with reason
-	// Cancelled and makes no call. A call in flight finishes, and its
+	// where that is safe, once the operation holds its key's scope: a
+	// duplicate of another object's key reports that object's outcome.
+	// Before any attempt, or after attempts that provably had no effect,
+	// the operation ends FailedFinal with reason Cancelled and makes no
+	// call. A call in flight finishes, and its
 	// answer stands. An unknown outcome is still reconciled by lookup; one
 	// that only a re-send could settle goes to a person (NeedsReview). A
 	// person's resolution is applied all the same. Once set, it cannot be
