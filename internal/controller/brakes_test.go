@@ -106,6 +106,21 @@ var _ = Describe("Brakes", func() {
 		Expect(effectsIn(ns)).To(BeZero())
 	})
 
+	It("remembers a cancel once its operation is gone: the same manifest again does not execute", func() {
+		newTool(ns, "payments", v1.IdempotencyNative)
+		op := newOp(ns, "charge", "payments", map[string]any{"amount": 100})
+		op.Spec.Cancel = true
+		create(op)
+		waitFor(ns, "charge", v1.StateFailedFinal)
+		remove(get(ns, "charge"))
+
+		By("applying the manifest again without the cancel, as a GitOps tool re-creates a deleted object")
+		create(newOp(ns, "charge", "payments", map[string]any{"amount": 100}))
+		again := waitFor(ns, "charge", v1.StateFailedFinal)
+		Expect(again.Status.ErrorClass).To(Equal(v1.ErrorCancelled), "%s", describe(again))
+		Consistently(func() int { return effectsIn(ns) }, 2*time.Second).Should(BeZero())
+	})
+
 	It("asks a person about a cancelled operation that only a re-send could settle", func() {
 		// The first call's answer comes after its timeout: the effect is
 		// made, and its outcome is unknown to the manager.

@@ -82,8 +82,13 @@ type Release struct {
 //
 //   - A live claim is waited for. The worker holding it will write its
 //     answer, which must reach the record.
-//   - An operation that made no attempt, or duplicated another, had no
-//     effect of its own. It has nothing to keep. A record may name it,
+//   - A cancel keeps its outcome, attempts or none: the key's request was
+//     cancelled, and a replay within the retention says so. Without it,
+//     the same manifest applied again (a GitOps tool re-creating what a
+//     TTL deleted) would execute what a person cancelled. It never takes
+//     a record that names another owner.
+//   - Any other operation that made no attempt, or duplicated another,
+//     had no effect of its own. It has nothing to keep. A record may name it,
 //     bound with a shared key or handed to it as the holder of the key's
 //     name. Such a record with no outcome and no previous owner goes. The
 //     next operation of the scope then binds it afresh instead of
@@ -114,7 +119,12 @@ func AtDeletion(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec *v1.Id
 	if expired && (rec == nil || rec.Owner.UID != self.UID) {
 		return Release{Action: ReleaseNow}
 	}
-	if st.Attempts == 0 || st.DuplicateOf != "" {
+	if cancelled := st.Attempts == 0 && st.DuplicateOf == "" && st.State == v1.StateFailedFinal &&
+		st.ErrorClass == v1.ErrorCancelled; cancelled {
+		if rec != nil && rec.Owner.UID != self.UID {
+			return Release{Action: ReleaseNow}
+		}
+	} else if st.Attempts == 0 || st.DuplicateOf != "" {
 		if st.Attempts == 0 && rec != nil && rec.Owner.UID == self.UID && rec.Outcome == nil && rec.PreviousOwner == nil {
 			return Release{Action: ReleaseDelete}
 		}

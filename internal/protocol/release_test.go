@@ -35,6 +35,8 @@ func TestAtDeletion(t *testing.T) {
 		return v1.IdempotencyRecordSpec{IdempotencyKey: "pay", RequestHash: "sha256:a", Owner: me, Outcome: o}
 	}
 	committed := v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 1}
+	cancelledSt := v1.SideEffectOperationStatus{State: v1.StateFailedFinal, ErrorClass: v1.ErrorCancelled}
+	cancelledOut := &v1.RecordOutcome{State: v1.StateFailedFinal, ErrorClass: v1.ErrorCancelled, Reason: v1.ReasonCancelled}
 	cases := map[string]struct {
 		reason string
 		st     v1.SideEffectOperationStatus
@@ -45,6 +47,21 @@ func TestAtDeletion(t *testing.T) {
 		"NeverClaimed": {
 			reason: "An operation that made no attempt had no effect: nothing to keep.",
 			st:     v1.SideEffectOperationStatus{}, own: own(nil),
+			want: Release{Action: ReleaseNow},
+		},
+		"CancelledKeepsItsOutcome": {
+			reason: "A cancel before any attempt is the key's answer: a replay within the retention says Cancelled, and the same manifest applied again does not execute.",
+			st:     cancelledSt, rec: &v1.IdempotencyRecordSpec{Owner: me}, own: own(cancelledOut),
+			want: Release{Action: ReleaseUpdate, Record: v1.IdempotencyRecordSpec{Owner: me, Outcome: cancelledOut}},
+		},
+		"CancelledCreatesItsRecord": {
+			reason: "A cancelled operation whose key is its name bound no record: it creates one with the cancel.",
+			st:     cancelledSt, own: own(cancelledOut),
+			want: Release{Action: ReleaseCreate, Record: own(cancelledOut)},
+		},
+		"CancelledTakesNoOthersRecord": {
+			reason: "A cancelled operation never claimed: a record that names another owner is that owner's.",
+			st:     cancelledSt, rec: &v1.IdempotencyRecordSpec{Owner: other}, own: own(cancelledOut),
 			want: Release{Action: ReleaseNow},
 		},
 		"NeverClaimedOwnerDropsRecord": {
