@@ -121,6 +121,22 @@ var _ = Describe("Brakes", func() {
 		Consistently(func() int { return effectsIn(ns) }, 2*time.Second).Should(BeZero())
 	})
 
+	It("answers a same-key twin of a cancelled operation whose key is its name with the cancel", func() {
+		newTool(ns, "payments", v1.IdempotencyNative)
+		holder := newOp(ns, "charge", "payments", map[string]any{"amount": 100})
+		holder.Spec.Cancel = true
+		create(holder)
+		waitFor(ns, "charge", v1.StateFailedFinal)
+
+		By("creating another object that names the first one's name as its key")
+		twin := newOp(ns, "twin", "payments", map[string]any{"amount": 100})
+		twin.Spec.IdempotencyKey = "charge"
+		create(twin)
+		got := waitFor(ns, "twin", v1.StateFailedFinal)
+		Expect(got.Status.ErrorClass).To(Equal(v1.ErrorCancelled), "%s", describe(got))
+		Consistently(func() int { return effectsIn(ns) }, 2*time.Second).Should(BeZero())
+	})
+
 	It("asks a person about a cancelled operation that only a re-send could settle", func() {
 		// The first call's answer comes after its timeout: the effect is
 		// made, and its outcome is unknown to the manager.

@@ -41,9 +41,13 @@ func NameKeyed(key, name string) bool {
 // record" and claimed in between. It owns the scope if it has made an
 // attempt, or may still make one. It may still make one when it is
 // neither terminal nor being deleted: a terminating operation never
-// claims.
+// claims. A holder that a person cancelled owns it too: the key's request
+// was cancelled, and the other operation reports that, as its release
+// keeps it in the record (AtDeletion).
 func HolderMayExecute(holder v1.SideEffectOperationStatus, terminating bool) bool {
-	return holder.Attempts > 0 || (!holder.State.IsTerminal() && !terminating)
+	cancelled := holder.State == v1.StateFailedFinal && holder.ErrorClass == v1.ErrorCancelled &&
+		holder.DuplicateOf == ""
+	return holder.Attempts > 0 || cancelled || (!holder.State.IsTerminal() && !terminating)
 }
 
 // ReleaseAction is what a deleted operation does before its finalizer goes.

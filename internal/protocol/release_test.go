@@ -183,6 +183,12 @@ func TestHolderMayExecute(t *testing.T) {
 		"CommittedBeingDeleted": {v1.SideEffectOperationStatus{State: v1.StateCommitted, Attempts: 1}, true, true},
 		"WaitingAsDuplicate":    {v1.SideEffectOperationStatus{DuplicateOf: "x"}, false, true},
 		"RefusedBeforeAnyCall":  {v1.SideEffectOperationStatus{State: v1.StateFailedFinal}, false, false},
+		"CancelledBeforeAnyCall": {v1.SideEffectOperationStatus{State: v1.StateFailedFinal,
+			ErrorClass: v1.ErrorCancelled}, false, true},
+		"CancelledBeingDeleted": {v1.SideEffectOperationStatus{State: v1.StateFailedFinal,
+			ErrorClass: v1.ErrorCancelled}, true, true},
+		"AdoptedACancel": {v1.SideEffectOperationStatus{State: v1.StateFailedFinal,
+			ErrorClass: v1.ErrorCancelled, DuplicateOf: "x"}, false, false},
 		"AdoptedAnotherOutcome": {v1.SideEffectOperationStatus{State: v1.StateCommitted, DuplicateOf: "x"}, false, false},
 	}
 	for name, tc := range cases {
