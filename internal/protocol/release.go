@@ -45,9 +45,13 @@ func NameKeyed(key, name string) bool {
 // was cancelled, and the other operation reports that, as its release
 // keeps it in the record (AtDeletion).
 func HolderMayExecute(holder v1.SideEffectOperationStatus, terminating bool) bool {
-	cancelled := holder.State == v1.StateFailedFinal && holder.ErrorClass == v1.ErrorCancelled &&
-		holder.DuplicateOf == ""
-	return holder.Attempts > 0 || cancelled || (!holder.State.IsTerminal() && !terminating)
+	return holder.Attempts > 0 || cancelledItself(holder) || (!holder.State.IsTerminal() && !terminating)
+}
+
+// cancelledItself reports whether a person's cancel ended the operation,
+// not one it copied from another object of its key.
+func cancelledItself(st v1.SideEffectOperationStatus) bool {
+	return st.State == v1.StateFailedFinal && st.ErrorClass == v1.ErrorCancelled && st.DuplicateOf == ""
 }
 
 // ReleaseAction is what a deleted operation does before its finalizer goes.
@@ -123,8 +127,7 @@ func AtDeletion(st v1.SideEffectOperationStatus, self v1.RecordOwner, rec *v1.Id
 	if expired && (rec == nil || rec.Owner.UID != self.UID) {
 		return Release{Action: ReleaseNow}
 	}
-	if cancelled := st.Attempts == 0 && st.DuplicateOf == "" && st.State == v1.StateFailedFinal &&
-		st.ErrorClass == v1.ErrorCancelled; cancelled {
+	if st.Attempts == 0 && cancelledItself(st) {
 		if rec != nil && rec.Owner.UID != self.UID {
 			return Release{Action: ReleaseNow}
 		}
